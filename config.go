@@ -1,0 +1,207 @@
+package promptkit
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"time"
+)
+
+// Config configures an Engine. Build it in code, or load backends and
+// profiles with LoadConfig and prompts with LoadPrompts.
+type Config struct {
+	// Backends are the OpenAI-compatible endpoints profiles run on.
+	Backends []Backend
+	// Profiles select a backend, a model and generation parameters.
+	Profiles []Profile
+	// Prompts are the named prompt templates RunRequest.PromptID refers to.
+	Prompts []Prompt
+	// DefaultProfile is used when a RunRequest names no profile. Defaults to
+	// the profile "default" if there is one, else to the only profile.
+	DefaultProfile string
+	// MaxConcurrentRuns bounds runs executing at once (logical admission,
+	// held for a whole run including repairs). Defaults to 0, unlimited.
+	MaxConcurrentRuns int
+	// MaxQueuedRuns bounds runs waiting for admission once MaxConcurrentRuns
+	// are executing; a run past it fails at once with ErrCapacity.
+	// Defaults to 0, unlimited.
+	MaxQueuedRuns int
+	// LLMClient, if non-nil, replaces the built-in HTTP client for every
+	// backend. Backends then need no BaseURL, but still bound concurrency.
+	LLMClient LLMClient
+	// HTTPClient is used by the built-in client. Defaults to a client
+	// without an overall timeout (Backend.Timeout bounds each attempt).
+	HTTPClient *http.Client
+}
+
+// Backend is one OpenAI-compatible endpoint.
+type Backend struct {
+	// ID names the backend; profiles refer to it.
+	ID string `yaml:"id" json:"id"`
+	// BaseURL is the API root; the client posts to BaseURL+"/chat/completions".
+	// Required unless Config.LLMClient is set.
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	// APIKeyEnv names the environment variable holding the API key. It is
+	// read when a generation starts, never stored. If set and the variable
+	// is empty, runs fail with ErrInvalidRequest. Defaults to no key.
+	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env,omitempty"`
+	// MaxActive bounds requests in flight on this backend across all runs.
+	// Defaults to 0, unlimited.
+	MaxActive int `yaml:"max_active" json:"max_active,omitempty"`
+	// Timeout bounds each attempt, from dispatch to the decoded response.
+	// Defaults to 60s.
+	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+}
+
+// Profile is a named way to run prompts: a backend, a model and parameters.
+type Profile struct {
+	// ID names the profile.
+	ID string `yaml:"id" json:"id"`
+	// Backend is the ID of the Backend to use. Required unless
+	// Config.LLMClient is set.
+	Backend string `yaml:"backend" json:"backend"`
+	// Model is sent as the request's model. Required.
+	Model string `yaml:"model" json:"model"`
+	// Temperature, TopP, MaxTokens and Stop are sent when set.
+	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
+	TopP        *float64 `yaml:"top_p" json:"top_p,omitempty"`
+	MaxTokens   *int     `yaml:"max_tokens" json:"max_tokens,omitempty"`
+	Stop        []string `yaml:"stop" json:"stop,omitempty"`
+	// System is sent as the first (system) message when non-empty.
+	System string `yaml:"system" json:"system,omitempty"`
+	// Validate turns output-schema validation on or off. Defaults to on.
+	Validate *bool `yaml:"validate" json:"validate,omitempty"`
+	// RepairBudget is how many repair generations may follow an output that
+	// fails the prompt's output schema. Defaults to 0.
+	RepairBudget int `yaml:"repair_budget" json:"repair_budget,omitempty"`
+	// StructuredOutput sends the output schema as the request's
+	// response_format (type json_schema). Defaults to on; turn it off for
+	// backends that reject response_format.
+	StructuredOutput *bool `yaml:"structured_output" json:"structured_output,omitempty"`
+}
+
+// Prompt is a named, versioned prompt template.
+type Prompt struct {
+	// ID names the prompt.
+	ID string `json:"id"`
+	// Version is free-form and reported in results.
+	Version string `json:"version,omitempty"`
+	// Description is for people.
+	Description string `json:"description,omitempty"`
+	// Template is a text/template body rendered with the run's inputs as
+	// its data (a map); a missing input is an error.
+	Template string `json:"template"`
+	// InputSchema, if set, is the JSON Schema the inputs must satisfy.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	// OutputSchema, if set, is the JSON Schema the output must satisfy; the
+	// output is then parsed as JSON and RunResult.Output carries it.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+const defaultTimeout = 60 * time.Second
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// fieldError is a config problem located by a field path.
+type fieldError struct {
+	source string // file name, or "Config"
+	field  string // e.g. backends[0].base_url
+	msg    string
+}
+
+func (e *fieldError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", e.source, e.field, e.msg)
+}
+
+func (e *fieldError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// validateConfig checks cfg; source names where it came from.
+func validateConfig(cfg *Config, source string) error {
+	bad := func(field, format string, args ...any) error {
+		return &fieldError{source: source, field: field, msg: fmt.Sprintf(format, args...)}
+	}
+	if cfg.MaxConcurrentRuns < 0 {
+		return bad("max_concurrent_runs", "must not be negative")
+	}
+	if cfg.MaxQueuedRuns < 0 {
+		return bad("max_queued_runs", "must not be negative")
+	}
+	backends := map[string]bool{}
+	for i, b := range cfg.Backends {
+		f := fmt.Sprintf("backends[%d]", i)
+		if !idPattern.MatchString(b.ID) {
+			return bad(f+".id", "must match %s", idPattern)
+		}
+		if backends[b.ID] {
+			return bad(f+".id", "duplicate backend %q", b.ID)
+		}
+		backends[b.ID] = true
+		if b.BaseURL == "" && cfg.LLMClient == nil {
+			return bad(f+".base_url", "required")
+		}
+		if b.BaseURL != "" {
+			u, err := url.Parse(b.BaseURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return bad(f+".base_url", "must be an absolute http or https URL")
+			}
+			if u.User != nil {
+				return bad(f+".base_url", "must not contain credentials; use api_key_env")
+			}
+		}
+		if b.MaxActive < 0 {
+			return bad(f+".max_active", "must not be negative")
+		}
+		if b.Timeout < 0 {
+			return bad(f+".timeout", "must not be negative")
+		}
+	}
+	profiles := map[string]bool{}
+	for i, p := range cfg.Profiles {
+		f := fmt.Sprintf("profiles[%d]", i)
+		if !idPattern.MatchString(p.ID) {
+			return bad(f+".id", "must match %s", idPattern)
+		}
+		if profiles[p.ID] {
+			return bad(f+".id", "duplicate profile %q", p.ID)
+		}
+		profiles[p.ID] = true
+		if p.Backend == "" && cfg.LLMClient == nil {
+			return bad(f+".backend", "required")
+		}
+		if p.Backend != "" && !backends[p.Backend] {
+			return bad(f+".backend", "unknown backend %q", p.Backend)
+		}
+		if p.Model == "" {
+			return bad(f+".model", "required")
+		}
+		if p.RepairBudget < 0 {
+			return bad(f+".repair_budget", "must not be negative")
+		}
+		if p.MaxTokens != nil && *p.MaxTokens <= 0 {
+			return bad(f+".max_tokens", "must be positive")
+		}
+		if p.Temperature != nil && (*p.Temperature < 0 || *p.Temperature > 2) {
+			return bad(f+".temperature", "must be between 0 and 2")
+		}
+		if p.TopP != nil && (*p.TopP < 0 || *p.TopP > 1) {
+			return bad(f+".top_p", "must be between 0 and 1")
+		}
+	}
+	if cfg.DefaultProfile != "" && !profiles[cfg.DefaultProfile] {
+		return bad("default_profile", "unknown profile %q", cfg.DefaultProfile)
+	}
+	prompts := map[string]bool{}
+	for i, p := range cfg.Prompts {
+		f := fmt.Sprintf("prompts[%d]", i)
+		if !idPattern.MatchString(p.ID) {
+			return bad(f+".id", "must match %s", idPattern)
+		}
+		if prompts[p.ID] {
+			return bad(f+".id", "duplicate prompt %q", p.ID)
+		}
+		prompts[p.ID] = true
+	}
+	return nil
+}

@@ -1,0 +1,570 @@
+package promptkit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/promptkit/promptkit/internal/dispatch"
+	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/internal/observe"
+	"github.com/promptkit/promptkit/internal/openai"
+)
+
+// Engine runs prompts. It is safe for concurrent use; create one per
+// application and share it, so that its capacity limits apply to all runs.
+type Engine struct {
+	backends       map[string]*backendRuntime
+	profiles       map[string]Profile
+	prompts        map[string]*promptRuntime
+	defaultProfile string
+	sched          *dispatch.Scheduler
+	client         LLMClient
+
+	// Test seams; production uses the defaults set in New.
+	now    func() time.Time
+	getenv func(string) string
+}
+
+type backendRuntime struct {
+	Backend
+	endpoint openai.Endpoint
+}
+
+type promptRuntime struct {
+	Prompt
+	tmpl   *template.Template
+	input  *compiledSchema
+	output *compiledSchema
+}
+
+// RunRequest asks for one run: a named prompt with inputs, or ad-hoc text.
+type RunRequest struct {
+	// PromptID names a loaded prompt; Inputs are its template data.
+	PromptID string         `json:"prompt_id,omitempty"`
+	Inputs   map[string]any `json:"inputs,omitempty"`
+	// Text is an ad-hoc user message, used instead of PromptID.
+	Text string `json:"text,omitempty"`
+	// History is earlier conversation, placed after the profile's system
+	// message and before the prompt.
+	History []Message `json:"history,omitempty"`
+	// ProfileID selects the profile. Defaults to Config.DefaultProfile.
+	ProfileID string `json:"profile_id,omitempty"`
+	// Model overrides the profile's model.
+	Model string `json:"model,omitempty"`
+}
+
+// PreparedRun describes a rendered run without executing it.
+type PreparedRun struct {
+	PromptID      string `json:"prompt_id,omitempty"`
+	PromptVersion string `json:"prompt_version,omitempty"`
+	ProfileID     string `json:"profile_id"`
+	BackendID     string `json:"backend_id,omitempty"`
+	// PromptHash is "sha256:" and the hex digest of the rendered request
+	// (model, messages, parameters, output schema). Equal hashes mean equal
+	// provider requests; retry settings and observers never affect it.
+	PromptHash string `json:"prompt_hash"`
+	// Request is the initial generation request.
+	Request GenerateRequest `json:"request"`
+}
+
+// New checks cfg, compiles its prompts and schemas, and returns an Engine.
+// Errors match ErrInvalidConfig and name the offending field.
+func New(cfg Config) (*Engine, error) {
+	if err := validateConfig(&cfg, "Config"); err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		backends: map[string]*backendRuntime{},
+		profiles: map[string]Profile{},
+		prompts:  map[string]*promptRuntime{},
+		client:   cfg.LLMClient,
+		now:      time.Now,
+		getenv:   os.Getenv,
+	}
+	limits := map[string]int{}
+	for _, b := range cfg.Backends {
+		if b.Timeout == 0 {
+			b.Timeout = defaultTimeout
+		}
+		limits[b.ID] = b.MaxActive
+		e.backends[b.ID] = &backendRuntime{Backend: b, endpoint: openai.Endpoint{
+			BaseURL:    b.BaseURL,
+			APIKeyEnv:  b.APIKeyEnv,
+			Timeout:    b.Timeout,
+			HTTPClient: cfg.HTTPClient,
+			Getenv:     func(k string) string { return e.getenv(k) },
+			Now:        func() time.Time { return e.now() },
+		}}
+	}
+	for _, p := range cfg.Profiles {
+		p.Stop = append([]string(nil), p.Stop...)
+		p.Temperature = clonePtr(p.Temperature)
+		p.TopP = clonePtr(p.TopP)
+		p.MaxTokens = clonePtr(p.MaxTokens)
+		p.Validate = clonePtr(p.Validate)
+		p.StructuredOutput = clonePtr(p.StructuredOutput)
+		e.profiles[p.ID] = p
+	}
+	switch {
+	case cfg.DefaultProfile != "":
+		e.defaultProfile = cfg.DefaultProfile
+	case len(cfg.Profiles) == 1:
+		e.defaultProfile = cfg.Profiles[0].ID
+	default:
+		e.defaultProfile = "default"
+	}
+	for i, p := range cfg.Prompts {
+		bad := func(field string, err error) error {
+			return &fieldError{source: "Config", field: fmt.Sprintf("prompts[%d].%s", i, field), msg: err.Error()}
+		}
+		rt := &promptRuntime{Prompt: p}
+		rt.InputSchema = bytes.Clone(p.InputSchema)
+		rt.OutputSchema = bytes.Clone(p.OutputSchema)
+		var err error
+		if rt.tmpl, err = parseTemplate(p); err != nil {
+			return nil, bad("template", err)
+		}
+		if rt.input, err = compileSchema("promptkit:///"+p.ID+"/input.json", p.InputSchema); err != nil {
+			return nil, bad("input_schema", err)
+		}
+		if rt.output, err = compileSchema("promptkit:///"+p.ID+"/output.json", p.OutputSchema); err != nil {
+			return nil, bad("output_schema", err)
+		}
+		e.prompts[p.ID] = rt
+	}
+	e.sched = dispatch.New(dispatch.Config{
+		MaxRuns:    cfg.MaxConcurrentRuns,
+		MaxWaiting: cfg.MaxQueuedRuns,
+		Backends:   limits,
+		Now:        func() time.Time { return e.now() },
+	})
+	return e, nil
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// plan is a resolved, rendered run: everything execution needs.
+type plan struct {
+	prompt   *promptRuntime // nil for ad-hoc text
+	profile  Profile
+	backend  *backendRuntime // nil when an injected client runs without backends
+	request  llm.Request
+	validate bool
+	info     PreparedRun
+}
+
+func (e *Engine) resolve(req RunRequest) (*plan, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine", ErrInvalidConfig)
+	}
+	if (req.PromptID == "") == (req.Text == "") {
+		return nil, fmt.Errorf("%w: set exactly one of PromptID and Text", ErrInvalidRequest)
+	}
+	if req.Text != "" && len(req.Inputs) > 0 {
+		return nil, fmt.Errorf("%w: Inputs apply only to PromptID", ErrInvalidRequest)
+	}
+	for i, m := range req.History {
+		if m.Role != RoleSystem && m.Role != RoleUser && m.Role != RoleAssistant {
+			return nil, fmt.Errorf("%w: History[%d].Role must be system, user or assistant", ErrInvalidRequest, i)
+		}
+	}
+	profileID := req.ProfileID
+	if profileID == "" {
+		profileID = e.defaultProfile
+	}
+	profile, ok := e.profiles[profileID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrProfileNotFound, profileID)
+	}
+	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate}
+	if profile.Backend != "" {
+		p.backend = e.backends[profile.Backend]
+	}
+	var msgs []llm.Message
+	if profile.System != "" {
+		msgs = append(msgs, llm.Message{Role: RoleSystem, Content: profile.System})
+	}
+	for _, m := range req.History {
+		msgs = append(msgs, llm.Message{Role: m.Role, Content: m.Content})
+	}
+	user := req.Text
+	if req.PromptID != "" {
+		pr, ok := e.prompts[req.PromptID]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrPromptNotFound, req.PromptID)
+		}
+		p.prompt = pr
+		var err error
+		if user, err = pr.render(req.Inputs); err != nil {
+			return nil, err
+		}
+	}
+	msgs = append(msgs, llm.Message{Role: RoleUser, Content: user})
+	model := profile.Model
+	if req.Model != "" {
+		model = req.Model
+	}
+	p.request = llm.Request{
+		Model:       model,
+		Messages:    msgs,
+		Temperature: profile.Temperature,
+		TopP:        profile.TopP,
+		MaxTokens:   profile.MaxTokens,
+		Stop:        profile.Stop,
+	}
+	if p.prompt != nil && p.prompt.output != nil && (profile.StructuredOutput == nil || *profile.StructuredOutput) {
+		p.request.ResponseSchema = p.prompt.OutputSchema
+		p.request.SchemaName = schemaName(p.prompt.ID)
+	}
+	p.info = PreparedRun{
+		ProfileID:  profile.ID,
+		BackendID:  profile.Backend,
+		PromptHash: hashRequest(p.request),
+		Request:    e.publicRequest(p, p.request),
+	}
+	if p.prompt != nil {
+		p.info.PromptID, p.info.PromptVersion = p.prompt.ID, p.prompt.Version
+	}
+	return p, nil
+}
+
+// render validates inputs and executes the template. Errors never quote
+// input values or rendered text.
+func (pr *promptRuntime) render(inputs map[string]any) (string, error) {
+	data := inputs
+	if data == nil {
+		data = map[string]any{}
+	}
+	if pr.input != nil {
+		diags, err := pr.input.validateValue(data)
+		if err != nil {
+			return "", fmt.Errorf("%w: prompt %q: inputs cannot be encoded as JSON", ErrInvalidRequest, pr.ID)
+		}
+		if len(diags) > 0 {
+			return "", fmt.Errorf("%w: prompt %q: inputs fail the input schema: %s", ErrInvalidRequest, pr.ID, strings.Join(locations(diags), ", "))
+		}
+	}
+	var b strings.Builder
+	if err := pr.tmpl.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("%w: prompt %q: template does not render with these inputs", ErrInvalidRequest, pr.ID)
+	}
+	return b.String(), nil
+}
+
+// locations keeps only the instance locations of diagnostics: the messages
+// themselves can quote input values.
+func locations(diags []string) []string {
+	out := make([]string, 0, len(diags))
+	for _, d := range diags {
+		loc, _, _ := strings.Cut(strings.TrimPrefix(d, "at "), ":")
+		out = append(out, loc)
+	}
+	return out
+}
+
+func schemaName(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	return string(b)
+}
+
+func hashRequest(r llm.Request) string {
+	canon := struct {
+		Model       string          `json:"model"`
+		Messages    []llm.Message   `json:"messages"`
+		Temperature *float64        `json:"temperature"`
+		TopP        *float64        `json:"top_p"`
+		MaxTokens   *int            `json:"max_tokens"`
+		Stop        []string        `json:"stop"`
+		Schema      json.RawMessage `json:"schema"`
+	}{r.Model, r.Messages, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.ResponseSchema}
+	b, _ := json.Marshal(canon) // cannot fail: plain values only
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func (e *Engine) publicRequest(p *plan, r llm.Request) GenerateRequest {
+	msgs := make([]Message, len(r.Messages))
+	for i, m := range r.Messages {
+		msgs[i] = Message{Role: m.Role, Content: m.Content}
+	}
+	return GenerateRequest{
+		BackendID:    p.profile.Backend,
+		Model:        r.Model,
+		Messages:     msgs,
+		Temperature:  clonePtr(r.Temperature),
+		TopP:         clonePtr(r.TopP),
+		MaxTokens:    clonePtr(r.MaxTokens),
+		Stop:         append([]string(nil), r.Stop...),
+		OutputSchema: bytes.Clone(r.ResponseSchema),
+	}
+}
+
+// Run renders and executes req: admission, generation, output validation
+// and repair. It returns an error only when no result could be produced.
+func (e *Engine) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
+	rec := observe.New(time.Now())
+	p, err := e.resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	return e.execute(ctx, p, rec)
+}
+
+// Prepare renders req without executing it: useful to inspect the request
+// or compute its PromptHash. It performs no I/O.
+func (e *Engine) Prepare(ctx context.Context, req RunRequest) (*PreparedRun, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := e.resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	info := p.info
+	return &info, nil
+}
+
+// PreparedExecution is a single-use handle to a rendered run, made by
+// PrepareExecution and consumed by RunPrepared or Discard. Its zero value
+// is not usable.
+type PreparedExecution struct {
+	mu      sync.Mutex
+	engine  *Engine
+	info    PreparedRun
+	payload *plan // nil once claimed or discarded
+}
+
+// Info describes the prepared run.
+func (h *PreparedExecution) Info() PreparedRun {
+	if h == nil {
+		return PreparedRun{}
+	}
+	return h.info
+}
+
+// PrepareExecution renders req and returns a handle that RunPrepared
+// executes exactly once. Rendering errors are returned here, so a caller
+// can reject bad requests before committing to run them.
+func (e *Engine) PrepareExecution(ctx context.Context, req RunRequest) (*PreparedExecution, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := e.resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	return &PreparedExecution{engine: e, info: p.info, payload: p}, nil
+}
+
+// RunPrepared executes a handle from this engine's PrepareExecution. The
+// claim is atomic: of many concurrent calls with one handle exactly one
+// executes; the others, and any call with a nil, foreign, used or
+// discarded handle, fail with ErrInvalidRequest.
+func (e *Engine) RunPrepared(ctx context.Context, h *PreparedExecution) (*RunResult, error) {
+	p, err := e.claim(h)
+	if err != nil {
+		return nil, err
+	}
+	return e.execute(ctx, p, observe.New(time.Now()))
+}
+
+func (e *Engine) claim(h *PreparedExecution) (*plan, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine", ErrInvalidConfig)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: nil prepared execution", ErrInvalidRequest)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.engine != e {
+		return nil, fmt.Errorf("%w: prepared execution belongs to another engine", ErrInvalidRequest)
+	}
+	if h.payload == nil {
+		return nil, fmt.Errorf("%w: prepared execution already used or discarded", ErrInvalidRequest)
+	}
+	p := h.payload
+	h.payload = nil
+	return p, nil
+}
+
+// Discard releases an unexecuted handle. Discarding a used or discarded
+// handle does nothing; a nil or foreign handle is ErrInvalidRequest.
+func (e *Engine) Discard(h *PreparedExecution) error {
+	if h == nil {
+		return fmt.Errorf("%w: nil prepared execution", ErrInvalidRequest)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.engine != e {
+		return fmt.Errorf("%w: prepared execution belongs to another engine", ErrInvalidRequest)
+	}
+	h.payload = nil
+	return nil
+}
+
+// execute runs a resolved plan under admission.
+func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*RunResult, error) {
+	ctx = observe.NewContext(ctx, rec)
+	release, admissionWait, err := e.sched.Admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	res := &RunResult{
+		RunID:         rec.RunID(),
+		PromptID:      p.info.PromptID,
+		PromptVersion: p.info.PromptVersion,
+		ProfileID:     p.info.ProfileID,
+		BackendID:     p.info.BackendID,
+		Model:         p.request.Model,
+		PromptHash:    p.info.PromptHash,
+	}
+	req := p.request
+	for gen := uint64(1); ; gen++ {
+		resp, err := e.generate(ctx, p, req, gen)
+		if err != nil {
+			return nil, err
+		}
+		res.Text = resp.Text
+		if resp.Model != "" {
+			res.Model = resp.Model
+		}
+		if !p.validate || p.prompt == nil || p.prompt.output == nil {
+			res.Validation = Validation{Status: ValidationSkipped}
+			break
+		}
+		doc, diags, err := p.prompt.output.validateJSON(resp.Text)
+		if err != nil {
+			return nil, &opError{op: fmt.Sprintf("prompt %q: validate output", p.prompt.ID), cause: fmt.Errorf("%w: %w", ErrValidation, err)}
+		}
+		if len(diags) == 0 {
+			res.Output = doc
+			res.Validation = Validation{Status: ValidationValid}
+			break
+		}
+		res.Validation = Validation{Status: ValidationInvalid, Errors: diags}
+		if gen > uint64(p.profile.RepairBudget) {
+			break
+		}
+		req = repairRequest(p, resp.Text, diags)
+	}
+	t := rec.Totals()
+	res.Usage = publicUsage(t.Usage)
+	res.Attempts = int(t.Attempts)
+	res.RepairCalls = int(t.RepairCalls)
+	res.Timings = Timings{
+		Admission:    admissionWait,
+		CapacityWait: t.CapacityWait,
+		Generation:   t.Generation,
+		Total:        time.Since(rec.Start()),
+	}
+	return res, nil
+}
+
+// repairRequest shows the model its invalid output and the validator's
+// diagnostics, on top of the original conversation (not the previous
+// repair), so the request size stays bounded.
+func repairRequest(p *plan, invalid string, diags []string) llm.Request {
+	r := p.request
+	var b strings.Builder
+	b.WriteString("Your previous reply does not satisfy the required JSON Schema:\n")
+	for _, d := range diags {
+		b.WriteString("- ")
+		b.WriteString(d)
+		b.WriteString("\n")
+	}
+	b.WriteString("Reply again with only a JSON value that satisfies this schema, and nothing else:\n")
+	b.Write(p.prompt.OutputSchema)
+	msgs := make([]llm.Message, 0, len(r.Messages)+2)
+	msgs = append(msgs, r.Messages...)
+	msgs = append(msgs,
+		llm.Message{Role: RoleAssistant, Content: invalid},
+		llm.Message{Role: RoleUser, Content: b.String()})
+	r.Messages = msgs
+	return r
+}
+
+// generate runs one generation sequence and maps its failure to the public
+// error contract.
+func (e *Engine) generate(ctx context.Context, p *plan, req llm.Request, gen uint64) (*llm.Response, error) {
+	seq := dispatch.Sequence{Backend: p.profile.Backend, Generation: gen}
+	if e.client != nil {
+		pub := e.publicRequest(p, req)
+		seq.Attempt = func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, pub) }
+	} else {
+		frozen, err := openai.Prepare(p.backend.endpoint, req)
+		if err != nil {
+			// A missing credential or an unencodable request: the
+			// request cannot be sent as configured.
+			return nil, &opError{op: fmt.Sprintf("backend %q", p.backend.ID), cause: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
+		}
+		seq.Attempt = frozen.Execute
+	}
+	out := e.sched.Generate(ctx, seq)
+	if out.Err != nil {
+		return nil, &opError{op: fmt.Sprintf("profile %q: generation %d", p.profile.ID, gen), cause: publicError(p.profile.Backend, out.Err)}
+	}
+	return out.Response, nil
+}
+
+// callInjected performs one attempt with the injected client.
+func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outcome {
+	resp, err := e.client.Generate(ctx, req)
+	if err != nil {
+		return llm.Outcome{Err: &injectedError{cause: err}}
+	}
+	if resp == nil {
+		return llm.Outcome{Err: &llm.Failure{Kind: llm.ErrMalformed, Cause: errors.New("injected client returned a nil response")}}
+	}
+	u := llm.Usage{
+		PromptTokens:     resp.Usage.PromptTokens,
+		CompletionTokens: resp.Usage.CompletionTokens,
+		TotalTokens:      resp.Usage.TotalTokens,
+		CachedTokens:     resp.Usage.CachedTokens,
+		ReasoningTokens:  resp.Usage.ReasoningTokens,
+	}
+	var pr llm.Presence
+	if resp.UsagePresence != nil {
+		pr = llm.Presence(*resp.UsagePresence)
+	} else {
+		pr = llm.Presence{
+			PromptTokens:     u.PromptTokens != 0,
+			CompletionTokens: u.CompletionTokens != 0,
+			TotalTokens:      u.TotalTokens != 0,
+			CachedTokens:     u.CachedTokens != 0,
+			ReasoningTokens:  u.ReasoningTokens != 0,
+		}
+	}
+	r := &llm.Response{Text: resp.Text, Model: resp.Model, FinishReason: resp.FinishReason, Usage: u, Presence: pr}
+	return llm.Outcome{Response: r, Usage: u, Presence: pr}
+}
+
+func publicUsage(u llm.Usage) TokenUsage {
+	return TokenUsage(u)
+}

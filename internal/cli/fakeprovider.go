@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/promptkit/promptkit/providertest"
+)
+
+func newFakeProviderCmd() *cobra.Command {
+	var (
+		addr, retryAfter string
+		rate             int
+		latency          time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "fake-provider",
+		Short: "Serve an OpenAI-compatible fake provider for local testing",
+		Long: `Serve providertest's OpenAI-compatible fake provider at --addr.
+
+Replies are generated: when a request carries a JSON Schema response_format
+the reply satisfies the schema; otherwise it is a short text. With --rate N
+the server answers at most N requests per second and 429 past that.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rate < 0 || latency < 0 {
+				return usageError{errors.New("--rate and --latency must not be negative")}
+			}
+			opts := []providertest.Option{providertest.WithLatency(latency)}
+			if rate > 0 {
+				opts = append(opts, providertest.WithRateLimit(rate))
+			}
+			if retryAfter != "" {
+				opts = append(opts, providertest.WithRetryAfter(retryAfter))
+			}
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: providertest.NewHandler(opts...), ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: fake provider listening on http://%s/v1\n", ln.Addr())
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-cmd.Context().Done():
+			}
+			shutdown, cancel := contextWithTimeout(5 * time.Second)
+			defer cancel()
+			if err := srv.Shutdown(shutdown); err != nil {
+				return err
+			}
+			if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&addr, "addr", "127.0.0.1:8081", "listen address")
+	f.IntVar(&rate, "rate", 0, "requests per second before answering 429 (0: unlimited)")
+	f.StringVar(&retryAfter, "retry-after", "", "Retry-After value sent with 429 (default: seconds until capacity)")
+	f.DurationVar(&latency, "latency", 0, "delay before every reply")
+	return cmd
+}

@@ -1,0 +1,165 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+
+	"github.com/promptkit/promptkit/internal/llm"
+)
+
+// Malformed causes are fixed strings: decoder errors can quote body bytes,
+// and provider bodies may echo prompts.
+var (
+	errTooLarge       = errors.New("response too large")
+	errInvalidJSON    = errors.New("invalid JSON")
+	errNotObject      = errors.New("response is not a JSON object")
+	errTrailingData   = errors.New("trailing data after JSON object")
+	errWrongType      = errors.New("field has the wrong JSON type")
+	errInvalidCount   = errors.New("token count is not a non-negative integer")
+	errNoChoices      = errors.New("choices missing or empty")
+	errNoMessage      = errors.New("choices[0].message missing")
+	errContentMissing = errors.New("choices[0].message.content is not a string")
+)
+
+func malformed(cause error) error {
+	return &llm.Failure{Kind: llm.ErrMalformed, Cause: cause}
+}
+
+// count is a token count that remembers whether it was present. Only plain
+// non-negative integer literals are accepted: 1.0 or 1e3 suggest a provider
+// bug we would rather surface than round.
+type count struct {
+	n   int
+	set bool
+}
+
+func (c *count) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*c = count{} // a later null overrides an earlier duplicate key
+		return nil
+	}
+	for _, ch := range b {
+		if ch < '0' || ch > '9' {
+			return errInvalidCount
+		}
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil {
+		return errInvalidCount // overflow
+	}
+	*c = count{n: n, set: true}
+	return nil
+}
+
+type wireUsage struct {
+	PromptTokens        count `json:"prompt_tokens"`
+	CompletionTokens    count `json:"completion_tokens"`
+	TotalTokens         count `json:"total_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens count `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens count `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (w *wireUsage) resolve() (llm.Usage, llm.Presence) {
+	var u llm.Usage
+	var p llm.Presence
+	if w == nil {
+		return u, p
+	}
+	u.PromptTokens, p.PromptTokens = w.PromptTokens.n, w.PromptTokens.set
+	u.CompletionTokens, p.CompletionTokens = w.CompletionTokens.n, w.CompletionTokens.set
+	u.TotalTokens, p.TotalTokens = w.TotalTokens.n, w.TotalTokens.set
+	if d := w.PromptTokensDetails; d != nil {
+		u.CachedTokens, p.CachedTokens = d.CachedTokens.n, d.CachedTokens.set
+	}
+	if d := w.CompletionTokensDetails; d != nil {
+		u.ReasoningTokens, p.ReasoningTokens = d.ReasoningTokens.n, d.ReasoningTokens.set
+	}
+	return u, p
+}
+
+// wireEnvelope leaves choices raw so that usage survives a bad choices
+// array: the provider still billed those tokens.
+type wireEnvelope struct {
+	Model   string          `json:"model"`
+	Choices json.RawMessage `json:"choices"`
+	Usage   *wireUsage      `json:"usage"`
+}
+
+type wireChoice struct {
+	Message *struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// Decode strictly decodes a 2xx chat-completions body. Every error wraps
+// llm.ErrMalformed and never quotes the body.
+func Decode(body []byte) (*llm.Response, error) {
+	r, _, _, err := decode(body)
+	return r, err
+}
+
+// decode is Decode plus the usage it could establish: on error, usage and
+// presence are still filled when the envelope itself decoded and only the
+// choices were unusable.
+func decode(body []byte) (*llm.Response, llm.Usage, llm.Presence, error) {
+	var u llm.Usage
+	var p llm.Presence
+
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, u, p, malformed(errInvalidJSON)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, u, p, malformed(errTrailingData)
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, u, p, malformed(errNotObject)
+	}
+
+	var env wireEnvelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		if errors.Is(err, errInvalidCount) {
+			return nil, u, p, malformed(errInvalidCount)
+		}
+		return nil, u, p, malformed(errWrongType)
+	}
+	u, p = env.Usage.resolve()
+
+	if len(env.Choices) == 0 || string(env.Choices) == "null" {
+		return nil, u, p, malformed(errNoChoices)
+	}
+	var choices []wireChoice
+	if err := json.Unmarshal(env.Choices, &choices); err != nil {
+		return nil, u, p, malformed(errWrongType)
+	}
+	if len(choices) == 0 {
+		return nil, u, p, malformed(errNoChoices)
+	}
+	c := choices[0]
+	if c.Message == nil {
+		return nil, u, p, malformed(errNoMessage)
+	}
+	content := c.Message.Content
+	if len(content) == 0 || content[0] != '"' {
+		return nil, u, p, malformed(errContentMissing)
+	}
+	var text string
+	if err := json.Unmarshal(content, &text); err != nil {
+		return nil, u, p, malformed(errContentMissing)
+	}
+
+	r := &llm.Response{Text: text, Model: env.Model, Usage: u, Presence: p}
+	if c.FinishReason != nil {
+		r.FinishReason = *c.FinishReason
+	}
+	return r, u, p, nil
+}

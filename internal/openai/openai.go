@@ -1,0 +1,309 @@
+// Package openai is the wire client for OpenAI-compatible chat-completions
+// backends. It performs exactly one attempt per Execute call; retries,
+// backoff and accounting live in the layers above.
+//
+// A request is validated, encoded and bound to its credential once by
+// Prepare, so every attempt of a generation sends identical bytes and the
+// same key even if the environment changes in between.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/promptkit/promptkit/internal/llm"
+)
+
+// ErrInvalidRequest marks a request or endpoint that Prepare refuses to
+// encode.
+var ErrInvalidRequest = errors.New("promptkit: invalid generation request")
+
+const (
+	defaultMaxResponseBytes = 8 << 20
+	// errorBodyLimit bounds how much of a non-2xx body is read for Detail.
+	errorBodyLimit = 64 << 10
+	// drainLimit bounds how much unread body is discarded before Close so
+	// keep-alive connections can be reused without reading unbounded data.
+	drainLimit        = 256 << 10
+	defaultSchemaName = "output"
+)
+
+// defaultClient has no overall timeout: deadlines come from the per-attempt
+// context so that a timeout never outlives or spans attempts.
+var defaultClient = &http.Client{}
+
+var schemaNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Endpoint describes one backend.
+type Endpoint struct {
+	// BaseURL is the API root, e.g. http://127.0.0.1:8081/v1; requests go
+	// to BaseURL + "/chat/completions".
+	BaseURL string
+	// APIKeyEnv optionally names the environment variable holding the API
+	// key. It is read once, in Prepare.
+	APIKeyEnv string
+	// Timeout bounds one attempt; 0 means no per-attempt timeout.
+	Timeout time.Duration
+	// HTTPClient defaults to a package-level client without a timeout.
+	HTTPClient *http.Client
+	// Getenv defaults to os.Getenv.
+	Getenv func(string) string
+	// Now defaults to time.Now; it stamps Outcome.Received.
+	Now func() time.Time
+	// MaxResponseBytes bounds a success body; 0 (or negative) means 8 MiB.
+	MaxResponseBytes int64
+}
+
+// Frozen is a validated, encoded request bound to its credential. It is
+// immutable, so Execute may be called repeatedly and concurrently.
+type Frozen struct {
+	url      string
+	body     []byte
+	apiKey   string
+	client   *http.Client
+	timeout  time.Duration
+	now      func() time.Time
+	maxBytes int64
+}
+
+type wireMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type wireJSONSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+type wireResponseFormat struct {
+	Type       string         `json:"type"`
+	JSONSchema wireJSONSchema `json:"json_schema"`
+}
+
+type wireRequest struct {
+	Model          string              `json:"model"`
+	Messages       []wireMessage       `json:"messages"`
+	Temperature    *float64            `json:"temperature,omitempty"`
+	TopP           *float64            `json:"top_p,omitempty"`
+	MaxTokens      *int                `json:"max_tokens,omitempty"`
+	Stop           []string            `json:"stop,omitempty"`
+	ResponseFormat *wireResponseFormat `json:"response_format,omitempty"`
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+}
+
+// Prepare validates and encodes one request and resolves the credential
+// once. Errors wrap ErrInvalidRequest or llm.ErrMissingCredential; they
+// never contain the base URL (it may carry user info) or a key value.
+func Prepare(ep Endpoint, req llm.Request) (*Frozen, error) {
+	target, err := endpointURL(ep.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	body, err := encodeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+
+	var key string
+	if ep.APIKeyEnv != "" {
+		getenv := ep.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		// Surrounding whitespace (a trailing newline from a secrets file)
+		// would make the header invalid, so it is not part of the key.
+		key = strings.TrimSpace(getenv(ep.APIKeyEnv))
+		if key == "" {
+			return nil, fmt.Errorf("%w: environment variable %s is unset or empty", llm.ErrMissingCredential, ep.APIKeyEnv)
+		}
+		if strings.IndexFunc(key, unicode.IsControl) >= 0 {
+			return nil, invalid("API key in environment variable %s contains control characters", ep.APIKeyEnv)
+		}
+	}
+
+	f := &Frozen{
+		url:      target,
+		body:     body,
+		apiKey:   key,
+		client:   ep.HTTPClient,
+		timeout:  ep.Timeout,
+		now:      ep.Now,
+		maxBytes: ep.MaxResponseBytes,
+	}
+	if f.client == nil {
+		f.client = defaultClient
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.maxBytes <= 0 {
+		f.maxBytes = defaultMaxResponseBytes
+	}
+	return f, nil
+}
+
+func endpointURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", invalid("base URL must be an absolute http or https URL")
+	}
+	// JoinPath copes with a trailing slash and keeps any query (some
+	// gateways require e.g. ?api-version=...). Fragments are never sent.
+	u = u.JoinPath("chat", "completions")
+	u.Fragment, u.RawFragment = "", ""
+	return u.String(), nil
+}
+
+func encodeRequest(req llm.Request) ([]byte, error) {
+	if req.Model == "" {
+		return nil, invalid("model is empty")
+	}
+	if len(req.Messages) == 0 {
+		return nil, invalid("no messages")
+	}
+	w := wireRequest{
+		Model:       req.Model,
+		Messages:    make([]wireMessage, len(req.Messages)),
+		Temperature: req.Temperature,
+		TopP:        req.TopP,
+		MaxTokens:   req.MaxTokens,
+		Stop:        req.Stop,
+	}
+	for i, m := range req.Messages {
+		if m.Role == "" {
+			return nil, invalid("message %d has an empty role", i)
+		}
+		w.Messages[i] = wireMessage{Role: m.Role, Content: m.Content}
+	}
+	if len(req.ResponseSchema) > 0 {
+		if !json.Valid(req.ResponseSchema) {
+			return nil, invalid("response schema is not valid JSON")
+		}
+		name := req.SchemaName
+		if name == "" {
+			name = defaultSchemaName
+		}
+		if !schemaNameRE.MatchString(name) {
+			return nil, invalid("schema name must match %s", schemaNameRE)
+		}
+		w.ResponseFormat = &wireResponseFormat{
+			Type:       "json_schema",
+			JSONSchema: wireJSONSchema{Name: name, Schema: json.RawMessage(req.ResponseSchema)},
+		}
+	}
+
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// Prompts are not HTML; keep <, > and & byte-identical on the wire.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(w); err != nil {
+		// e.g. a NaN temperature; the cause names no request content.
+		return nil, invalid("encoding request: %v", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Execute performs exactly one HTTP exchange. Each call builds a fresh
+// request, body reader and per-attempt timeout derived from ctx, so a
+// timed-out or canceled attempt leaves nothing behind for the next one.
+func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
+	attemptCtx, cancel := ctx, context.CancelFunc(func() {})
+	if f.timeout > 0 {
+		attemptCtx, cancel = context.WithTimeout(ctx, f.timeout)
+	}
+	defer cancel()
+
+	httpReq, err := http.NewRequestWithContext(attemptCtx, http.MethodPost, f.url, bytes.NewReader(f.body))
+	if err != nil {
+		return llm.Outcome{Err: transportFailure(attemptCtx, err)}
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("Accept", "application/json")
+	if f.apiKey != "" {
+		httpReq.Header.Set("Authorization", "Bearer "+f.apiKey)
+	}
+
+	resp, err := f.client.Do(httpReq)
+	if err != nil {
+		return llm.Outcome{Err: transportFailure(attemptCtx, err)}
+	}
+	// Runs before cancel (deferred earlier), so draining can still finish.
+	defer closeBody(resp.Body)
+
+	out := llm.Outcome{StatusCode: resp.StatusCode, Received: f.now()}
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		// A partial error body still yields a useful detail; a read error
+		// here does not hide the status the provider chose.
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
+		out.Err = &llm.StatusError{StatusCode: resp.StatusCode, Detail: errorDetail(raw, f.apiKey)}
+		if nb, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), out.Received); ok {
+			out.NotBefore = nb
+		}
+		return out
+	}
+
+	if resp.ContentLength > f.maxBytes {
+		out.Err = malformed(errTooLarge)
+		return out
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBytes+1))
+	if err != nil {
+		out.Err = transportFailure(attemptCtx, err)
+		return out
+	}
+	if int64(len(raw)) > f.maxBytes {
+		out.Err = malformed(errTooLarge)
+		return out
+	}
+	r, usage, presence, err := decode(raw)
+	out.Usage, out.Presence = usage, presence
+	if err != nil {
+		// A body cut short by our own deadline is a transport problem, not
+		// the provider's fault.
+		if ctxErr := attemptCtx.Err(); ctxErr != nil {
+			out.Err = &llm.Failure{Kind: llm.ErrTransport, Cause: ctxErr}
+		} else {
+			out.Err = err
+		}
+		return out
+	}
+	out.Response = r
+	return out
+}
+
+// transportFailure prefers the context's error when the attempt context is
+// done, so callers can tell timeouts and cancellation apart. A *url.Error is
+// unwrapped because its text embeds the URL.
+func transportFailure(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return &llm.Failure{Kind: llm.ErrTransport, Cause: ctxErr}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		err = ue.Err
+	}
+	return &llm.Failure{Kind: llm.ErrTransport, Cause: err}
+}
+
+// closeBody discards a bounded remainder so the connection can be reused,
+// then closes the body.
+func closeBody(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, drainLimit)
+	_ = body.Close()
+}

@@ -1,0 +1,638 @@
+package providertest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxBody caps how much of a request body is read, so a runaway client
+// cannot exhaust memory in a long-running fake.
+const maxBody = 32 << 20
+
+// summaryWords is how many words of the last user message the default
+// plain-text reply repeats.
+const summaryWords = 12
+
+// errClosed reports that the Server was closed while a request waited.
+var errClosed = errors.New("providertest: server closed")
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithRateLimit allows at most perSecond requests per one-second fixed
+// window. A window opens at the first request after the previous window
+// ended (per the WithClock clock) and admits perSecond requests; later ones
+// get 429 with an OpenAI-style rate_limit_error body and a Retry-After
+// header giving the whole seconds until the window ends, at least 1.
+// Rejected requests do not use up capacity. Values of 0 or less disable
+// the limiter. Defaults to 0 (no limit).
+func WithRateLimit(perSecond int) Option {
+	return func(h *Handler) { h.rateLimit = perSecond }
+}
+
+// WithRetryAfter fixes the Retry-After value the rate limiter sends, for
+// example "1" or a RetryAfterDate string. Defaults to the computed number
+// of seconds until the window ends.
+func WithRetryAfter(v string) Option {
+	return func(h *Handler) { h.retryAfter = v }
+}
+
+// WithLatency delays every scripted and default reply by d, before any
+// Response.Delay. The wait ends early when the request's context ends.
+// Rate-limit and request-validation errors are not delayed. Defaults to 0.
+func WithLatency(d time.Duration) Option {
+	return func(h *Handler) { h.latency = d }
+}
+
+// WithClock sets the clock used for the rate-limit window, the "created"
+// field of generated bodies and the Date header of every reply, so tests
+// can resolve Retry-After dates against it. Defaults to time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(h *Handler) { h.now = now }
+}
+
+// WithModel sets the model name reported in generated bodies. Defaults to
+// the request's model, or "providertest" when the request has none.
+func WithModel(name string) Option {
+	return func(h *Handler) { h.model = name }
+}
+
+// WithMaxRecorded keeps only the n most recent requests for Requests, so a
+// long-running fake does not grow without bound; Count and Stats still
+// count every request. Values of 0 or less keep all. Defaults to 0.
+func WithMaxRecorded(n int) Option {
+	return func(h *Handler) { h.maxRecorded = n }
+}
+
+// Request is one request as the Handler received it.
+type Request struct {
+	// Method is the HTTP method.
+	Method string
+	// Path is the URL path.
+	Path string
+	// Header holds the request headers.
+	Header http.Header
+	// Body is the raw request body.
+	Body []byte
+	// Model is the body's "model", or "" when absent or not decodable.
+	Model string
+	// Messages are the body's "messages"; array content parts are joined
+	// with newlines. Nil when absent or not decodable.
+	Messages []Message
+	// ResponseFormat is the body's raw "response_format", or nil.
+	ResponseFormat json.RawMessage
+}
+
+// Message is one chat message of a Request.
+type Message struct {
+	// Role is the message role, such as "system" or "user".
+	Role string
+	// Content is the message text.
+	Content string
+}
+
+// Stats counts what the Handler did.
+type Stats struct {
+	// Requests counts every request received, on any path.
+	Requests int
+	// RateLimited counts 429 replies sent by the WithRateLimit limiter.
+	RateLimited int
+	// Scripted counts requests answered (or being answered) from the
+	// Enqueue script.
+	Scripted int
+	// Defaults counts successful replies from the default responder.
+	Defaults int
+	// Rejected counts 400, 404 and 405 replies the Handler sent itself.
+	Rejected int
+	// Canceled counts requests whose context ended while they waited.
+	Canceled int
+}
+
+// Handler is the fake provider as an http.Handler. Create it with
+// NewHandler; the zero value also works and uses every default.
+type Handler struct {
+	// Configuration, fixed once NewHandler returns.
+	rateLimit   int
+	retryAfter  string
+	latency     time.Duration
+	now         func() time.Time
+	model       string
+	maxRecorded int
+
+	mu          sync.Mutex
+	script      []Response
+	requests    []Request
+	arrived     chan struct{} // closed and replaced on every arrival
+	abort       chan struct{} // closed when the owning Server closes
+	aborted     bool
+	inFlight    int
+	maxInFlight int
+	stats       Stats
+	windowStart time.Time
+	windowCount int
+	nextID      int
+}
+
+// NewHandler returns a Handler configured by opts.
+func NewHandler(opts ...Option) *Handler {
+	h := &Handler{}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// Enqueue appends scripted replies. Each request takes the oldest queued
+// reply; when none is queued the default responder answers. Scripted
+// replies are sent whatever the request body holds.
+func (h *Handler) Enqueue(rs ...Response) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.script = append(h.script, rs...)
+}
+
+// Pending returns how many scripted replies are still queued.
+func (h *Handler) Pending() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.script)
+}
+
+// Requests returns copies of the recorded requests in arrival order.
+func (h *Handler) Requests() []Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Request, len(h.requests))
+	for i, r := range h.requests {
+		out[i] = r.clone()
+	}
+	return out
+}
+
+// Count returns how many requests have arrived.
+func (h *Handler) Count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stats.Requests
+}
+
+// InFlight returns how many requests are inside ServeHTTP and have not yet
+// been answered.
+func (h *Handler) InFlight() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inFlight
+}
+
+// MaxInFlight returns the highest InFlight value observed.
+func (h *Handler) MaxInFlight() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.maxInFlight
+}
+
+// Stats returns a snapshot of the counters.
+func (h *Handler) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stats
+}
+
+// WaitArrivals blocks until at least n requests have arrived in total, or
+// ctx ends, in which case it returns ctx.Err(). A request counts as arrived
+// once it is recorded and included in InFlight, before any delay or hold,
+// so after WaitArrivals returns a held request is visible to InFlight.
+func (h *Handler) WaitArrivals(ctx context.Context, n int) error {
+	for {
+		h.mu.Lock()
+		if h.stats.Requests >= n {
+			h.mu.Unlock()
+			return nil
+		}
+		ch := h.arrivedLocked()
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// arrivedLocked returns the channel closed at the next arrival.
+func (h *Handler) arrivedLocked() chan struct{} {
+	if h.arrived == nil {
+		h.arrived = make(chan struct{})
+	}
+	return h.arrived
+}
+
+// abortLocked returns the channel closed by shutdown.
+func (h *Handler) abortLocked() chan struct{} {
+	if h.abort == nil {
+		h.abort = make(chan struct{})
+	}
+	return h.abort
+}
+
+// shutdown releases every waiting request with a 503 and makes later waits
+// end at once, so closing a Server never blocks on a forgotten Hold.
+func (h *Handler) shutdown() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.aborted {
+		h.aborted = true
+		close(h.abortLocked())
+	}
+}
+
+func (h *Handler) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}
+
+// reply is a fully decided response, written after bookkeeping is done.
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// ServeHTTP answers one request; see the package documentation.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, readErr := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if readErr == nil && len(body) > maxBody {
+		readErr = errors.New("request body too large")
+	}
+	rec, chat, parseErr := parseRequest(r, body)
+	if readErr != nil {
+		parseErr = readErr
+	}
+	h.arrive(rec)
+
+	out := h.respond(r.Context(), r, chat, parseErr)
+
+	// Leave before writing, so a client holding the response sees
+	// counters that already include it.
+	h.mu.Lock()
+	h.inFlight--
+	if out == nil {
+		h.stats.Canceled++
+	}
+	h.mu.Unlock()
+	if out == nil {
+		return // the client is gone
+	}
+	out.write(w, h.clock())
+}
+
+func (h *Handler) arrive(rec Request) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stats.Requests++
+	h.requests = append(h.requests, rec)
+	if h.maxRecorded > 0 && len(h.requests) > h.maxRecorded {
+		// Copy down so the dropped requests can be collected.
+		n := copy(h.requests, h.requests[len(h.requests)-h.maxRecorded:])
+		clear(h.requests[n:])
+		h.requests = h.requests[:n]
+	}
+	h.inFlight++
+	h.maxInFlight = max(h.maxInFlight, h.inFlight)
+	if h.arrived != nil {
+		close(h.arrived)
+		h.arrived = nil
+	}
+}
+
+// respond decides the reply; nil means the request context ended first.
+func (h *Handler) respond(ctx context.Context, r *http.Request, chat *chatRequest, parseErr error) *reply {
+	if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		h.reject()
+		return &reply{
+			status: http.StatusNotFound,
+			body:   errorJSON(fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), "invalid_request_error", "unknown_url"),
+		}
+	}
+	if r.Method != http.MethodPost {
+		h.reject()
+		return &reply{
+			status: http.StatusMethodNotAllowed,
+			header: http.Header{"Allow": {http.MethodPost}},
+			body:   errorJSON(fmt.Sprintf("Method %s not allowed; use POST", r.Method), "invalid_request_error", "method_not_allowed"),
+		}
+	}
+
+	h.mu.Lock()
+	if retry, limited := h.limitLocked(); limited {
+		h.stats.RateLimited++
+		h.mu.Unlock()
+		return &reply{
+			status: http.StatusTooManyRequests,
+			header: http.Header{"Retry-After": {retry}},
+			body:   errorJSON("rate limit exceeded", "rate_limit_error", "rate_limit_exceeded"),
+		}
+	}
+	var scripted *Response
+	if len(h.script) > 0 {
+		rs := h.script[0]
+		h.script[0] = Response{} // drop references held by the backing array
+		h.script = h.script[1:]
+		scripted = &rs
+		h.stats.Scripted++
+	}
+	abort := h.abortLocked()
+	h.mu.Unlock()
+
+	if scripted != nil {
+		if err := h.wait(ctx, abort, h.latency+scripted.Delay, scripted.Hold); err != nil {
+			return closedReply(err)
+		}
+		return h.build(scripted, chat)
+	}
+
+	if parseErr != nil {
+		h.reject()
+		return &reply{status: http.StatusBadRequest, body: errorJSON(parseErr.Error(), "invalid_request_error", "invalid_request")}
+	}
+	if err := h.wait(ctx, abort, h.latency, nil); err != nil {
+		return closedReply(err)
+	}
+	h.mu.Lock()
+	h.stats.Defaults++
+	h.mu.Unlock()
+	return h.build(&Response{Text: defaultContent(chat)}, chat)
+}
+
+func (h *Handler) reject() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stats.Rejected++
+}
+
+// closedReply maps a wait error to a reply: nil for a gone client, 503
+// when the Server is closing.
+func closedReply(err error) *reply {
+	if errors.Is(err, errClosed) {
+		return &reply{status: http.StatusServiceUnavailable, body: errorJSON("server closed", "server_error", "server_closed")}
+	}
+	return nil
+}
+
+// limitLocked applies the fixed-window limiter.
+func (h *Handler) limitLocked() (retryAfter string, limited bool) {
+	if h.rateLimit <= 0 {
+		return "", false
+	}
+	now := h.clock()
+	end := h.windowStart.Add(time.Second)
+	// A clock that moved backwards also starts a new window.
+	if h.windowStart.IsZero() || !now.Before(end) || now.Before(h.windowStart) {
+		h.windowStart, h.windowCount = now, 0
+		end = now.Add(time.Second)
+	}
+	if h.windowCount < h.rateLimit {
+		h.windowCount++
+		return "", false
+	}
+	if h.retryAfter != "" {
+		return h.retryAfter, true
+	}
+	secs := max(int(math.Ceil(end.Sub(now).Seconds())), 1)
+	return strconv.Itoa(secs), true
+}
+
+// wait sleeps d and then waits for hold, ending early with the context's
+// error or errClosed.
+func (h *Handler) wait(ctx context.Context, abort <-chan struct{}, d time.Duration, hold <-chan struct{}) error {
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-abort:
+			return errClosed
+		}
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-abort:
+			return errClosed
+		}
+	}
+	return nil
+}
+
+// build renders a scripted or default Response for the given request.
+func (h *Handler) build(rs *Response, chat *chatRequest) *reply {
+	status := rs.status()
+	if status < 100 || status > 999 {
+		status = http.StatusInternalServerError // WriteHeader would panic
+	}
+	out := &reply{status: status, header: rs.Header.Clone(), body: rs.Body}
+	if out.body != nil {
+		out.body = append([]byte(nil), out.body...)
+		return out
+	}
+	if status < 200 || status > 299 {
+		out.body = statusError(status)
+		return out
+	}
+
+	model, promptWords := h.model, 0
+	if chat != nil {
+		if model == "" {
+			model = chat.model
+		}
+		for _, m := range chat.messages {
+			promptWords += countWords(m.Content)
+		}
+	}
+	if model == "" {
+		model = "providertest"
+	}
+	h.mu.Lock()
+	h.nextID++
+	id := h.nextID
+	h.mu.Unlock()
+
+	env := envelope{
+		ID:      "chatcmpl-" + strconv.Itoa(id),
+		Object:  "chat.completion",
+		Created: h.clock().Unix(),
+		Model:   model,
+		Usage:   renderUsage(rs.Usage, promptWords, rs.Text),
+	}
+	if !rs.omitChoices {
+		env.Choices = []choice{{
+			Message:      wireMessage{Role: "assistant", Content: rs.Text},
+			FinishReason: "stop",
+		}}
+	}
+	out.body, _ = json.Marshal(env) // only strings, ints and valid raw JSON
+	return out
+}
+
+func (rp *reply) write(w http.ResponseWriter, now time.Time) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Date", now.UTC().Format(http.TimeFormat))
+	for k, vs := range rp.header {
+		hdr.Del(k)
+		for _, v := range vs {
+			hdr.Add(k, v)
+		}
+	}
+	w.WriteHeader(rp.status)
+	// 1xx, 204 and 304 replies cannot carry a body.
+	if rp.status >= 200 && rp.status != http.StatusNoContent && rp.status != http.StatusNotModified {
+		_, _ = w.Write(rp.body) // a failed write means the client left
+	}
+}
+
+// chatRequest is the part of a valid chat-completions body the default
+// responder needs.
+type chatRequest struct {
+	model          string
+	messages       []Message
+	responseFormat responseFormat
+}
+
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema struct {
+		Schema any `json:"schema"`
+	} `json:"json_schema"`
+}
+
+// parseRequest records r and decodes its body. chat is nil when the body
+// is not a valid request; err says why, in the words OpenAI would use.
+func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest, err error) {
+	rec = Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+
+	var raw struct {
+		Model          json.RawMessage `json:"model"`
+		Messages       json.RawMessage `json:"messages"`
+		ResponseFormat json.RawMessage `json:"response_format"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return rec, nil, errors.New("request body is not a valid JSON object")
+	}
+	if len(raw.ResponseFormat) > 0 && string(raw.ResponseFormat) != "null" {
+		rec.ResponseFormat = raw.ResponseFormat
+	}
+	var model string
+	modelErr := json.Unmarshal(raw.Model, &model)
+	if modelErr == nil {
+		rec.Model = model
+	}
+	var msgs []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	msgErr := json.Unmarshal(raw.Messages, &msgs)
+	if msgErr == nil && msgs != nil {
+		rec.Messages = make([]Message, len(msgs))
+		for i, m := range msgs {
+			rec.Messages[i] = Message{Role: m.Role, Content: contentText(m.Content)}
+		}
+	}
+
+	switch {
+	case modelErr != nil || model == "":
+		return rec, nil, errors.New("you must provide a model parameter")
+	case msgErr != nil || len(msgs) == 0:
+		return rec, nil, errors.New("'messages' must be a non-empty array")
+	}
+	chat = &chatRequest{model: model, messages: rec.Messages}
+	if rec.ResponseFormat != nil {
+		if err := json.Unmarshal(rec.ResponseFormat, &chat.responseFormat); err != nil {
+			return rec, nil, errors.New("'response_format' is not a valid object")
+		}
+	}
+	return rec, chat, nil
+}
+
+// contentText flattens string or content-part message content.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Type == "text" || p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// defaultContent is the default responder's assistant content.
+func defaultContent(chat *chatRequest) string {
+	text := strings.TrimSpace("Simulated reply: " + summary(chat.messages))
+	switch chat.responseFormat.Type {
+	case "json_schema":
+		if s := chat.responseFormat.JSONSchema.Schema; s != nil {
+			b, err := json.Marshal(exampleFor(s))
+			if err == nil {
+				return string(b)
+			}
+		}
+		fallthrough // no usable schema: any JSON object will do
+	case "json_object":
+		b, _ := json.Marshal(map[string]string{"reply": text})
+		return string(b)
+	}
+	return text
+}
+
+// summary returns the first words of the last user message (or of the last
+// message when no user spoke), marking any cut with "...".
+func summary(msgs []Message) string {
+	last := msgs[len(msgs)-1].Content
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			last = msgs[i].Content
+			break
+		}
+	}
+	words := strings.Fields(last)
+	if len(words) > summaryWords {
+		return strings.Join(words[:summaryWords], " ") + " ..."
+	}
+	return strings.Join(words, " ")
+}
+
+func (r Request) clone() Request {
+	r.Header = r.Header.Clone()
+	r.Body = append([]byte(nil), r.Body...)
+	r.Messages = append([]Message(nil), r.Messages...)
+	if r.ResponseFormat != nil {
+		r.ResponseFormat = append(json.RawMessage(nil), r.ResponseFormat...)
+	}
+	return r
+}

@@ -1,0 +1,243 @@
+package providertest
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Response is one scripted reply. The zero value is a 200 chat completion
+// with empty content and computed usage.
+type Response struct {
+	// Status is the HTTP status code. Defaults to 200.
+	Status int
+	// Header holds extra response headers, for example Retry-After. They are
+	// set after Content-Type, so they may override it. Defaults to none.
+	Header http.Header
+	// Body is the raw response body, sent as is. When nil, a 2xx reply gets
+	// a chat-completion envelope built from Text and Usage, and any other
+	// status gets an OpenAI-style error body. A non-nil empty slice sends an
+	// empty body. Defaults to nil.
+	Body []byte
+	// Text is the assistant content of a generated 2xx body. Defaults to "".
+	Text string
+	// Usage says how the "usage" object of a generated 2xx body is
+	// rendered. Defaults to UsageFull with counts computed from word counts.
+	Usage Usage
+	// Delay is waited before replying, after any WithLatency delay. It ends
+	// early when the request's context ends. Defaults to 0.
+	Delay time.Duration
+	// Hold, when non-nil, keeps the request in flight until the channel is
+	// closed or the request's context ends, so tests can hold requests
+	// deterministically. Defaults to nil.
+	Hold <-chan struct{}
+
+	// omitChoices drops "choices" from a generated envelope (MissingChoices).
+	omitChoices bool
+}
+
+// UsageMode selects how a generated body renders its "usage" object.
+type UsageMode int
+
+const (
+	// UsageFull renders all five counts: prompt_tokens, completion_tokens,
+	// total_tokens, prompt_tokens_details.cached_tokens and
+	// completion_tokens_details.reasoning_tokens. When every count is zero,
+	// plausible counts are computed from whitespace word counts of the
+	// request messages and the reply text. It is the default.
+	UsageFull UsageMode = iota
+	// UsageAbsent omits the "usage" key.
+	UsageAbsent
+	// UsageNull renders "usage": null.
+	UsageNull
+	// UsagePartial renders only prompt_tokens and completion_tokens. When
+	// both are zero they are computed as for UsageFull.
+	UsagePartial
+	// UsageZero renders all five UsageFull fields as 0.
+	UsageZero
+)
+
+// Usage describes the "usage" object of a generated 2xx body.
+type Usage struct {
+	// Mode selects which fields are rendered. Defaults to UsageFull.
+	Mode UsageMode
+	// PromptTokens is rendered as usage.prompt_tokens. Defaults to 0.
+	PromptTokens int
+	// CompletionTokens is rendered as usage.completion_tokens. Defaults to 0.
+	CompletionTokens int
+	// TotalTokens is rendered as usage.total_tokens. Defaults to 0.
+	TotalTokens int
+	// CachedTokens is rendered as
+	// usage.prompt_tokens_details.cached_tokens. Defaults to 0.
+	CachedTokens int
+	// ReasoningTokens is rendered as
+	// usage.completion_tokens_details.reasoning_tokens. Defaults to 0.
+	ReasoningTokens int
+}
+
+// Reply returns a 200 chat completion whose assistant content is text, with
+// full usage computed from word counts.
+func Reply(text string) Response {
+	return Response{Text: text}
+}
+
+// Status returns a reply with the given status code and, for non-2xx
+// codes, an OpenAI-style error body such as
+// {"error":{"message":"...","type":"server_error","code":"server_error"}}.
+func Status(code int) Response {
+	return Response{Status: code}
+}
+
+// WithRetryAfter returns a copy of r whose Retry-After header is v: a
+// number of seconds such as "2", or an HTTP date from RetryAfterDate.
+func (r Response) WithRetryAfter(v string) Response {
+	r.Header = r.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
+	r.Header.Set("Retry-After", v)
+	return r
+}
+
+// RetryAfterDate formats t as an HTTP date for a Retry-After header.
+func RetryAfterDate(t time.Time) string {
+	return t.UTC().Format(http.TimeFormat)
+}
+
+// Malformed returns a 200 reply whose JSON body is cut off, so it does not
+// parse.
+func Malformed() Response {
+	return Response{
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   []byte(`{"id":"chatcmpl-malformed","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"trunc`),
+	}
+}
+
+// MissingChoices returns a 200 reply with a well-formed envelope, including
+// full usage, but no "choices" key.
+func MissingChoices() Response {
+	return Response{omitChoices: true}
+}
+
+// status returns the effective status code.
+func (r *Response) status() int {
+	if r.Status == 0 {
+		return http.StatusOK
+	}
+	return r.Status
+}
+
+// Wire types. Structs rather than maps keep the key order stable, which
+// makes bodies readable in test failures.
+type (
+	envelope struct {
+		ID      string          `json:"id"`
+		Object  string          `json:"object"`
+		Created int64           `json:"created"`
+		Model   string          `json:"model"`
+		Choices []choice        `json:"choices,omitempty"`
+		Usage   json.RawMessage `json:"usage,omitempty"`
+	}
+	choice struct {
+		Index        int         `json:"index"`
+		Message      wireMessage `json:"message"`
+		FinishReason string      `json:"finish_reason"`
+	}
+	wireMessage struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	fullUsage struct {
+		PromptTokens            int           `json:"prompt_tokens"`
+		CompletionTokens        int           `json:"completion_tokens"`
+		TotalTokens             int           `json:"total_tokens"`
+		PromptTokensDetails     promptDetails `json:"prompt_tokens_details"`
+		CompletionTokensDetails complDetails  `json:"completion_tokens_details"`
+	}
+	promptDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	}
+	complDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	}
+	partialUsage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	}
+	errorEnvelope struct {
+		Error errorBody `json:"error"`
+	}
+	errorBody struct {
+		Message string `json:"message"`
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+	}
+)
+
+// renderUsage encodes u; nil means the key is omitted. promptWords is the
+// request's word count, used when counts must be computed.
+func renderUsage(u Usage, promptWords int, text string) json.RawMessage {
+	var v any
+	switch u.Mode {
+	case UsageAbsent:
+		return nil
+	case UsageNull:
+		return json.RawMessage("null")
+	case UsageZero:
+		v = fullUsage{}
+	case UsagePartial:
+		if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+			u.PromptTokens, u.CompletionTokens = promptWords, countWords(text)
+		}
+		v = partialUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+	default: // UsageFull and unknown modes
+		if u == (Usage{Mode: u.Mode}) {
+			u.PromptTokens, u.CompletionTokens = promptWords, countWords(text)
+			u.TotalTokens = u.PromptTokens + u.CompletionTokens
+		}
+		v = fullUsage{
+			PromptTokens:            u.PromptTokens,
+			CompletionTokens:        u.CompletionTokens,
+			TotalTokens:             u.TotalTokens,
+			PromptTokensDetails:     promptDetails{CachedTokens: u.CachedTokens},
+			CompletionTokensDetails: complDetails{ReasoningTokens: u.ReasoningTokens},
+		}
+	}
+	b, _ := json.Marshal(v) // plain structs of ints cannot fail
+	return b
+}
+
+// errorJSON renders an OpenAI-style error body.
+func errorJSON(message, typ, code string) []byte {
+	b, _ := json.Marshal(errorEnvelope{Error: errorBody{Message: message, Type: typ, Code: code}})
+	return b
+}
+
+// statusError picks the OpenAI error type and code for a status, matching
+// what real providers send closely enough for client error handling.
+func statusError(code int) []byte {
+	msg := strings.ToLower(http.StatusText(code))
+	if msg == "" {
+		msg = "error"
+	}
+	typ, c := "invalid_request_error", "invalid_request"
+	switch {
+	case code == http.StatusUnauthorized:
+		typ, c = "authentication_error", "invalid_api_key"
+	case code == http.StatusForbidden:
+		typ, c = "permission_error", "permission_denied"
+	case code == http.StatusNotFound:
+		typ, c = "not_found_error", "not_found"
+	case code == http.StatusTooManyRequests:
+		msg, typ, c = "rate limit exceeded", "rate_limit_error", "rate_limit_exceeded"
+	case code >= 500:
+		typ, c = "server_error", "server_error"
+	}
+	return errorJSON(msg, typ, c)
+}
+
+// countWords counts whitespace-separated words: the fake's token estimate.
+func countWords(s string) int {
+	return len(strings.Fields(s))
+}
