@@ -95,6 +95,9 @@ func TestTransportError(t *testing.T) {
 	if !errors.Is(err, promptkit.ErrTransport) || !errors.Is(err, promptkit.ErrLLMGenerate) {
 		t.Fatalf("err = %v, want ErrTransport and ErrLLMGenerate", err)
 	}
+	if !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("error does not say what failed: %v", err)
+	}
 	if strings.Contains(err.Error(), "TRANSPORT-MARKER") || strings.Contains(fmt.Sprintf("%#v", err), "TRANSPORT-MARKER") {
 		t.Fatalf("error leaks the URL: %v", err)
 	}

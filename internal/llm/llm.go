@@ -136,6 +136,9 @@ func (e *StatusError) Is(target error) bool { return target == ErrGenerate }
 type Failure struct {
 	Kind  error
 	Cause error
+	// Reason is a fixed phrase safe to print, such as "connection
+	// refused"; empty when no safe description is known.
+	Reason string
 }
 
 func (e *Failure) Error() string {
@@ -148,6 +151,8 @@ func (e *Failure) Error() string {
 		msg += ": deadline exceeded"
 	case errors.Is(e.Cause, context.Canceled):
 		msg += ": canceled"
+	case e.Reason != "":
+		msg += ": " + e.Reason
 	}
 	return msg
 }

@@ -10,15 +10,18 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -298,7 +301,34 @@ func transportFailure(ctx context.Context, err error) error {
 	if errors.As(err, &ue) && ue.Err != nil {
 		err = ue.Err
 	}
-	return &llm.Failure{Kind: llm.ErrTransport, Cause: err}
+	return &llm.Failure{Kind: llm.ErrTransport, Cause: err, Reason: transportReason(err)}
+}
+
+// transportReason names common transport failures with fixed phrases, so
+// errors say what went wrong without quoting hosts, URLs or addresses.
+func transportReason(err error) string {
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var recordErr tls.RecordHeaderError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.As(err, &dnsErr):
+		return "host not found"
+	case errors.As(err, &certErr):
+		return "TLS certificate not trusted"
+	case errors.As(err, &recordErr):
+		return "TLS handshake failed (is the base URL http rather than https?)"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before the response was complete"
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return "timed out"
+	}
+	return ""
 }
 
 // closeBody discards a bounded remainder so the connection can be reused,

@@ -1,0 +1,105 @@
+package promptkit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/providertest"
+)
+
+// A prompt with an output schema, run against a fake provider. The output
+// is validated and decoded into a struct.
+func ExampleEngine_Run() {
+	srv := providertest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(providertest.Reply(`{"city": "Paris"}`))
+
+	eng, err := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL, MaxActive: 4}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "some-model"}},
+		Prompts: []promptkit.Prompt{{
+			ID:           "capital",
+			Template:     "What is the capital of {{.country}}? Answer as JSON.",
+			OutputSchema: json.RawMessage(`{"type":"object","required":["city"],"properties":{"city":{"type":"string"}}}`),
+		}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	res, err := eng.Run(context.Background(), promptkit.RunRequest{
+		PromptID: "capital",
+		Inputs:   map[string]any{"country": "France"},
+	})
+	if err != nil {
+		panic(err)
+	}
+	var out struct{ City string }
+	if err := res.DecodeOutput(&out); err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Validation.Status, out.City, res.Attempts)
+	// Output: valid Paris 1
+}
+
+// An output that fails its schema is repaired within the profile's budget.
+func ExampleEngine_Run_repair() {
+	srv := providertest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(providertest.Reply(`Sure! The answer is 4.`), providertest.Reply(`{"sum": 4}`))
+
+	eng, _ := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m", RepairBudget: 1}},
+		Prompts: []promptkit.Prompt{{
+			ID:           "add",
+			Template:     "Add {{.a}} and {{.b}}.",
+			OutputSchema: json.RawMessage(`{"type":"object","required":["sum"],"properties":{"sum":{"type":"integer"}}}`),
+		}},
+	})
+	res, _ := eng.Run(context.Background(), promptkit.RunRequest{PromptID: "add", Inputs: map[string]any{"a": 2, "b": 2}})
+	fmt.Println(res.Validation.Status, string(res.Output), res.RepairCalls)
+	// Output: valid {"sum":4} 1
+}
+
+// Provider failures are typed: the status is available, provider text is
+// only in Detail, never in the error string.
+func ExampleGenerationError() {
+	srv := providertest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(providertest.Status(401))
+
+	eng, _ := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m"}},
+	})
+	_, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "hello"})
+	var ge *promptkit.GenerationError
+	if errors.As(err, &ge) {
+		fmt.Println(ge.StatusCode(), errors.Is(err, promptkit.ErrLLMGenerate))
+	}
+	// Output: 401 true
+}
+
+// PrepareExecution renders now and runs later, exactly once.
+func ExampleEngine_PrepareExecution() {
+	srv := providertest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(providertest.Reply("hi"))
+
+	eng, _ := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m"}},
+	})
+	ctx := context.Background()
+	h, err := eng.PrepareExecution(ctx, promptkit.RunRequest{Text: "say hi"})
+	if err != nil {
+		panic(err)
+	}
+	res, _ := eng.RunPrepared(ctx, h)
+	_, again := eng.RunPrepared(ctx, h)
+	fmt.Println(res.Text, errors.Is(again, promptkit.ErrInvalidRequest))
+	// Output: hi true
+}
