@@ -131,13 +131,9 @@ func validateConfig(cfg *Config, source string) error {
 	backends := map[string]bool{}
 	for i, b := range cfg.Backends {
 		f := fmt.Sprintf("backends[%d]", i)
-		if !idPattern.MatchString(b.ID) {
-			return bad(f+".id", "must match %s", idPattern)
+		if err := checkID(backends, b.ID, "backend", f+".id", bad); err != nil {
+			return err
 		}
-		if backends[b.ID] {
-			return bad(f+".id", "duplicate backend %q", b.ID)
-		}
-		backends[b.ID] = true
 		if b.BaseURL == "" && cfg.LLMClient == nil {
 			return bad(f+".base_url", "required")
 		}
@@ -160,13 +156,9 @@ func validateConfig(cfg *Config, source string) error {
 	profiles := map[string]bool{}
 	for i, p := range cfg.Profiles {
 		f := fmt.Sprintf("profiles[%d]", i)
-		if !idPattern.MatchString(p.ID) {
-			return bad(f+".id", "must match %s", idPattern)
+		if err := checkID(profiles, p.ID, "profile", f+".id", bad); err != nil {
+			return err
 		}
-		if profiles[p.ID] {
-			return bad(f+".id", "duplicate profile %q", p.ID)
-		}
-		profiles[p.ID] = true
 		if p.Backend == "" && cfg.LLMClient == nil {
 			return bad(f+".backend", "required")
 		}
@@ -194,14 +186,21 @@ func validateConfig(cfg *Config, source string) error {
 	}
 	prompts := map[string]bool{}
 	for i, p := range cfg.Prompts {
-		f := fmt.Sprintf("prompts[%d]", i)
-		if !idPattern.MatchString(p.ID) {
-			return bad(f+".id", "must match %s", idPattern)
+		if err := checkID(prompts, p.ID, "prompt", fmt.Sprintf("prompts[%d].id", i), bad); err != nil {
+			return err
 		}
-		if prompts[p.ID] {
-			return bad(f+".id", "duplicate prompt %q", p.ID)
-		}
-		prompts[p.ID] = true
 	}
+	return nil
+}
+
+// checkID checks that id is well formed and not yet in seen, then adds it.
+func checkID(seen map[string]bool, id, kind, field string, bad func(field, format string, args ...any) error) error {
+	if !idPattern.MatchString(id) {
+		return bad(field, "must match %s", idPattern)
+	}
+	if seen[id] {
+		return bad(field, "duplicate %s %q", kind, id)
+	}
+	seen[id] = true
 	return nil
 }

@@ -396,6 +396,26 @@ func (e *Engine) claim(h *PreparedExecution) (*plan, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: nil engine", ErrInvalidConfig)
 	}
+	p, err := h.take(e)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: prepared execution already used or discarded", ErrInvalidRequest)
+	}
+	return p, nil
+}
+
+// Discard releases an unexecuted handle. Discarding a used or discarded
+// handle does nothing; a nil or foreign handle is ErrInvalidRequest.
+func (e *Engine) Discard(h *PreparedExecution) error {
+	_, err := h.take(e)
+	return err
+}
+
+// take atomically removes and returns the payload (nil when already taken)
+// if the handle belongs to e.
+func (h *PreparedExecution) take(e *Engine) (*plan, error) {
 	if h == nil {
 		return nil, fmt.Errorf("%w: nil prepared execution", ErrInvalidRequest)
 	}
@@ -404,27 +424,9 @@ func (e *Engine) claim(h *PreparedExecution) (*plan, error) {
 	if h.engine != e {
 		return nil, fmt.Errorf("%w: prepared execution belongs to another engine", ErrInvalidRequest)
 	}
-	if h.payload == nil {
-		return nil, fmt.Errorf("%w: prepared execution already used or discarded", ErrInvalidRequest)
-	}
 	p := h.payload
 	h.payload = nil
 	return p, nil
-}
-
-// Discard releases an unexecuted handle. Discarding a used or discarded
-// handle does nothing; a nil or foreign handle is ErrInvalidRequest.
-func (e *Engine) Discard(h *PreparedExecution) error {
-	if h == nil {
-		return fmt.Errorf("%w: nil prepared execution", ErrInvalidRequest)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.engine != e {
-		return fmt.Errorf("%w: prepared execution belongs to another engine", ErrInvalidRequest)
-	}
-	h.payload = nil
-	return nil
 }
 
 // execute runs a resolved plan under admission.
