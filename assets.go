@@ -23,12 +23,14 @@ type fileConfig struct {
 	DefaultProfile    string    `yaml:"default_profile"`
 	MaxConcurrentRuns int       `yaml:"max_concurrent_runs"`
 	MaxQueuedRuns     int       `yaml:"max_queued_runs"`
+	TransientRetries  *int      `yaml:"transient_retries"`
 	// Prompts is a directory of prompt files, relative to the config file.
 	Prompts string `yaml:"prompts"`
 }
 
 // LoadConfig reads a promptkit.yaml file from fsys: backends, profiles,
-// default_profile, max_concurrent_runs, max_queued_runs, and optionally
+// default_profile, max_concurrent_runs, max_queued_runs,
+// transient_retries, and optionally
 // prompts, a directory of prompt files relative to the file (see
 // LoadPrompts). Unknown keys are errors. Every error matches
 // ErrInvalidConfig and names the file and the field.
@@ -49,6 +51,7 @@ func LoadConfig(fsys fs.FS, name string) (Config, error) {
 		DefaultProfile:    fc.DefaultProfile,
 		MaxConcurrentRuns: fc.MaxConcurrentRuns,
 		MaxQueuedRuns:     fc.MaxQueuedRuns,
+		TransientRetries:  fc.TransientRetries,
 	}
 	if err := validateConfig(&cfg, name); err != nil {
 		return Config{}, err

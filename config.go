@@ -3,6 +3,7 @@ package promptkit
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -33,8 +34,22 @@ type Config struct {
 	LLMClient LLMClient
 	// HTTPClient is used by the built-in client. Defaults to a client
 	// without an overall timeout (Backend.Timeout bounds each attempt).
+	// A custom client still gets the engine's transient retries; set
+	// TransientRetries to zero if its transport retries on its own.
 	HTTPClient *http.Client
+	// TransientRetries is how many extra attempts a generation may make
+	// after a 429, 500, 502, 503 or 504 from the built-in client, with
+	// backoff and Retry-After honoured. Nil means 2; zero disables retries;
+	// negative is ErrInvalidConfig. RunRequest.TransientRetries overrides it
+	// per run. An injected LLMClient is never retried. Each repair
+	// generation gets the same budget, so one run makes at most
+	// (R+1)×(P+1) provider calls, P being the profile's RepairBudget.
+	TransientRetries *int
 }
+
+// DefaultTransientRetries is the retry budget when Config.TransientRetries
+// is nil.
+const DefaultTransientRetries = 2
 
 // Backend is one OpenAI-compatible endpoint.
 type Backend struct {
@@ -53,6 +68,15 @@ type Backend struct {
 	// Timeout bounds each attempt, from dispatch to the decoded response.
 	// Defaults to 60s.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
+	// RequestsPerSecond paces requests to this backend across all runs:
+	// dispatches are spaced evenly at this rate. Defaults to 0, unpaced.
+	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second,omitempty"`
+	// TokensPerMinute paces requests by estimated tokens (a quarter of the
+	// request's message bytes plus max_tokens), with up to a minute's
+	// tokens in one burst; a response that reports more total tokens than
+	// estimated delays later requests by the difference. Defaults to 0,
+	// unpaced.
+	TokensPerMinute int `yaml:"tokens_per_minute" json:"tokens_per_minute,omitempty"`
 }
 
 // Profile is a named way to run prompts: a backend, a model and parameters.
@@ -128,6 +152,9 @@ func validateConfig(cfg *Config, source string) error {
 	if cfg.MaxQueuedRuns < 0 {
 		return bad("max_queued_runs", "must not be negative")
 	}
+	if cfg.TransientRetries != nil && *cfg.TransientRetries < 0 {
+		return bad("transient_retries", "must not be negative")
+	}
 	backends := map[string]bool{}
 	for i, b := range cfg.Backends {
 		f := fmt.Sprintf("backends[%d]", i)
@@ -151,6 +178,12 @@ func validateConfig(cfg *Config, source string) error {
 		}
 		if b.Timeout < 0 {
 			return bad(f+".timeout", "must not be negative")
+		}
+		if b.RequestsPerSecond < 0 || math.IsNaN(b.RequestsPerSecond) || math.IsInf(b.RequestsPerSecond, 0) {
+			return bad(f+".requests_per_second", "must be a non-negative number")
+		}
+		if b.TokensPerMinute < 0 {
+			return bad(f+".tokens_per_minute", "must not be negative")
 		}
 	}
 	profiles := map[string]bool{}

@@ -29,10 +29,19 @@ type Engine struct {
 	defaultProfile string
 	sched          *dispatch.Scheduler
 	client         LLMClient
+	retries        uint64
 
 	// Test seams; production uses the defaults set in New.
 	now    func() time.Time
 	getenv func(string) string
+}
+
+// seams are the private test hooks: clock, jitter and cancellable wait.
+// Zero fields select the real ones.
+type seams struct {
+	now    func() time.Time
+	jitter func(time.Duration) time.Duration
+	wait   func(context.Context, time.Duration) error
 }
 
 type backendRuntime struct {
@@ -61,6 +70,13 @@ type RunRequest struct {
 	ProfileID string `json:"profile_id,omitempty"`
 	// Model overrides the profile's model.
 	Model string `json:"model,omitempty"`
+	// TransientRetries overrides Config.TransientRetries for this run. Nil
+	// inherits the engine's value; zero disables retries; negative is
+	// ErrInvalidRequest. PrepareExecution freezes the effective value.
+	TransientRetries *int `json:"transient_retries,omitempty"`
+	// Observer, if non-nil, receives this run's execution events (see
+	// ExecutionObserver). PrepareExecution retains it for RunPrepared.
+	Observer ExecutionObserver `json:"-"`
 }
 
 // PreparedRun describes a rendered run without executing it.
@@ -80,6 +96,10 @@ type PreparedRun struct {
 // New checks cfg, compiles its prompts and schemas, and returns an Engine.
 // Errors match ErrInvalidConfig and name the offending field.
 func New(cfg Config) (*Engine, error) {
+	return newEngine(cfg, seams{})
+}
+
+func newEngine(cfg Config, sm seams) (*Engine, error) {
 	if err := validateConfig(&cfg, "Config"); err != nil {
 		return nil, err
 	}
@@ -88,15 +108,22 @@ func New(cfg Config) (*Engine, error) {
 		profiles: map[string]Profile{},
 		prompts:  map[string]*promptRuntime{},
 		client:   cfg.LLMClient,
+		retries:  DefaultTransientRetries,
 		now:      time.Now,
 		getenv:   os.Getenv,
 	}
-	limits := map[string]int{}
+	if sm.now != nil {
+		e.now = sm.now
+	}
+	if cfg.TransientRetries != nil {
+		e.retries = uint64(*cfg.TransientRetries) // validated non-negative
+	}
+	limits := map[string]dispatch.Backend{}
 	for _, b := range cfg.Backends {
 		if b.Timeout == 0 {
 			b.Timeout = defaultTimeout
 		}
-		limits[b.ID] = b.MaxActive
+		limits[b.ID] = dispatch.Backend{MaxActive: b.MaxActive, RequestsPerSecond: b.RequestsPerSecond, TokensPerMinute: b.TokensPerMinute}
 		e.backends[b.ID] = &backendRuntime{Backend: b, endpoint: openai.Endpoint{
 			BaseURL:    b.BaseURL,
 			APIKeyEnv:  b.APIKeyEnv,
@@ -146,7 +173,9 @@ func New(cfg Config) (*Engine, error) {
 		MaxRuns:    cfg.MaxConcurrentRuns,
 		MaxWaiting: cfg.MaxQueuedRuns,
 		Backends:   limits,
-		Now:        func() time.Time { return e.now() },
+		Now:        e.now,
+		Jitter:     sm.jitter,
+		Wait:       sm.wait,
 	})
 	return e, nil
 }
@@ -167,6 +196,20 @@ type plan struct {
 	request  llm.Request
 	validate bool
 	info     PreparedRun
+	retries  uint64
+	// observer is the run's adapted observer; a prepared plan retains it
+	// until claimed or discarded.
+	observer func(observe.Event)
+}
+
+func (p *plan) identity() observe.Identity {
+	return observe.Identity{
+		PromptID:      p.info.PromptID,
+		PromptVersion: p.info.PromptVersion,
+		ProfileID:     p.info.ProfileID,
+		BackendID:     p.info.BackendID,
+		Model:         p.request.Model,
+	}
 }
 
 func (e *Engine) resolve(req RunRequest) (*plan, error) {
@@ -178,6 +221,13 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	}
 	if req.Text != "" && len(req.Inputs) > 0 {
 		return nil, fmt.Errorf("%w: Inputs apply only to PromptID", ErrInvalidRequest)
+	}
+	retries := e.retries
+	if req.TransientRetries != nil {
+		if *req.TransientRetries < 0 {
+			return nil, fmt.Errorf("%w: TransientRetries must not be negative", ErrInvalidRequest)
+		}
+		retries = uint64(*req.TransientRetries)
 	}
 	for i, m := range req.History {
 		if m.Role != RoleSystem && m.Role != RoleUser && m.Role != RoleAssistant {
@@ -192,7 +242,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrProfileNotFound, profileID)
 	}
-	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate}
+	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries}
 	if profile.Backend != "" {
 		p.backend = e.backends[profile.Backend]
 	}
@@ -254,15 +304,15 @@ func (pr *promptRuntime) render(inputs map[string]any) (string, error) {
 	if pr.input != nil {
 		diags, err := pr.input.validateValue(data)
 		if err != nil {
-			return "", fmt.Errorf("%w: prompt %q: inputs cannot be encoded as JSON", ErrInvalidRequest, pr.ID)
+			return "", fmt.Errorf("%w: prompt %q: inputs cannot be encoded as JSON%w", ErrInvalidRequest, pr.ID, renderMark)
 		}
 		if len(diags) > 0 {
-			return "", fmt.Errorf("%w: prompt %q: inputs fail the input schema: %s", ErrInvalidRequest, pr.ID, strings.Join(locations(diags), ", "))
+			return "", fmt.Errorf("%w: prompt %q: inputs fail the input schema at %s%w", ErrInvalidRequest, pr.ID, strings.Join(locations(diags), ", "), renderMark)
 		}
 	}
 	var b strings.Builder
 	if err := pr.tmpl.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("%w: prompt %q: template does not render with these inputs", ErrInvalidRequest, pr.ID)
+		return "", fmt.Errorf("%w: prompt %q: template does not render with these inputs%w", ErrInvalidRequest, pr.ID, renderMark)
 	}
 	return b.String(), nil
 }
@@ -323,15 +373,37 @@ func (e *Engine) publicRequest(p *plan, r llm.Request) GenerateRequest {
 	}
 }
 
-// Run renders and executes req: admission, generation, output validation
-// and repair. It returns an error only when no result could be produced.
+// Run renders and executes req: admission, generation with transient
+// retries, output validation and repair. It returns an error only when no
+// result could be produced; there are no partial results.
 func (e *Engine) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
-	rec := observe.New(time.Now())
+	now := time.Now
+	if e != nil {
+		now = e.now
+	}
+	rec := observe.New(now, adaptObserver(req.Observer))
+	rec.Begin()
 	p, err := e.resolve(req)
 	if err != nil {
-		return nil, err
+		return nil, finish(rec, nil, err)
 	}
-	return e.execute(ctx, p, rec)
+	rec.SetIdentity(p.identity())
+	res, err := e.execute(ctx, p, rec)
+	return res, finish(rec, res, err)
+}
+
+// finish emits the finished event after execution released everything,
+// and returns err. It is not deferred: no callback runs during a panic.
+func finish(rec *observe.Recorder, res *RunResult, err error) error {
+	switch {
+	case err != nil:
+		rec.Finish(observe.OutcomeError, classify(err), errors.Is(err, ErrRetriesExhausted))
+	case res.Validation.Status == ValidationInvalid:
+		rec.Finish(observe.OutcomeInvalidOutput, observe.FailureNone, false)
+	default:
+		rec.Finish(observe.OutcomeSuccess, observe.FailureNone, false)
+	}
+	return err
 }
 
 // Prepare renders req without executing it: useful to inspect the request
@@ -377,19 +449,26 @@ func (e *Engine) PrepareExecution(ctx context.Context, req RunRequest) (*Prepare
 	if err != nil {
 		return nil, err
 	}
+	p.observer = adaptObserver(req.Observer)
 	return &PreparedExecution{engine: e, info: p.info, payload: p}, nil
 }
 
-// RunPrepared executes a handle from this engine's PrepareExecution. The
-// claim is atomic: of many concurrent calls with one handle exactly one
-// executes; the others, and any call with a nil, foreign, used or
-// discarded handle, fail with ErrInvalidRequest.
+// RunPrepared executes a handle from this engine's PrepareExecution, with
+// the retry budget and observer frozen at preparation. The claim is
+// atomic: of many concurrent calls with one handle exactly one executes
+// and observes; the others, and any call with a nil, foreign, used or
+// discarded handle, fail with ErrInvalidRequest and emit no events.
 func (e *Engine) RunPrepared(ctx context.Context, h *PreparedExecution) (*RunResult, error) {
 	p, err := e.claim(h)
 	if err != nil {
 		return nil, err
 	}
-	return e.execute(ctx, p, observe.New(time.Now()))
+	rec := observe.New(e.now, p.observer)
+	p.observer = nil // the recorder owns it now
+	rec.SetIdentity(p.identity())
+	rec.Begin()
+	res, err := e.execute(ctx, p, rec)
+	return res, finish(rec, res, err)
 }
 
 func (e *Engine) claim(h *PreparedExecution) (*plan, error) {
@@ -484,7 +563,7 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 		Admission:    admissionWait,
 		CapacityWait: t.CapacityWait,
 		Generation:   t.Generation,
-		Total:        time.Since(rec.Start()),
+		Total:        e.now().Sub(rec.Start()),
 	}
 	return res, nil
 }
@@ -515,7 +594,7 @@ func repairRequest(p *plan, invalid string, diags []string) llm.Request {
 // generate runs one generation sequence and maps its failure to the public
 // error contract.
 func (e *Engine) generate(ctx context.Context, p *plan, req llm.Request, gen uint64) (*llm.Response, error) {
-	seq := dispatch.Sequence{Backend: p.profile.Backend, Generation: gen}
+	seq := dispatch.Sequence{Backend: p.profile.Backend, Generation: gen, Tokens: estimateTokens(req)}
 	if e.client != nil {
 		pub := e.publicRequest(p, req)
 		seq.Attempt = func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, pub) }
@@ -527,6 +606,7 @@ func (e *Engine) generate(ctx context.Context, p *plan, req llm.Request, gen uin
 			return nil, &opError{op: fmt.Sprintf("backend %q", p.backend.ID), cause: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
 		}
 		seq.Attempt = frozen.Execute
+		seq.Retries = p.retries // injected clients own their retries
 	}
 	out := e.sched.Generate(ctx, seq)
 	if out.Err != nil {
@@ -570,3 +650,25 @@ func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outc
 func publicUsage(u llm.Usage) TokenUsage {
 	return TokenUsage(u)
 }
+
+// estimateTokens is a deliberately rough cost for tokens-per-minute pacing:
+// about four bytes per token, plus the completion budget.
+func estimateTokens(r llm.Request) int {
+	n := 0
+	for _, m := range r.Messages {
+		n += len(m.Content)
+	}
+	n /= 4
+	if r.MaxTokens != nil {
+		n += *r.MaxTokens
+	}
+	return max(n, 1)
+}
+
+// renderMark adds errRender to an error chain without changing its text.
+var renderMark = markError{errRender}
+
+type markError struct{ error }
+
+func (markError) Error() string   { return "" }
+func (m markError) Unwrap() error { return m.error }

@@ -28,6 +28,7 @@ type setupOpts struct {
 	apiKeyEnv    string
 	maxRuns      int
 	maxQueued    int
+	retries      *int
 }
 
 func setup(t *testing.T, o setupOpts, popts ...providertest.Option) bundle {
@@ -45,6 +46,7 @@ func setup(t *testing.T, o setupOpts, popts ...providertest.Option) bundle {
 		},
 		MaxConcurrentRuns: o.maxRuns,
 		MaxQueuedRuns:     o.maxQueued,
+		TransientRetries:  o.retries,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,14 @@
 package promptkit
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/promptkit/promptkit/internal/dispatch"
 	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/internal/observe"
 )
 
 // Errors returned by the engine. Match them with errors.Is; every error the
@@ -40,6 +43,11 @@ var (
 	// because the admission queue is full or because its context ended while
 	// waiting (then the context error matches too).
 	ErrCapacity = dispatch.ErrCapacity
+	// ErrRetriesExhausted: every attempt of a generation failed with a
+	// retry-eligible status (429, 500, 502, 503, 504) and the transient
+	// retry budget is spent. The error is a *RetryExhaustedError whose
+	// cause is the last *GenerationError.
+	ErrRetriesExhausted = llm.ErrRetriesExhausted
 	// ErrValidation: the output could not be validated for an operational
 	// reason. An output that completes validation and is rejected is not an
 	// error: it is a RunResult whose Validation.Status is "invalid".
@@ -56,6 +64,17 @@ type GenerationError struct {
 	backendID  string
 	statusCode int
 	detail     string
+	notBefore  time.Time
+}
+
+// RetryAfter returns the time before which the provider asked not to be
+// called again (its Retry-After header, resolved when the response
+// arrived), or the zero time when it sent none.
+func (e *GenerationError) RetryAfter() time.Time {
+	if e == nil {
+		return time.Time{}
+	}
+	return e.notBefore
 }
 
 // StatusCode returns the HTTP status. Zero for a nil receiver.
@@ -118,12 +137,96 @@ type injectedError struct{ cause error }
 func (e *injectedError) Error() string   { return "promptkit: llm generation failed: " + e.cause.Error() }
 func (e *injectedError) Unwrap() []error { return []error{llm.ErrGenerate, e.cause} }
 
-// publicError converts the internal provider status error into the public
-// GenerationError; other causes keep their identities.
+// RetryExhaustedError reports a generation whose every attempt failed with
+// a retry-eligible status. It matches ErrRetriesExhausted, and errors.As
+// still reaches the last attempt's *GenerationError through Unwrap. Its
+// zero value and a nil pointer are safe to use.
+type RetryExhaustedError struct {
+	attempts uint64
+	cause    error
+}
+
+// Attempts returns how many attempts were dispatched.
+func (e *RetryExhaustedError) Attempts() uint64 {
+	if e == nil {
+		return 0
+	}
+	return e.attempts
+}
+
+// Unwrap returns the last attempt's failure.
+func (e *RetryExhaustedError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.cause
+}
+
+// Is reports ErrRetriesExhausted.
+func (e *RetryExhaustedError) Is(target error) bool { return target == ErrRetriesExhausted }
+
+func (e *RetryExhaustedError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	msg := fmt.Sprintf("%s after %d attempts", ErrRetriesExhausted.Error(), e.attempts)
+	if e.cause != nil {
+		msg += ": " + e.cause.Error() // the cause's text is already redacted
+	}
+	return msg
+}
+
+// GoString keeps %#v to the redacted text.
+func (e *RetryExhaustedError) GoString() string {
+	if e == nil {
+		return "(*promptkit.RetryExhaustedError)(nil)"
+	}
+	return fmt.Sprintf("&promptkit.RetryExhaustedError{Attempts:%d}", e.attempts)
+}
+
+// publicError converts internal generation errors into the public contract,
+// recursively, so an exhaustion keeps its wrapper and its provider cause;
+// other causes keep their identities.
 func publicError(backendID string, err error) error {
+	var ex *llm.ExhaustedError
+	if errors.As(err, &ex) {
+		return &RetryExhaustedError{attempts: ex.Attempts, cause: publicError(backendID, ex.Cause)}
+	}
 	var se *llm.StatusError
 	if errors.As(err, &se) {
-		return &GenerationError{backendID: backendID, statusCode: se.StatusCode, detail: se.Detail}
+		return &GenerationError{backendID: backendID, statusCode: se.StatusCode, detail: se.Detail, notBefore: se.NotBefore}
 	}
 	return err
+}
+
+// errRender marks request errors that come from inputs or the template, so
+// observation can say prompt_render; it is never returned alone.
+var errRender = errors.New("prompt render")
+
+// classify maps a run's error to its observation failure kind: context
+// identities first, then specific causes, then broad categories.
+func classify(err error) observe.Failure {
+	switch {
+	case err == nil:
+		return observe.FailureNone
+	case errors.Is(err, context.Canceled):
+		return observe.FailureCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return observe.FailureDeadline
+	case errors.Is(err, ErrCapacity):
+		return observe.FailureCapacity
+	case errors.Is(err, ErrInvalidConfig):
+		return observe.FailureInvalidConfig
+	case errors.Is(err, ErrPromptNotFound):
+		return observe.FailurePromptNotFound
+	case errors.Is(err, ErrProfileNotFound):
+		return observe.FailureProfileNotFound
+	case errors.Is(err, errRender):
+		return observe.FailurePromptRender
+	case errors.Is(err, ErrInvalidRequest):
+		return observe.FailureInvalidRequest
+	case errors.Is(err, ErrValidation):
+		return observe.FailureValidation
+	}
+	return observe.Classify(err)
 }

@@ -64,7 +64,8 @@ func TestGenerationErrorIdentities(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, setupOpts{})
+			zero := 0 // one attempt: this test is about identities, not retries
+			b := setup(t, setupOpts{retries: &zero})
 			b.srv.Enqueue(c.reply)
 			res, err := b.eng.Run(context.Background(), summarize("x"))
 			if res != nil {

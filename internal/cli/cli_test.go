@@ -106,7 +106,7 @@ func TestRunErrors(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cfg := quickstart(t, srv.URL)
 	const marker = "PROVIDER-MARKER-cli"
-	srv.Enqueue(providertest.Response{Status: 500, Body: []byte(`{"error":{"message":"` + marker + `"}}`)})
+	srv.Enqueue(providertest.Response{Status: 400, Body: []byte(`{"error":{"message":"` + marker + `"}}`)})
 	cases := []struct {
 		args []string
 		code int
@@ -118,7 +118,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"run", "--config", cfg, "--prompt", "summarize"}, 1, "invalid request"},
 		{[]string{"run", "--config", cfg, "--text", "x", "--input-json", "a=}"}, 2, "not valid JSON"},
 		{[]string{"run", "--config", filepath.Join(t.TempDir(), "missing.yaml"), "--text", "x"}, 1, "missing.yaml"},
-		{[]string{"run", "--config", cfg, "--text", "x"}, 1, "HTTP 500"},
+		{[]string{"run", "--config", cfg, "--text", "x"}, 1, "HTTP 400"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)

@@ -1,24 +1,28 @@
 // Package dispatch is the engine's one scheduler. It owns logical admission
-// (how many runs may execute at once) and, per backend, the active permits
-// (how many requests may be in flight at once), and it runs generation
-// sequences attempt by attempt.
+// (how many runs may execute at once) and, per backend, everything that
+// gates a request: a provider-requested pause, optional pacing
+// (requests per second, tokens per minute) and the active permits (how
+// many requests may be in flight). It runs generation sequences attempt by
+// attempt, with bounded transient retries.
 //
 // The rule that shapes everything here: an active permit is held only while
 // one attempt is in flight. It is taken immediately before dispatch and
 // released before anything else happens — before recording, before any
-// later wait — so a caller that is waiting never blocks a backend.
-// Admission, by contrast, is held by the runner for a whole run, repairs
-// included.
+// observer callback, before any backoff — so a caller that is waiting never
+// blocks a backend. Admission, by contrast, is held by the runner for a
+// whole run, repairs included.
 package dispatch
 
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
 
 	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/internal/observe"
@@ -49,6 +53,16 @@ func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
 // Unwrap returns the context error that ended the wait.
 func (e *CapacityError) Unwrap() error { return e.Cause }
 
+// Backend sizes one backend's gate.
+type Backend struct {
+	// MaxActive bounds requests in flight; 0 is unlimited.
+	MaxActive int
+	// RequestsPerSecond paces dispatches; 0 is unpaced.
+	RequestsPerSecond float64
+	// TokensPerMinute paces by estimated tokens; 0 is unpaced.
+	TokensPerMinute int
+}
+
 // Config sizes a Scheduler.
 type Config struct {
 	// MaxRuns bounds concurrently admitted runs; 0 means unlimited.
@@ -56,41 +70,95 @@ type Config struct {
 	// MaxWaiting bounds runs waiting for admission; past it Admit fails at
 	// once. 0 means unlimited.
 	MaxWaiting int
-	// Backends maps backend id to its max active requests; 0 is unlimited.
-	Backends map[string]int
-	// Now is the clock. Defaults to time.Now.
-	Now func() time.Time
+	// Backends maps backend id to its limits.
+	Backends map[string]Backend
+
+	// Test seams. Now defaults to time.Now; Jitter(n) returns a uniform
+	// duration in [0, n] and defaults to math/rand; Wait blocks for d or
+	// until ctx ends and defaults to a timer.
+	Now    func() time.Time
+	Jitter func(n time.Duration) time.Duration
+	Wait   func(ctx context.Context, d time.Duration) error
 }
 
-// Scheduler coordinates admission and permits. It is safe for concurrent use.
+// Scheduler coordinates admission and backends. It is safe for concurrent
+// use.
 type Scheduler struct {
-	now        func() time.Time
+	now    func() time.Time
+	jitter func(time.Duration) time.Duration
+	wait   func(context.Context, time.Duration) error
+
 	admission  *semaphore.Weighted // nil: unlimited
 	maxWaiting int64
 	waiting    atomic.Int64
 
-	mu    sync.Mutex
-	pools map[string]*semaphore.Weighted // nil value: unlimited
+	gates map[string]*gate // fixed after New
 
 	// onWait, set only by tests, is called just before a caller blocks.
 	onWait func(what string)
 }
 
+// gate is one backend's pause, pacing and permits.
+type gate struct {
+	permits  *semaphore.Weighted // nil: unlimited
+	requests *rate.Limiter       // nil: unpaced
+	tokens   *rate.Limiter       // nil: unpaced
+
+	mu          sync.Mutex
+	pausedUntil time.Time
+}
+
 // New returns a Scheduler for cfg.
 func New(cfg Config) *Scheduler {
-	s := &Scheduler{now: cfg.Now, maxWaiting: int64(cfg.MaxWaiting), pools: map[string]*semaphore.Weighted{}}
+	s := &Scheduler{
+		now:        cfg.Now,
+		jitter:     cfg.Jitter,
+		wait:       cfg.Wait,
+		maxWaiting: int64(cfg.MaxWaiting),
+		gates:      map[string]*gate{},
+	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.jitter == nil {
+		s.jitter = func(n time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(n) + 1)) }
+	}
+	if s.wait == nil {
+		s.wait = timerWait
 	}
 	if cfg.MaxRuns > 0 {
 		s.admission = semaphore.NewWeighted(int64(cfg.MaxRuns))
 	}
-	for id, n := range cfg.Backends {
-		if n > 0 {
-			s.pools[id] = semaphore.NewWeighted(int64(n))
+	for id, b := range cfg.Backends {
+		g := &gate{}
+		if b.MaxActive > 0 {
+			g.permits = semaphore.NewWeighted(int64(b.MaxActive))
 		}
+		if b.RequestsPerSecond > 0 {
+			// Burst 1 spaces requests evenly, which is what a provider's
+			// fixed one-second window tolerates.
+			g.requests = rate.NewLimiter(rate.Limit(b.RequestsPerSecond), 1)
+		}
+		if b.TokensPerMinute > 0 {
+			g.tokens = rate.NewLimiter(rate.Limit(float64(b.TokensPerMinute)/60), b.TokensPerMinute)
+		}
+		s.gates[id] = g
 	}
 	return s
+}
+
+func timerWait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Admit takes one unit of logical admission for a run. The returned release
@@ -111,34 +179,108 @@ func (s *Scheduler) Admit(ctx context.Context) (release func(), wait time.Durati
 	}
 	defer s.waiting.Add(-1)
 	start := s.now()
-	if s.onWait != nil {
-		s.onWait("admission")
-	}
+	s.signalWait("admission")
 	if err := s.admission.Acquire(ctx, 1); err != nil {
 		return nil, s.now().Sub(start), &CapacityError{What: "admission", Cause: err}
 	}
 	return onceRelease(s.admission), s.now().Sub(start), nil
 }
 
-// acquire takes one active permit for backend.
-func (s *Scheduler) acquire(ctx context.Context, backend string) (release func(), wait time.Duration, err error) {
-	s.mu.Lock()
-	pool := s.pools[backend]
-	s.mu.Unlock()
-	if pool == nil {
-		return func() {}, 0, nil
-	}
-	if pool.TryAcquire(1) {
-		return onceRelease(pool), 0, nil
-	}
-	start := s.now()
+func (s *Scheduler) signalWait(what string) {
 	if s.onWait != nil {
-		s.onWait("backend permit")
+		s.onWait(what)
 	}
-	if err := pool.Acquire(ctx, 1); err != nil {
-		return nil, s.now().Sub(start), &CapacityError{What: "backend permit", Cause: err}
+}
+
+// acquire waits for the backend's pause to end, for pacing, and for an
+// active permit, in that order, re-checking the pause after a permit wait
+// (a pause may have begun meanwhile). tokens is the attempt's estimated
+// token cost for tokens-per-minute pacing.
+func (s *Scheduler) acquire(ctx context.Context, backend string, tokens int) (release func(), err error) {
+	g := s.gates[backend]
+	if g == nil {
+		return func() {}, nil
 	}
-	return onceRelease(pool), s.now().Sub(start), nil
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, &CapacityError{What: "backend permit", Cause: err}
+		}
+		if d := g.pauseLeft(s.now()); d > 0 {
+			s.signalWait("backend pause")
+			if err := s.wait(ctx, d); err != nil {
+				return nil, &CapacityError{What: "backend pause", Cause: err}
+			}
+			continue
+		}
+		if err := s.pace(ctx, g.requests, 1); err != nil {
+			return nil, err
+		}
+		if err := s.pace(ctx, g.tokens, tokens); err != nil {
+			return nil, err
+		}
+		if g.permits == nil {
+			return func() {}, nil
+		}
+		if !g.permits.TryAcquire(1) {
+			s.signalWait("backend permit")
+			if err := g.permits.Acquire(ctx, 1); err != nil {
+				return nil, &CapacityError{What: "backend permit", Cause: err}
+			}
+		}
+		release = onceRelease(g.permits)
+		if g.pauseLeft(s.now()) > 0 {
+			release() // a pause began while we waited: honour it
+			continue
+		}
+		return release, nil
+	}
+}
+
+// pace waits for n tokens from lim; a canceled wait returns its tokens.
+func (s *Scheduler) pace(ctx context.Context, lim *rate.Limiter, n int) error {
+	if lim == nil || n <= 0 {
+		return nil
+	}
+	n = min(n, lim.Burst())
+	now := s.now()
+	r := lim.ReserveN(now, n)
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return nil
+	}
+	s.signalWait("backend pacing")
+	if err := s.wait(ctx, d); err != nil {
+		r.CancelAt(s.now())
+		return &CapacityError{What: "backend pacing", Cause: err}
+	}
+	return nil
+}
+
+// charge consumes tokens the estimate missed, so the next requests wait
+// for them; it never blocks.
+func (s *Scheduler) charge(backend string, extra int) {
+	if g := s.gates[backend]; g != nil && g.tokens != nil && extra > 0 {
+		g.tokens.ReserveN(s.now(), min(extra, g.tokens.Burst()))
+	}
+}
+
+func (g *gate) pauseLeft(now time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pausedUntil.Sub(now)
+}
+
+// pause makes every caller of the backend wait until t.
+func (s *Scheduler) pause(backend string, t time.Time) {
+	g := s.gates[backend]
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	if t.After(g.pausedUntil) {
+		g.pausedUntil = t
+	}
+	g.mu.Unlock()
 }
 
 func onceRelease(sem *semaphore.Weighted) func() {
@@ -146,54 +288,123 @@ func onceRelease(sem *semaphore.Weighted) func() {
 	return func() { once.Do(func() { sem.Release(1) }) }
 }
 
-// Sequence is one generation sequence: a frozen request that may be
-// attempted once or, with retries, several times.
+// Sequence is one generation sequence: a frozen request attempted once
+// and, when Retries > 0, again after retry-eligible failures.
 type Sequence struct {
-	// Backend selects the permit pool.
+	// Backend selects the gate.
 	Backend string
 	// Generation is 1 for the initial generation, 2 for the first repair.
 	Generation uint64
+	// Retries is the transient retry budget R: up to R+1 attempts.
+	// Injected clients get 0: their own policy owns retries.
+	Retries uint64
+	// Tokens estimates one attempt's token cost for tokens-per-minute
+	// pacing.
+	Tokens int
 	// Attempt performs exactly one attempt. It must be safe to call again.
 	Attempt func(context.Context) llm.Outcome
 }
 
-// Generate runs seq and returns the outcome of its last attempt. Each attempt
-// is recorded on the context's recorder after its permit is released.
+// Backoff returns the local delay before retry k (k >= 1): equal jitter in
+// [base/2, base] with base = min(500ms × 2^(k-1), 8s).
+func (s *Scheduler) Backoff(k uint64) time.Duration {
+	const first, ceiling = 500 * time.Millisecond, 8 * time.Second
+	base := first
+	// Cap before doubling: no shift can overflow.
+	for i := uint64(1); i < k && base < ceiling; i++ {
+		base *= 2
+	}
+	base = min(base, ceiling)
+	half := base / 2
+	return half + min(max(s.jitter(half), 0), half)
+}
+
+// Generate runs seq and returns the outcome that ends it: the first
+// success, the first failure that is not retry-eligible, a stopped
+// context, or — when all R+1 attempts (R > 0) failed with eligible
+// statuses — the last failure wrapped in *llm.ExhaustedError.
+//
+// Each attempt and each retry wait is recorded on the context's recorder
+// with no permit held. A provider not-before time (Retry-After on 429 or
+// 503) pauses the whole backend until then.
 func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 	rec := observe.FromContext(ctx)
-	out, rec1 := s.attempt(ctx, seq, 1)
-	rec.RecordAttempt(rec1)
-	return out
+	for n := uint64(1); ; n++ {
+		out, a := s.attempt(ctx, seq, n)
+		rec.RecordAttempt(a)
+		if out.Err == nil || !a.Dispatched || !llm.Eligible(out.StatusCode) || !isStatus(out.Err) {
+			return out
+		}
+		if !out.NotBefore.IsZero() && (out.StatusCode == 429 || out.StatusCode == 503) {
+			s.pause(seq.Backend, out.NotBefore)
+		}
+		// n counts dispatched attempts (n <= R means a retry is left); a
+		// uint64 comparison cannot overflow whatever R is.
+		if n > seq.Retries {
+			if seq.Retries == 0 {
+				return out
+			}
+			out.Err = &llm.ExhaustedError{Attempts: n, Cause: out.Err}
+			return out
+		}
+		if err := ctx.Err(); err != nil {
+			return llm.Outcome{Err: err}
+		}
+		now := s.now()
+		until := now.Add(s.Backoff(n))
+		if out.NotBefore.After(until) {
+			until = out.NotBefore // the provider's minimum is never capped
+		}
+		start := now
+		err := s.wait(ctx, until.Sub(now))
+		rec.RecordDelay(seq.Generation, n, s.now().Sub(start))
+		if err != nil {
+			return llm.Outcome{Err: err}
+		}
+	}
+}
+
+func isStatus(err error) bool {
+	var se *llm.StatusError
+	return errors.As(err, &se)
 }
 
 // attempt acquires a permit, dispatches once and releases the permit before
 // returning, so the caller records and waits without holding it.
 func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Outcome, observe.Attempt) {
 	a := observe.Attempt{Generation: seq.Generation, Attempt: n}
-	if err := ctx.Err(); err != nil {
-		a.Err = err
+	fail := func(err error) (llm.Outcome, observe.Attempt) {
+		a.Failure = observe.Classify(err)
+		if a.Failure == observe.FailureOther && errors.Is(err, ErrCapacity) {
+			a.Failure = observe.FailureCapacity
+		}
 		return llm.Outcome{Err: err}, a
 	}
-	release, wait, err := s.acquire(ctx, seq.Backend)
-	a.CapacityWait = wait
-	if err != nil {
-		a.Err = err
-		return llm.Outcome{Err: err}, a
-	}
-	defer release() // also on panic in Attempt
 	if err := ctx.Err(); err != nil {
-		release()
-		a.Err = err
-		return llm.Outcome{Err: err}, a
+		return fail(err)
 	}
 	start := s.now()
+	release, err := s.acquire(ctx, seq.Backend, seq.Tokens)
+	a.CapacityWait = s.now().Sub(start)
+	if err != nil {
+		return fail(err)
+	}
+	defer release() // also when Attempt panics
+	if err := ctx.Err(); err != nil {
+		release()
+		return fail(err)
+	}
+	start = s.now()
 	out := seq.Attempt(ctx)
 	a.Duration = s.now().Sub(start)
 	release()
+	if out.Presence.TotalTokens && out.Usage.TotalTokens > seq.Tokens {
+		s.charge(seq.Backend, out.Usage.TotalTokens-seq.Tokens)
+	}
 	a.Dispatched = true
 	a.StatusCode = out.StatusCode
 	a.Usage = out.Usage
 	a.Presence = out.Presence
-	a.Err = out.Err
+	a.Failure = observe.Classify(out.Err)
 	return out, a
 }

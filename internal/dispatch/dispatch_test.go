@@ -85,7 +85,7 @@ func TestAdmitQueueLimit(t *testing.T) {
 // as soon as the attempt returns.
 func TestPermitReleasedAfterEachAttempt(t *testing.T) {
 	t.Parallel()
-	s, waiting := waitSignal(Config{Backends: map[string]int{"b": 1}})
+	s, waiting := waitSignal(Config{Backends: map[string]Backend{"b": {MaxActive: 1}}})
 	inAttempt := make(chan struct{})
 	finish := make(chan struct{})
 	seq := Sequence{Backend: "b", Generation: 1, Attempt: func(context.Context) llm.Outcome {
@@ -112,7 +112,7 @@ func TestPermitReleasedAfterEachAttempt(t *testing.T) {
 
 func TestPermitReleasedOnPanic(t *testing.T) {
 	t.Parallel()
-	s := New(Config{Backends: map[string]int{"b": 1}})
+	s := New(Config{Backends: map[string]Backend{"b": {MaxActive: 1}}})
 	func() {
 		defer func() { _ = recover() }()
 		s.Generate(context.Background(), Sequence{Backend: "b", Attempt: func(context.Context) llm.Outcome { panic("boom") }})
@@ -134,7 +134,7 @@ func ctxWithTimeout(t *testing.T) context.Context {
 
 func TestCanceledPermitWaitIsRecordedUndispatched(t *testing.T) {
 	t.Parallel()
-	s, waiting := waitSignal(Config{Backends: map[string]int{"b": 1}})
+	s, waiting := waitSignal(Config{Backends: map[string]Backend{"b": {MaxActive: 1}}})
 	var calls atomic.Int32
 	entered := make(chan struct{})
 	block := make(chan struct{})
@@ -148,7 +148,7 @@ func TestCanceledPermitWaitIsRecordedUndispatched(t *testing.T) {
 	go s.Generate(context.Background(), holder)
 	<-entered
 
-	rec := observe.New(time.Now())
+	rec := observe.New(time.Now, nil)
 	ctx, cancel := context.WithCancel(observe.NewContext(context.Background(), rec))
 	outc := make(chan llm.Outcome, 1)
 	go func() {

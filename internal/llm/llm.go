@@ -114,6 +114,8 @@ var (
 type StatusError struct {
 	StatusCode int
 	Detail     string
+	// NotBefore is the provider's Retry-After as a time; zero when none.
+	NotBefore time.Time
 }
 
 func (e *StatusError) Error() string {
@@ -162,3 +164,36 @@ func (e *Failure) GoString() string { return e.Error() }
 
 // Unwrap exposes both the kind and the cause.
 func (e *Failure) Unwrap() []error { return []error{ErrGenerate, e.Kind, e.Cause} }
+
+// ErrRetriesExhausted marks a generation whose every attempt failed with a
+// retry-eligible status.
+var ErrRetriesExhausted = errors.New("promptkit: transient retries exhausted")
+
+// ExhaustedError is returned when all attempts of a generation sequence
+// failed with retry-eligible statuses. Cause is the last failure.
+type ExhaustedError struct {
+	Attempts uint64
+	Cause    error
+}
+
+func (e *ExhaustedError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%s after %d attempts: %v", ErrRetriesExhausted.Error(), e.Attempts, e.Cause)
+}
+
+// Is reports ErrRetriesExhausted.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrRetriesExhausted }
+
+// Unwrap returns the last failure.
+func (e *ExhaustedError) Unwrap() error { return e.Cause }
+
+// Eligible reports whether an HTTP status permits a transient retry.
+func Eligible(status int) bool {
+	switch status {
+	case 429, 500, 502, 503, 504:
+		return true
+	}
+	return false
+}

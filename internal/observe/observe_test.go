@@ -10,7 +10,7 @@ import (
 
 func TestTotalsCountDispatchedOnly(t *testing.T) {
 	t.Parallel()
-	r := New(time.Unix(100, 0))
+	r := New(func() time.Time { return time.Unix(100, 0) }, nil)
 	u := llm.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, CapacityWait: time.Second}) // canceled before dispatch
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 2, Dispatched: true, Duration: 2 * time.Second, Usage: u})
@@ -32,7 +32,7 @@ func TestTotalsCountDispatchedOnly(t *testing.T) {
 
 func TestRunIDsAndContext(t *testing.T) {
 	t.Parallel()
-	a, b := New(time.Now()), New(time.Now())
+	a, b := New(time.Now, nil), New(time.Now, nil)
 	if a.RunID() == "" || a.RunID() == b.RunID() {
 		t.Fatalf("run IDs %q %q", a.RunID(), b.RunID())
 	}

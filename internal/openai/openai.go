@@ -254,10 +254,11 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		// A partial error body still yields a useful detail; a read error
 		// here does not hide the status the provider chose.
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
-		out.Err = &llm.StatusError{StatusCode: resp.StatusCode, Detail: errorDetail(raw, f.apiKey)}
+		se := &llm.StatusError{StatusCode: resp.StatusCode, Detail: errorDetail(raw, f.apiKey)}
 		if nb, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), out.Received); ok {
-			out.NotBefore = nb
+			out.NotBefore, se.NotBefore = nb, nb
 		}
+		out.Err = se
 		return out
 	}
 
