@@ -19,11 +19,12 @@ func TestTotalsCountDispatchedOnly(t *testing.T) {
 	r.RecordAttempt(Attempt{Generation: 3, Attempt: 1}) // a repair that never dispatched
 	got := r.Totals()
 	want := Totals{
-		Attempts:     3,
-		RepairCalls:  1,
-		Usage:        llm.Usage{PromptTokens: 6, CompletionTokens: 4, TotalTokens: 10},
-		CapacityWait: time.Second,
-		Generation:   4 * time.Second,
+		Attempts:         3,
+		TransientRetries: 2,
+		RepairCalls:      1,
+		Usage:            llm.Usage{PromptTokens: 6, CompletionTokens: 4, TotalTokens: 10},
+		CapacityWait:     time.Second,
+		Generation:       4 * time.Second,
 	}
 	if got != want {
 		t.Fatalf("totals = %+v, want %+v", got, want)
