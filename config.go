@@ -77,6 +77,11 @@ type Backend struct {
 	// estimated delays later requests by the difference. Defaults to 0,
 	// unpaced.
 	TokensPerMinute int `yaml:"tokens_per_minute" json:"tokens_per_minute,omitempty"`
+	// PauseOnRetryAfter makes a provider's Retry-After on a 429 or 503
+	// pause every caller of this backend until that time, not only the
+	// run that received it, so callers stop colliding with a provider
+	// that asked them to wait. Defaults to on.
+	PauseOnRetryAfter *bool `yaml:"pause_on_retry_after" json:"pause_on_retry_after,omitempty"`
 }
 
 // Profile is a named way to run prompts: a backend, a model and parameters.

@@ -123,7 +123,12 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 		if b.Timeout == 0 {
 			b.Timeout = defaultTimeout
 		}
-		limits[b.ID] = dispatch.Backend{MaxActive: b.MaxActive, RequestsPerSecond: b.RequestsPerSecond, TokensPerMinute: b.TokensPerMinute}
+		limits[b.ID] = dispatch.Backend{
+			MaxActive:         b.MaxActive,
+			RequestsPerSecond: b.RequestsPerSecond,
+			TokensPerMinute:   b.TokensPerMinute,
+			NoPause:           b.PauseOnRetryAfter != nil && !*b.PauseOnRetryAfter,
+		}
 		e.backends[b.ID] = &backendRuntime{Backend: b, endpoint: openai.Endpoint{
 			BaseURL:    b.BaseURL,
 			APIKeyEnv:  b.APIKeyEnv,
@@ -304,15 +309,15 @@ func (pr *promptRuntime) render(inputs map[string]any) (string, error) {
 	if pr.input != nil {
 		diags, err := pr.input.validateValue(data)
 		if err != nil {
-			return "", fmt.Errorf("%w: prompt %q: inputs cannot be encoded as JSON%w", ErrInvalidRequest, pr.ID, renderMark)
+			return "", &renderError{fmt.Sprintf("prompt %q: inputs cannot be encoded as JSON", pr.ID)}
 		}
 		if len(diags) > 0 {
-			return "", fmt.Errorf("%w: prompt %q: inputs fail the input schema at %s%w", ErrInvalidRequest, pr.ID, strings.Join(locations(diags), ", "), renderMark)
+			return "", &renderError{fmt.Sprintf("prompt %q: inputs fail the input schema at %s", pr.ID, strings.Join(locations(diags), ", "))}
 		}
 	}
 	var b strings.Builder
 	if err := pr.tmpl.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("%w: prompt %q: template does not render with these inputs%w", ErrInvalidRequest, pr.ID, renderMark)
+		return "", &renderError{fmt.Sprintf("prompt %q: template does not render with these inputs", pr.ID)}
 	}
 	return b.String(), nil
 }
@@ -664,11 +669,3 @@ func estimateTokens(r llm.Request) int {
 	}
 	return max(n, 1)
 }
-
-// renderMark adds errRender to an error chain without changing its text.
-var renderMark = markError{errRender}
-
-type markError struct{ error }
-
-func (markError) Error() string   { return "" }
-func (m markError) Unwrap() error { return m.error }

@@ -199,9 +199,13 @@ func publicError(backendID string, err error) error {
 	return err
 }
 
-// errRender marks request errors that come from inputs or the template, so
-// observation can say prompt_render; it is never returned alone.
-var errRender = errors.New("prompt render")
+// renderError is an ErrInvalidRequest caused by the inputs or the
+// template, told apart so observation can say prompt_render. Its message
+// names the prompt and input locations, never input values.
+type renderError struct{ msg string }
+
+func (e *renderError) Error() string        { return ErrInvalidRequest.Error() + ": " + e.msg }
+func (e *renderError) Is(target error) bool { return target == ErrInvalidRequest }
 
 // classify maps a run's error to its observation failure kind: context
 // identities first, then specific causes, then broad categories.
@@ -221,7 +225,7 @@ func classify(err error) observe.Failure {
 		return observe.FailurePromptNotFound
 	case errors.Is(err, ErrProfileNotFound):
 		return observe.FailureProfileNotFound
-	case errors.Is(err, errRender):
+	case errors.As(err, new(*renderError)):
 		return observe.FailurePromptRender
 	case errors.Is(err, ErrInvalidRequest):
 		return observe.FailureInvalidRequest

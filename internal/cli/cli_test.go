@@ -119,6 +119,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"run", "--config", cfg, "--text", "x", "--input-json", "a=}"}, 2, "not valid JSON"},
 		{[]string{"run", "--config", filepath.Join(t.TempDir(), "missing.yaml"), "--text", "x"}, 1, "missing.yaml"},
 		{[]string{"run", "--config", cfg, "--text", "x"}, 1, "HTTP 400"},
+		{[]string{"run", "--config", cfg, "--text", "x", "--transient-retries", "-1"}, 1, "TransientRetries must not be negative"},
 	}
 	for _, c := range cases {
 		code, _, stderr := run(t, c.args...)

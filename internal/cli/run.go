@@ -22,6 +22,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		promptsDir, promptID, text, profile, model string
 		inputs, jsonInputs                         []string
 		asJSON                                     bool
+		retries                                    int
 	)
 	cmd := &cobra.Command{
 		Use:   "run (--prompt ID [--input k=v]... | --text TEXT)",
@@ -50,9 +51,11 @@ exists; otherwise the built-in simulated backend answers (and says so).`,
 			if err != nil {
 				return err
 			}
-			res, err := eng.Run(cmd.Context(), promptkit.RunRequest{
-				PromptID: promptID, Inputs: in, Text: text, ProfileID: profile, Model: model,
-			})
+			req := promptkit.RunRequest{PromptID: promptID, Inputs: in, Text: text, ProfileID: profile, Model: model}
+			if cmd.Flags().Changed("transient-retries") {
+				req.TransientRetries = &retries
+			}
+			res, err := eng.Run(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
@@ -68,6 +71,7 @@ exists; otherwise the built-in simulated backend answers (and says so).`,
 	f.StringVar(&profile, "profile", "", "profile ID (default: the config's default profile)")
 	f.StringVar(&model, "model", "", "override the profile's model")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	f.IntVar(&retries, "transient-retries", 0, "extra attempts after 429/5xx (0: none; default: the config's transient_retries)")
 	return cmd
 }
 

@@ -61,6 +61,9 @@ type Backend struct {
 	RequestsPerSecond float64
 	// TokensPerMinute paces by estimated tokens; 0 is unpaced.
 	TokensPerMinute int
+	// NoPause keeps a provider's Retry-After to the run that received it
+	// instead of pausing the whole backend.
+	NoPause bool
 }
 
 // Config sizes a Scheduler.
@@ -104,6 +107,8 @@ type gate struct {
 	requests *rate.Limiter       // nil: unpaced
 	tokens   *rate.Limiter       // nil: unpaced
 
+	noPause bool
+
 	mu          sync.Mutex
 	pausedUntil time.Time
 }
@@ -130,7 +135,7 @@ func New(cfg Config) *Scheduler {
 		s.admission = semaphore.NewWeighted(int64(cfg.MaxRuns))
 	}
 	for id, b := range cfg.Backends {
-		g := &gate{}
+		g := &gate{noPause: b.NoPause}
 		if b.MaxActive > 0 {
 			g.permits = semaphore.NewWeighted(int64(b.MaxActive))
 		}
@@ -273,7 +278,7 @@ func (g *gate) pauseLeft(now time.Time) time.Duration {
 // pause makes every caller of the backend wait until t.
 func (s *Scheduler) pause(backend string, t time.Time) {
 	g := s.gates[backend]
-	if g == nil {
+	if g == nil || g.noPause {
 		return
 	}
 	g.mu.Lock()
