@@ -231,6 +231,8 @@ func classify(err error) observe.Failure {
 		return observe.FailureInvalidRequest
 	case errors.Is(err, ErrValidation):
 		return observe.FailureValidation
+	case errors.As(err, new(*GenerationError)):
+		return observe.FailureProviderStatus
 	}
 	return observe.Classify(err)
 }
