@@ -340,9 +340,6 @@ func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 		if out.Err == nil || !a.Dispatched || !llm.Eligible(out.StatusCode) || !isStatus(out.Err) {
 			return out
 		}
-		if !out.NotBefore.IsZero() && (out.StatusCode == 429 || out.StatusCode == 503) {
-			s.pause(seq.Backend, out.NotBefore)
-		}
 		// n counts dispatched attempts (n <= R means a retry is left); a
 		// uint64 comparison cannot overflow whatever R is.
 		if n > seq.Retries {
@@ -402,10 +399,15 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 	start = s.now()
 	out := seq.Attempt(ctx)
 	a.Duration = s.now().Sub(start)
-	release()
+	// Pause and charge before the permit goes, so a caller waiting for it
+	// already sees them.
+	if out.Err != nil && !out.NotBefore.IsZero() && (out.StatusCode == 429 || out.StatusCode == 503) {
+		s.pause(seq.Backend, out.NotBefore)
+	}
 	if out.Presence.TotalTokens && out.Usage.TotalTokens > seq.Tokens {
 		s.charge(seq.Backend, out.Usage.TotalTokens-seq.Tokens)
 	}
+	release()
 	a.Dispatched = true
 	a.StatusCode = out.StatusCode
 	a.Usage = out.Usage
