@@ -36,6 +36,41 @@ func BenchmarkRun(b *testing.B) {
 	}
 }
 
+// BenchmarkRunObserved is BenchmarkRun with a trivial observer, so the
+// cost of building and delivering execution events shows up as the
+// difference between the two (BENCHMARKS.md).
+func BenchmarkRunObserved(b *testing.B) {
+	srv := providertest.NewServer(providertest.WithMaxRecorded(1))
+	defer srv.Close()
+	eng, err := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL, MaxActive: 4}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m"}},
+		Prompts:  []promptkit.Prompt{{ID: "greet", Template: "Say hello to {{.name}}."}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Events arrive on the calling goroutine, so a plain counter is safe.
+	events, runs := 0, 0
+	req := promptkit.RunRequest{
+		PromptID: "greet",
+		Inputs:   map[string]any{"name": "Ada"},
+		Observer: func(promptkit.ExecutionEvent) { events++ },
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := eng.Run(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		runs++
+	}
+	// started, one attempt, finished: a cheaper path would be a bug.
+	if events != 3*runs {
+		b.Fatalf("observed %d events in %d runs, want %d", events, runs, 3*runs)
+	}
+}
+
 // BenchmarkBareHTTP is the floor: the same request posted with net/http and
 // the reply decoded into a small struct, no engine.
 func BenchmarkBareHTTP(b *testing.B) {

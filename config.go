@@ -65,11 +65,14 @@ type Backend struct {
 	// MaxActive bounds requests in flight on this backend across all runs.
 	// Defaults to 0, unlimited.
 	MaxActive int `yaml:"max_active" json:"max_active,omitempty"`
-	// Timeout bounds each attempt, from dispatch to the decoded response.
-	// Defaults to 60s.
+	// Timeout bounds each attempt of the built-in client, from dispatch to
+	// the decoded response. An injected LLMClient owns its timeouts, as it
+	// owns its retries. Defaults to 60s.
 	Timeout time.Duration `yaml:"timeout" json:"timeout,omitempty"`
 	// RequestsPerSecond paces requests to this backend across all runs:
-	// dispatches are spaced evenly at this rate. Defaults to 0, unpaced.
+	// dispatches are spaced evenly, at 98% of this rate so that timing
+	// jitter does not push a provider that enforces exactly this limit
+	// over it. Set it to the provider's limit. Defaults to 0, unpaced.
 	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second,omitempty"`
 	// TokensPerMinute paces requests by estimated tokens (a quarter of the
 	// request's message bytes plus max_tokens), with up to a minute's

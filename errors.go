@@ -11,10 +11,13 @@ import (
 	"github.com/promptkit/promptkit/internal/observe"
 )
 
-// Errors returned by the engine. Match them with errors.Is; every error the
-// engine returns wraps at least one of them. Error strings never contain
-// prompts, rendered text, request or response bodies, provider messages,
-// URLs or credentials.
+// Errors returned by the engine. Match them with errors.Is: every error the
+// engine returns wraps at least one of them, except that a context that
+// ends before or between attempts is returned as the context's own error
+// (errors.Is(err, context.Canceled) or context.DeadlineExceeded). Error
+// strings never contain prompts, rendered text, request or response
+// bodies, provider messages, URLs or credentials; an injected client's own
+// error text is included as the client wrote it.
 var (
 	// ErrInvalidConfig: Config (or a loaded file) is unusable. Returned by
 	// New and the loaders.

@@ -835,11 +835,14 @@ func TestRequestPacing(t *testing.T) {
 	if err := acquire(context.Background()); err != nil { // the fake wait advances the clock
 		t.Fatal(err)
 	}
-	if w := c.Waits(); len(w) != 1 || w[0] < 90*time.Millisecond || w[0] > 100*time.Millisecond {
-		t.Fatalf("second acquisition waits = %v, want one of ~100ms", w)
+	// 10/s less the pacing margin: 1s / (10 × 0.98) ≈ 102ms.
+	margin := pacingMargin // a variable: the constant division is not an integer
+	want := time.Duration(float64(time.Second) / (10 * margin))
+	if w := c.Waits(); len(w) != 1 || w[0] < want-time.Millisecond || w[0] > want+time.Millisecond {
+		t.Fatalf("second acquisition waits = %v, want one of ~%v", w, want)
 	}
 	sameStrings(t, "announced", announced(waiting), []string{"backend pacing"})
-	c.Advance(100 * time.Millisecond)
+	c.Advance(want)
 	if err := acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -876,8 +879,9 @@ func TestCanceledPacingWaitReturnsReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
+	// One interval (≈102ms), not two: the canceled reservation came back.
 	w := c.Waits()
-	if len(w) != 2 || w[1] < 90*time.Millisecond || w[1] > 100*time.Millisecond {
+	if len(w) != 2 || w[1] < 100*time.Millisecond || w[1] > 105*time.Millisecond {
 		t.Fatalf("waits = %v: the canceled caller's reservation was kept", w)
 	}
 }

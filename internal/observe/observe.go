@@ -158,6 +158,7 @@ type Recorder struct {
 	// dispatched, so a repair generation counts once however many
 	// attempts it took.
 	lastRepairGen uint64
+	lastStatus    int
 	finished      bool
 }
 
@@ -204,6 +205,7 @@ func (r *Recorder) RecordAttempt(a Attempt) {
 		return
 	}
 	r.totals.CapacityWait += a.CapacityWait
+	r.lastStatus = a.StatusCode
 	ev := Event{
 		Kind:               AttemptEnd,
 		Generation:         a.Generation,
@@ -246,14 +248,20 @@ func (r *Recorder) RecordDelay(gen, attempt uint64, elapsed time.Duration) {
 	r.emit(Event{Kind: RetryDelay, Generation: gen, Attempt: attempt, RetryDelay: elapsed, Duration: elapsed})
 }
 
-// Finish emits the finished event with the totals, once.
+// Finish emits the finished event with the totals, once. A run failing
+// with a provider status reports the last attempt's status.
 func (r *Recorder) Finish(outcome Outcome, failure Failure, exhausted bool) {
 	if r == nil || r.finished {
 		return
 	}
 	r.finished = true
 	t := r.totals
+	status := 0
+	if failure == FailureProviderStatus {
+		status = r.lastStatus
+	}
 	r.emit(Event{
+		StatusCode:         status,
 		Kind:               Finished,
 		CapacityWait:       t.CapacityWait,
 		GenerationDuration: t.Generation,
