@@ -1,0 +1,273 @@
+// Package jobs is the durable job service's domain: prompts, jobs and their
+// state machine, responses, the append-only event log, and the Store
+// interface that the SQLite and PostgreSQL stores implement with one
+// behaviour (jobs/jobstest is the conformance suite both run).
+//
+// # States
+//
+// A job is queued, running, succeeded, failed, cancelled or superseded.
+// The last four are terminal: a terminal job never changes again. The
+// allowed transitions are exactly those in Transitions; any other is an
+// *TransitionError naming both states. A retry never revives a job: it
+// creates a new job whose Supersedes names the old one, and moves the old
+// one to superseded.
+//
+// # Double execution
+//
+// A claim stamps the job with the worker's claim token. Every finalizing
+// write (succeed, requeue, fail, heartbeat) is conditioned on
+// state = running AND worker_claim = the caller's token, so when a job was
+// reclaimed and claimed again, the stale worker's writes change nothing and
+// return ErrNotClaimed.
+//
+// # Event log ordering
+//
+// Every transition and every execution attempt appends a row to
+// job_events with a sequence number. Readers page through events "after
+// sequence N", so a row that commits later with a smaller sequence would
+// be skipped forever — the classic trap with database sequences under
+// concurrent transactions. Both stores avoid it the same way: a
+// transaction stamps updated_at and allocates event sequence numbers only
+// at its end, while holding a database-wide event lock until it commits
+// (SQLite's single writer lock; a PostgreSQL transaction-scoped advisory
+// lock). Sequence order therefore equals commit order, and a reader that
+// takes the same lock sees every change stamped before its as_of time.
+package jobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// State is a job's lifecycle state.
+type State string
+
+// States.
+const (
+	Queued     State = "queued"
+	Running    State = "running"
+	Succeeded  State = "succeeded"
+	Failed     State = "failed"
+	Cancelled  State = "cancelled"
+	Superseded State = "superseded"
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{Queued, Running, Succeeded, Failed, Cancelled, Superseded}
+
+// Valid reports whether s is one of the six states.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether s never changes again (except to superseded).
+func (s State) Terminal() bool {
+	return s == Succeeded || s == Failed || s == Cancelled || s == Superseded
+}
+
+// Transition is one allowed edge of the state machine.
+type Transition struct {
+	From, To State
+	// Trigger says what causes it.
+	Trigger string
+}
+
+// Transitions is the state machine: every allowed edge, and nothing else.
+var Transitions = []Transition{
+	{Queued, Running, "a worker claims the job"},
+	{Queued, Cancelled, "a user or operator cancels before a claim"},
+	{Running, Succeeded, "the response is written"},
+	{Running, Queued, "transient failure with attempts left, reclaim after a lost heartbeat, or hand-back at shutdown"},
+	{Running, Failed, "retry budget spent, non-retryable error, dependency failed, or stuck"},
+	{Running, Cancelled, "a user or operator cancels; a late result is discarded"},
+	{Succeeded, Superseded, "a retry replaces the result"},
+	{Failed, Superseded, "a retry"},
+	{Cancelled, Superseded, "a retry after cancel"},
+}
+
+// CanTransition reports whether from → to is allowed.
+func CanTransition(from, to State) bool {
+	for _, t := range Transitions {
+		if t.From == from && t.To == to {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckTransition returns nil when from → to is allowed and a
+// *TransitionError otherwise.
+func CheckTransition(from, to State) error {
+	if CanTransition(from, to) {
+		return nil
+	}
+	return &TransitionError{From: from, To: to}
+}
+
+// ErrorKind classifies why a job attempt failed (seed §8).
+type ErrorKind string
+
+// Error kinds.
+const (
+	KindNone        ErrorKind = ""
+	KindTimeout     ErrorKind = "timeout"
+	KindRateLimit   ErrorKind = "rate_limit"
+	KindProvider5xx ErrorKind = "provider_5xx"
+	KindProvider4xx ErrorKind = "provider_4xx"
+	KindParse       ErrorKind = "parse"
+	KindAuth        ErrorKind = "auth"
+	KindWorkerCrash ErrorKind = "worker_crash"
+	KindStuck       ErrorKind = "stuck"
+	KindUnknown     ErrorKind = "unknown"
+)
+
+// ErrorKinds lists every non-empty kind.
+var ErrorKinds = []ErrorKind{KindTimeout, KindRateLimit, KindProvider5xx, KindProvider4xx, KindParse, KindAuth, KindWorkerCrash, KindStuck, KindUnknown}
+
+// Errors returned by stores. Match them with errors.Is.
+var (
+	// ErrNotFound: no prompt, job or response has that ID (in that org).
+	ErrNotFound = errors.New("jobs: not found")
+	// ErrNotClaimed: a finalizing write found the job no longer running
+	// under the caller's claim; nothing was changed.
+	ErrNotClaimed = errors.New("jobs: job is not running under this claim")
+	// ErrIllegalTransition: the requested change is not an edge of the
+	// state machine. The error is a *TransitionError.
+	ErrIllegalTransition = errors.New("jobs: illegal transition")
+	// ErrInvalid: parameters are unusable (bad priority, unknown parent…).
+	ErrInvalid = errors.New("jobs: invalid parameters")
+)
+
+// TransitionError is an illegal transition; it matches ErrIllegalTransition.
+type TransitionError struct {
+	From, To State
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("jobs: illegal transition from %s to %s", e.From, e.To)
+}
+
+// Is reports ErrIllegalTransition.
+func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }
+
+// Prompt is a submitted prompt: ad-hoc text, or a named prompt with inputs.
+type Prompt struct {
+	ID             string          `json:"id"`
+	OrgID          string          `json:"org_id"`
+	CreatedBy      string          `json:"created_by"`
+	ParentID       string          `json:"parent_id,omitempty"`
+	CorrelationID  string          `json:"correlation_id,omitempty"`
+	Text           string          `json:"text,omitempty"`
+	PromptRef      string          `json:"prompt_ref,omitempty"`
+	Inputs         json.RawMessage `json:"inputs,omitempty"`
+	Profile        string          `json:"profile,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+}
+
+// Job is one execution of a prompt. Zero times mean "not set".
+type Job struct {
+	ID               string          `json:"id"`
+	PromptID         string          `json:"prompt_id"`
+	State            State           `json:"state"`
+	Priority         int             `json:"priority"`
+	Attempt          int             `json:"attempt"`
+	MaxAttempts      int             `json:"max_attempts"`
+	ExecutionOptions json.RawMessage `json:"execution_options,omitempty"`
+	WorkerClaim      string          `json:"worker_claim,omitempty"`
+	ClaimedAt        time.Time       `json:"claimed_at,omitzero"`
+	StartedAt        time.Time       `json:"started_at,omitzero"`
+	HeartbeatAt      time.Time       `json:"running_heartbeat_at,omitzero"`
+	FinishedAt       time.Time       `json:"finished_at,omitzero"`
+	ResponseID       string          `json:"response_id,omitempty"`
+	ErrorKind        ErrorKind       `json:"error_kind,omitempty"`
+	ErrorMessage     string          `json:"error_message,omitempty"`
+	Supersedes       string          `json:"supersedes,omitempty"`
+	DependsOn        string          `json:"depends_on,omitempty"`
+	OrgID            string          `json:"org_id"`
+	CreatedBy        string          `json:"created_by"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+	AvailableAt      time.Time       `json:"available_at"`
+}
+
+// Usage is a response's token usage; Known says which counts the provider
+// reported (an unknown count is zero here).
+type Usage struct {
+	PromptTokens     int   `json:"prompt_tokens"`
+	CompletionTokens int   `json:"completion_tokens"`
+	TotalTokens      int   `json:"total_tokens"`
+	CachedTokens     int   `json:"cached_tokens"`
+	ReasoningTokens  int   `json:"reasoning_tokens"`
+	Known            Known `json:"known"`
+}
+
+// Known says, per usage field, whether it was reported.
+type Known struct {
+	PromptTokens     bool `json:"prompt_tokens"`
+	CompletionTokens bool `json:"completion_tokens"`
+	TotalTokens      bool `json:"total_tokens"`
+	CachedTokens     bool `json:"cached_tokens"`
+	ReasoningTokens  bool `json:"reasoning_tokens"`
+}
+
+// Response is a job's answer. Its ID is ResponseID(PromptID, JobID), so a
+// second write for the same job collides on the primary key.
+type Response struct {
+	ID        string          `json:"id"`
+	PromptID  string          `json:"prompt_id"`
+	JobID     string          `json:"job_id"`
+	Output    string          `json:"output"`
+	Parsed    json.RawMessage `json:"parsed,omitempty"`
+	Model     string          `json:"model,omitempty"`
+	Usage     Usage           `json:"usage"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// responseNamespace scopes deterministic response IDs.
+var responseNamespace = uuid.MustParse("6f2b4c1e-8d3a-5b7f-9e0c-2a1d4f6b8c3e")
+
+// ResponseID is the deterministic response ID for a prompt's job.
+func ResponseID(promptID, jobID string) string {
+	return uuid.NewSHA1(responseNamespace, []byte(promptID+"/"+jobID)).String()
+}
+
+// NewID returns a new time-ordered ID (UUIDv7).
+func NewID() string {
+	return uuid.Must(uuid.NewV7()).String()
+}
+
+// EventType says what an event records.
+type EventType string
+
+// Event types.
+const (
+	// EventTransition: a job changed state (From → To); the first event of
+	// a job has From empty and To queued.
+	EventTransition EventType = "transition"
+	// EventAttempt: one execution attempt the engine observed (Data holds
+	// status, timings and usage).
+	EventAttempt EventType = "attempt"
+)
+
+// Event is one row of the append-only event log.
+type Event struct {
+	Seq      int64           `json:"seq"`
+	JobID    string          `json:"job_id"`
+	PromptID string          `json:"prompt_id"`
+	OrgID    string          `json:"org_id"`
+	Type     EventType       `json:"type"`
+	From     State           `json:"from,omitempty"`
+	To       State           `json:"to,omitempty"`
+	Data     json.RawMessage `json:"data,omitempty"`
+	At       time.Time       `json:"at"`
+}

@@ -1,0 +1,306 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store persists prompts, jobs, responses and events. Implementations:
+// jobs/sqlitestore and jobs/pgstore; jobs/jobstest is the conformance
+// suite that defines the behaviour both must have.
+//
+// All methods are safe for concurrent use, by many goroutines and by many
+// processes sharing one database. Timestamps come from the store's clock
+// (Options.Now), so tests can move time. IDs are UUIDv7 strings made by
+// the store. Methods taking an org ID scope their reads to that org; an
+// empty org ID means "any org" (operators).
+type Store interface {
+	// Enqueue inserts a prompt and its queued job in one transaction and
+	// records the job's first event (→ queued). With an IdempotencyKey, a
+	// repeat for the same org returns the first call's IDs and Existing
+	// true, inserting nothing. Returns ErrInvalid for a priority outside
+	// 0–100, MaxAttempts < 1, or a ParentID / DependsOn that does not
+	// exist in the org.
+	Enqueue(ctx context.Context, p EnqueueParams) (Enqueued, error)
+	// EnqueueBatch enqueues many prompts in one transaction; results are
+	// in input order. Either all are stored or none.
+	EnqueueBatch(ctx context.Context, ps []EnqueueParams) ([]Enqueued, error)
+
+	// Claim atomically moves up to Limit queued jobs to running under
+	// Worker: lowest priority number first, then oldest available_at, then
+	// oldest created_at; only jobs with available_at <= now, priority <=
+	// PriorityCeiling, and whose DependsOn job (if any) is terminal. It
+	// sets claimed_at, started_at and running_heartbeat_at to now and
+	// worker_claim to Worker, and keeps attempt. A job is claimed by at
+	// most one caller, across goroutines and processes. Returns the
+	// claimed jobs in claim order.
+	Claim(ctx context.Context, p ClaimParams) ([]Job, error)
+	// Heartbeat sets running_heartbeat_at = now on the given jobs that are
+	// running under Worker, and returns how many it updated.
+	Heartbeat(ctx context.Context, p HeartbeatParams) (int, error)
+
+	// Succeed writes the response (ID ResponseID(prompt, job)) and moves
+	// the job running → succeeded, only if it is running under Worker;
+	// otherwise it changes nothing and returns ErrNotClaimed.
+	Succeed(ctx context.Context, p SucceedParams) (Job, error)
+	// Requeue moves a job running under Worker back to queued with
+	// available_at = AvailableAt, clearing the claim and recording the
+	// error. Attempt increases by one unless Handback is set (a graceful
+	// shutdown hands work back without spending an attempt). Returns
+	// ErrNotClaimed when the job is not running under Worker.
+	Requeue(ctx context.Context, p RequeueParams) (Job, error)
+	// Fail moves a job running under Worker to failed with the kind and
+	// message (which the caller has already redacted). ErrNotClaimed
+	// otherwise.
+	Fail(ctx context.Context, p FailParams) (Job, error)
+	// AppendAttempt records one execution attempt of a job running under
+	// Worker as an EventAttempt with Data. ErrNotClaimed otherwise.
+	AppendAttempt(ctx context.Context, p AttemptParams) error
+
+	// Cancel moves a queued or running job to cancelled. A terminal job
+	// is a *TransitionError. A running job's worker finds out through
+	// ErrNotClaimed on its next write (and through a notification).
+	Cancel(ctx context.Context, p CancelParams) (Job, error)
+	// Retry creates a new queued job for the same prompt (attempt 1, the
+	// old job's priority, max_attempts and options unless overridden,
+	// Supersedes = old ID) and moves the old job to superseded, in one
+	// transaction. Only succeeded, failed or cancelled jobs can be
+	// retried; others are a *TransitionError.
+	Retry(ctx context.Context, p RetryParams) (Job, error)
+	// Reclaim handles running jobs whose heartbeat is older than
+	// ReclaimAfter (strictly: heartbeat < now − ReclaimAfter): a job whose
+	// attempt < max_attempts and that started less than StuckAfter ago
+	// (started_at > now − StuckAfter) goes back to queued (available now,
+	// attempt + 1, error_kind worker_crash); any other goes to failed with
+	// error_kind stuck.
+	Reclaim(ctx context.Context, p ReclaimParams) (Reclaimed, error)
+
+	// GetPrompt, GetJob and GetResponse return ErrNotFound when the ID
+	// does not exist in OrgID (empty: any org).
+	GetPrompt(ctx context.Context, orgID, id string) (Prompt, error)
+	GetJob(ctx context.Context, orgID, id string) (Job, error)
+	GetResponse(ctx context.Context, orgID, id string) (Response, error)
+	// PromptJobs returns every job of a prompt, oldest first (its retry
+	// history). ErrNotFound for an unknown prompt.
+	PromptJobs(ctx context.Context, orgID, promptID string) ([]Job, error)
+	// JobEvents returns a job's events in sequence order.
+	JobEvents(ctx context.Context, orgID, jobID string) ([]Event, error)
+	// ListJobs returns jobs matching the filters, newest first, a page at
+	// a time: pass the returned Next as After to continue (keyset
+	// pagination on (created_at, id); stable under concurrent inserts).
+	ListJobs(ctx context.Context, p ListParams) (JobPage, error)
+	// ChangesSince returns jobs whose updated_at is after Since (all jobs
+	// when Since is zero), oldest change first, and AsOf: pass AsOf as the
+	// next Since and no change is ever missed, even one committing
+	// concurrently with this call. A change may be returned twice.
+	ChangesSince(ctx context.Context, p ChangesParams) (Changes, error)
+	// EventsAfter returns up to Limit events with Seq > After in sequence
+	// order. No event can commit later with a Seq at or below the last one
+	// returned, so paging by Seq never misses one.
+	EventsAfter(ctx context.Context, p EventsParams) ([]Event, error)
+	// Metrics counts jobs by state (every state present, zero included),
+	// latency percentiles of jobs finished since Since, and error rate by
+	// kind.
+	Metrics(ctx context.Context, p MetricsParams) (Metrics, error)
+	// Archive deletes terminal jobs finished before Before, with their
+	// events and responses, and prompts left without jobs. Returns the
+	// number of jobs deleted.
+	Archive(ctx context.Context, before time.Time) (int, error)
+
+	// Notify returns a channel that receives a value, coalesced, whenever
+	// this store or (PostgreSQL: LISTEN/NOTIFY) another process enqueues
+	// work or changes a job's state. It is closed when ctx ends or the
+	// store closes. Consumers must still poll: a notification is a hint.
+	Notify(ctx context.Context) <-chan struct{}
+
+	// Close releases the store.
+	Close() error
+}
+
+// Options configure a store.
+type Options struct {
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// EnqueueParams describes one prompt and its job.
+type EnqueueParams struct {
+	OrgID     string
+	CreatedBy string
+	// Text, or PromptRef with Inputs: what to run.
+	Text      string
+	PromptRef string
+	Inputs    json.RawMessage
+	Profile   string
+	// ParentID continues a thread; CorrelationID is free-form.
+	ParentID      string
+	CorrelationID string
+	// Priority 0–100, lower runs first. Defaults to 50 when nil.
+	Priority *int
+	// MaxAttempts defaults to 3 when 0.
+	MaxAttempts int
+	// ExecutionOptions is opaque JSON for the worker (profile, model,
+	// depth…). Defaults to {}.
+	ExecutionOptions json.RawMessage
+	// AvailableAt delays the job (scheduled_for). Defaults to now.
+	AvailableAt time.Time
+	// DependsOn names a job that must be terminal before this one is
+	// claimed.
+	DependsOn string
+	// IdempotencyKey makes a repeat (same org and key) return the first
+	// IDs.
+	IdempotencyKey string
+}
+
+// Enqueued are the IDs of an enqueued prompt and job.
+type Enqueued struct {
+	PromptID string
+	JobID    string
+	State    State
+	// Existing is true when an idempotency key matched an earlier call.
+	Existing bool
+}
+
+// ClaimParams selects jobs to claim.
+type ClaimParams struct {
+	Worker string
+	// Limit defaults to 1.
+	Limit int
+	// PriorityCeiling: only priority <= ceiling. Defaults to 100 when nil.
+	PriorityCeiling *int
+}
+
+// HeartbeatParams names jobs a worker is still running.
+type HeartbeatParams struct {
+	Worker string
+	JobIDs []string
+}
+
+// SucceedParams finalizes a job with its response.
+type SucceedParams struct {
+	JobID  string
+	Worker string
+	Output string
+	Parsed json.RawMessage
+	Model  string
+	Usage  Usage
+}
+
+// RequeueParams puts a running job back in the queue.
+type RequeueParams struct {
+	JobID       string
+	Worker      string
+	AvailableAt time.Time
+	Kind        ErrorKind
+	Message     string
+	// Handback returns the job without spending an attempt.
+	Handback bool
+}
+
+// FailParams finalizes a job as failed.
+type FailParams struct {
+	JobID   string
+	Worker  string
+	Kind    ErrorKind
+	Message string
+}
+
+// AttemptParams records one execution attempt.
+type AttemptParams struct {
+	JobID  string
+	Worker string
+	Data   json.RawMessage
+}
+
+// CancelParams names a job to cancel.
+type CancelParams struct {
+	OrgID string
+	JobID string
+}
+
+// RetryParams names a terminal job to run again.
+type RetryParams struct {
+	OrgID string
+	JobID string
+	// Priority overrides the old job's priority when non-nil.
+	Priority *int
+}
+
+// ReclaimParams sets the reclaim thresholds (seed defaults 5 and 15
+// minutes).
+type ReclaimParams struct {
+	ReclaimAfter time.Duration
+	StuckAfter   time.Duration
+}
+
+// Reclaimed lists the jobs Reclaim moved.
+type Reclaimed struct {
+	Requeued []string
+	Failed   []string
+}
+
+// ListParams filters ListJobs. Zero values do not filter.
+type ListParams struct {
+	OrgID     string
+	CreatedBy string
+	State     State
+	// Since: only jobs created at or after it.
+	Since time.Time
+	// After is the Next of the previous page.
+	After string
+	// Limit defaults to 50, at most 1000.
+	Limit int
+}
+
+// JobPage is one page of ListJobs.
+type JobPage struct {
+	Jobs []Job
+	// Next continues the listing; empty on the last page.
+	Next string
+}
+
+// ChangesParams selects changed jobs.
+type ChangesParams struct {
+	OrgID string
+	Since time.Time
+	// Limit defaults to 500.
+	Limit int
+}
+
+// Changes are jobs changed since a time.
+type Changes struct {
+	Jobs []Job
+	// AsOf is the Since of the next call.
+	AsOf time.Time
+}
+
+// EventsParams pages through the event log.
+type EventsParams struct {
+	OrgID string
+	After int64
+	// Limit defaults to 500.
+	Limit int
+}
+
+// MetricsParams scopes Metrics.
+type MetricsParams struct {
+	OrgID string
+	// Since bounds the latency and error-rate window. Zero: all time.
+	Since time.Time
+}
+
+// Metrics summarize the queue.
+type Metrics struct {
+	// Counts has every state as a key.
+	Counts map[State]int `json:"counts"`
+	// Latency of jobs finished in the window, from created_at to
+	// finished_at.
+	LatencyP50 time.Duration `json:"latency_p50_ns"`
+	LatencyP95 time.Duration `json:"latency_p95_ns"`
+	LatencyP99 time.Duration `json:"latency_p99_ns"`
+	// Finished counts jobs that reached succeeded, failed or cancelled in
+	// the window; ErrorRate is failed / finished per kind.
+	Finished  int                   `json:"finished"`
+	ErrorRate map[ErrorKind]float64 `json:"error_rate"`
+}
