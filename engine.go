@@ -629,13 +629,7 @@ func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outc
 	if resp == nil {
 		return llm.Outcome{Err: &llm.Failure{Kind: llm.ErrMalformed, Cause: errors.New("injected client returned a nil response")}}
 	}
-	u := llm.Usage{
-		PromptTokens:     resp.Usage.PromptTokens,
-		CompletionTokens: resp.Usage.CompletionTokens,
-		TotalTokens:      resp.Usage.TotalTokens,
-		CachedTokens:     resp.Usage.CachedTokens,
-		ReasoningTokens:  resp.Usage.ReasoningTokens,
-	}
+	u := llm.Usage(resp.Usage)
 	var pr llm.Presence
 	if resp.UsagePresence != nil {
 		pr = llm.Presence(*resp.UsagePresence)
