@@ -70,8 +70,8 @@ var InvalidOutput = Decision{Kind: jobs.KindParse}
 
 // Backoff returns when a job that failed its attempt-th attempt (1-based)
 // may run again: 5 s + rand(0..5 s) after the first failure, 25 s +
-// rand(0..15 s) after later ones; a rate limit waits at least until the
-// provider's not-before time, else 60 s. jitter(n) returns a uniform
+// rand(0..15 s) after later ones, and never before the provider's
+// not-before time (Retry-After); a rate limit without one waits 60 s. jitter(n) returns a uniform
 // duration in [0, n].
 func Backoff(d Decision, attempt int, now time.Time, jitter func(time.Duration) time.Duration) time.Time {
 	if jitter == nil {
@@ -84,14 +84,12 @@ func Backoff(d Decision, attempt int, now time.Time, jitter func(time.Duration) 
 		wait = 25*time.Second + jitter(15*time.Second)
 	}
 	at := now.Add(wait)
-	if d.Kind == jobs.KindRateLimit {
-		floor := now.Add(60 * time.Second)
-		if !d.NotBefore.IsZero() {
-			floor = d.NotBefore
-		}
-		if floor.After(at) {
-			at = floor
-		}
+	floor := d.NotBefore // the provider's Retry-After, whatever the status
+	if floor.IsZero() && d.Kind == jobs.KindRateLimit {
+		floor = now.Add(60 * time.Second)
+	}
+	if floor.After(at) {
+		at = floor
 	}
 	return at
 }
