@@ -77,6 +77,13 @@ type RunRequest struct {
 	// Observer, if non-nil, receives this run's execution events (see
 	// ExecutionObserver). PrepareExecution retains it for RunPrepared.
 	Observer ExecutionObserver `json:"-"`
+	// NoWaitPastDeadline makes a transient retry, or a backend pause, that
+	// would wait beyond ctx's deadline return its failure at once instead
+	// of waiting until the deadline; NotBefore(err) then says when trying
+	// again can help. A job queue uses it so that a worker never sleeps
+	// through a long Retry-After. Defaults to false: waits are cancellable
+	// but never refused up front.
+	NoWaitPastDeadline bool `json:"no_wait_past_deadline,omitempty"`
 }
 
 // PreparedRun describes a rendered run without executing it.
@@ -202,6 +209,7 @@ type plan struct {
 	validate bool
 	info     PreparedRun
 	retries  uint64
+	noWait   bool
 	// observer is the run's adapted observer; a prepared plan retains it
 	// until claimed or discarded.
 	observer func(observe.Event)
@@ -247,7 +255,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrProfileNotFound, profileID)
 	}
-	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries}
+	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline}
 	if profile.Backend != "" {
 		p.backend = e.backends[profile.Backend]
 	}
@@ -599,7 +607,7 @@ func repairRequest(p *plan, invalid string, diags []string) llm.Request {
 // generate runs one generation sequence and maps its failure to the public
 // error contract.
 func (e *Engine) generate(ctx context.Context, p *plan, req llm.Request, gen uint64) (*llm.Response, error) {
-	seq := dispatch.Sequence{Backend: p.profile.Backend, Generation: gen, Tokens: estimateTokens(req)}
+	seq := dispatch.Sequence{Backend: p.profile.Backend, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait}
 	if e.client != nil {
 		pub := e.publicRequest(p, req)
 		seq.Attempt = func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, pub) }

@@ -140,6 +140,23 @@ type injectedError struct{ cause error }
 func (e *injectedError) Error() string   { return "promptkit: llm generation failed: " + e.cause.Error() }
 func (e *injectedError) Unwrap() []error { return []error{llm.ErrGenerate, e.cause} }
 
+// NotBefore returns the earliest time at which trying err's run again can
+// help: a provider's Retry-After (a *GenerationError, also inside a
+// *RetryExhaustedError), or the end of a backend pause that a run with
+// RunRequest.NoWaitPastDeadline refused to wait for (ErrCapacity). ok is
+// false when err carries no such time.
+func NotBefore(err error) (t time.Time, ok bool) {
+	var ge *GenerationError
+	if errors.As(err, &ge) && !ge.notBefore.IsZero() {
+		return ge.notBefore, true
+	}
+	var ce *dispatch.CapacityError
+	if errors.As(err, &ce) && !ce.NotBefore.IsZero() {
+		return ce.NotBefore, true
+	}
+	return time.Time{}, false
+}
+
 // RetryExhaustedError reports a generation whose every attempt failed with
 // a retry-eligible status. It matches ErrRetriesExhausted, and errors.As
 // still reaches the last attempt's *GenerationError through Unwrap. Its

@@ -37,6 +37,9 @@ var ErrCapacity = errors.New("promptkit: capacity unavailable")
 type CapacityError struct {
 	What  string // "admission" or "backend permit"
 	Cause error  // context error, or nil when refused at once
+	// NotBefore is when a backend pause ends, for a wait refused because
+	// it would outlast the caller's deadline; zero otherwise.
+	NotBefore time.Time
 }
 
 func (e *CapacityError) Error() string {
@@ -207,7 +210,7 @@ func (s *Scheduler) signalWait(what string) {
 // active permit, in that order, re-checking the pause after a permit wait
 // (a pause may have begun meanwhile). tokens is the attempt's estimated
 // token cost for tokens-per-minute pacing.
-func (s *Scheduler) acquire(ctx context.Context, backend string, tokens int) (release func(), err error) {
+func (s *Scheduler) acquire(ctx context.Context, backend string, tokens int, noWaitPastDeadline bool) (release func(), err error) {
 	g := s.gates[backend]
 	if g == nil {
 		return func() {}, nil
@@ -217,6 +220,9 @@ func (s *Scheduler) acquire(ctx context.Context, backend string, tokens int) (re
 			return nil, &CapacityError{What: "backend permit", Cause: err}
 		}
 		if d := g.pauseLeft(s.now()); d > 0 {
+			if until := g.until(); noWaitPastDeadline && pastDeadline(ctx, until) {
+				return nil, &CapacityError{What: "backend pause outlasts the deadline", NotBefore: until}
+			}
 			s.signalWait("backend pause")
 			if err := s.wait(ctx, d); err != nil {
 				return nil, &CapacityError{What: "backend pause", Cause: err}
@@ -275,6 +281,12 @@ func (s *Scheduler) charge(backend string, extra int) {
 	}
 }
 
+func (g *gate) until() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pausedUntil
+}
+
 func (g *gate) pauseLeft(now time.Time) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -312,6 +324,9 @@ type Sequence struct {
 	// Tokens estimates one attempt's token cost for tokens-per-minute
 	// pacing.
 	Tokens int
+	// NoWaitPastDeadline returns a failure at once, instead of waiting,
+	// when a retry wait or a backend pause would end after ctx's deadline.
+	NoWaitPastDeadline bool
 	// Attempt performs exactly one attempt. It must be safe to call again.
 	Attempt func(context.Context) llm.Outcome
 }
@@ -363,6 +378,9 @@ func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 		if out.NotBefore.After(until) {
 			until = out.NotBefore // the provider's minimum is never capped
 		}
+		if seq.NoWaitPastDeadline && pastDeadline(ctx, until) {
+			return out // the caller comes back later, at out.NotBefore
+		}
 		start := now
 		err := s.wait(ctx, until.Sub(now))
 		rec.RecordDelay(seq.Generation, n, s.now().Sub(start))
@@ -370,6 +388,12 @@ func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 			return llm.Outcome{Err: err}
 		}
 	}
+}
+
+// pastDeadline reports whether t is after ctx's deadline.
+func pastDeadline(ctx context.Context, t time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && t.After(d)
 }
 
 func isStatus(err error) bool {
@@ -392,7 +416,7 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 		return fail(err)
 	}
 	start := s.now()
-	release, err := s.acquire(ctx, seq.Backend, seq.Tokens)
+	release, err := s.acquire(ctx, seq.Backend, seq.Tokens, seq.NoWaitPastDeadline)
 	a.CapacityWait = s.now().Sub(start)
 	if err != nil {
 		return fail(err)

@@ -572,7 +572,7 @@ func TestGenerateEventsOutsidePermit(t *testing.T) {
 		pctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		probeCancel = cancel
-		release, err := s.acquire(pctx, "b", 1)
+		release, err := s.acquire(pctx, "b", 1, false)
 		if err != nil {
 			t.Errorf("probe acquire: %v", err)
 			return
@@ -822,7 +822,7 @@ func TestRequestPacing(t *testing.T) {
 	c := newClock()
 	s, waiting := fakeSched(t, c, jitterNone, map[string]Backend{"b": {RequestsPerSecond: 10}})
 	acquire := func(ctx context.Context) error {
-		release, err := s.acquire(ctx, "b", 1)
+		release, err := s.acquire(ctx, "b", 1, false)
 		if err == nil {
 			release()
 		}
@@ -855,7 +855,7 @@ func TestCanceledPacingWaitReturnsReservation(t *testing.T) {
 	t.Parallel()
 	c := newClock()
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {RequestsPerSecond: 10}})
-	release, err := s.acquire(context.Background(), "b", 1)
+	release, err := s.acquire(context.Background(), "b", 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -867,14 +867,14 @@ func TestCanceledPacingWaitReturnsReservation(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	})
-	_, err = s.acquire(ctx, "b", 1)
+	_, err = s.acquire(ctx, "b", 1, false)
 	var ce *CapacityError
 	if !errors.Is(err, ErrCapacity) || !errors.Is(err, context.Canceled) || !errors.As(err, &ce) || ce.What != "backend pacing" {
 		t.Fatalf("err = %v, want a canceled backend pacing CapacityError", err)
 	}
 
 	c.setHook(nil)
-	release, err = s.acquire(context.Background(), "b", 1) // clock unchanged
+	release, err = s.acquire(context.Background(), "b", 1, false) // clock unchanged
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -891,7 +891,7 @@ func TestTokenPacingClampsLargeEstimate(t *testing.T) {
 	c := newClock()
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {TokensPerMinute: 60}})
 	for i := range 2 {
-		release, err := s.acquire(context.Background(), "b", 1000)
+		release, err := s.acquire(context.Background(), "b", 1000, false)
 		if err != nil {
 			t.Fatalf("acquisition %d: %v", i+1, err)
 		}
@@ -929,7 +929,7 @@ func TestTokenPacingChargesUnderestimate(t *testing.T) {
 				t.Fatal(out.Err)
 			}
 			sameWaits(t, c.Waits())
-			release, err := s.acquire(context.Background(), "b", 30)
+			release, err := s.acquire(context.Background(), "b", 30, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -971,7 +971,7 @@ func TestObserverPanicPropagatesWithoutLeak(t *testing.T) {
 		t.Errorf("waited for %q: permit leaked by the observer panic", what)
 		cancel()
 	}
-	release, err := s.acquire(pctx, "b", 1)
+	release, err := s.acquire(pctx, "b", 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}
