@@ -26,6 +26,9 @@ type fileConfig struct {
 	TransientRetries  *int      `yaml:"transient_retries"`
 	// Prompts is a directory of prompt files, relative to the config file.
 	Prompts string `yaml:"prompts"`
+	// Service configures the job service (promptkit serve and worker),
+	// which reads it itself; the library ignores it.
+	Service yaml.Node `yaml:"service"`
 }
 
 // LoadConfig reads a promptkit.yaml file from fsys: backends, profiles,

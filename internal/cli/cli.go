@@ -46,7 +46,8 @@ func (u usageError) Unwrap() error { return u.error }
 
 // globals are the persistent flags every command accepts.
 type globals struct {
-	config string
+	config   string
+	database string
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -61,7 +62,9 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&g.config, "config", "", `config file (default "promptkit.yaml" when it exists)`)
-	root.AddCommand(newRunCmd(g), newFakeProviderCmd())
+	root.PersistentFlags().StringVar(&g.database, "database", "", `job database: a SQLite file, sqlite://PATH or postgres://URL (default "promptkit.db")`)
+	root.AddCommand(newRunCmd(g), newFakeProviderCmd(), newMigrateCmd(g), newJobsCmd(g),
+		newServeCmd(g), newWorkerCmd(g), newSubmitCmd(g))
 	return root
 }
 

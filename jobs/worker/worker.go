@@ -152,11 +152,18 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	hbDone := make(chan struct{})
 	hbCtx, stopHB := context.WithCancel(context.Background())
-	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
+	// Subscribe before the first claim: a cancel right after a claim must
+	// not be missed.
+	hbWake := w.store.Notify(hbCtx)
+	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx, hbWake) }()
 
 	wake := w.store.Notify(ctx)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
+	// freed says a slot came free, so the next job is claimed at once
+	// rather than at the next poll (the finalization's notification may
+	// arrive before the slot is released).
+	freed := make(chan struct{}, 1)
 	for ctx.Err() == nil {
 		free := w.cfg.Concurrency - len(slots)
 		if free > 0 {
@@ -169,7 +176,13 @@ func (w *Worker) Run(ctx context.Context) error {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer func() { <-slots }()
+					defer func() {
+						<-slots
+						select {
+						case freed <- struct{}{}:
+						default:
+						}
+					}()
 					w.execute(runCtx, j)
 				}()
 			}
@@ -180,6 +193,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-wake:
+		case <-freed:
 		case <-poll.C:
 		}
 	}
@@ -203,13 +217,17 @@ func (w *Worker) Run(ctx context.Context) error {
 // RunOnce claims one batch (up to BatchSize) and executes it to
 // completion. It returns how many jobs it claimed.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	// Subscribe before claiming: a cancel right after the claim must not
+	// be missed.
+	hbCtx, stopHB := context.WithCancel(ctx)
+	defer stopHB()
+	hbWake := w.store.Notify(hbCtx)
 	claimed, err := w.store.Claim(ctx, jobs.ClaimParams{Worker: w.cfg.Name, Limit: w.cfg.BatchSize, PriorityCeiling: w.cfg.PriorityCeiling})
 	if err != nil {
 		return 0, err
 	}
-	hbCtx, stopHB := context.WithCancel(ctx)
 	hbDone := make(chan struct{})
-	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx) }()
+	go func() { defer close(hbDone); w.heartbeatLoop(hbCtx, hbWake) }()
 	runCtx, stopRuns := context.WithCancelCause(ctx)
 	defer stopRuns(nil)
 	var wg sync.WaitGroup
@@ -231,10 +249,9 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 
 // heartbeatLoop heart-beats running jobs and cancels the runs of jobs
 // that are no longer running under this worker (cancelled or reclaimed).
-func (w *Worker) heartbeatLoop(ctx context.Context) {
+func (w *Worker) heartbeatLoop(ctx context.Context, wake <-chan struct{}) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
-	wake := w.store.Notify(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -325,7 +342,11 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	}
 	var usage promptkit.ObservedTokenUsage
 	req.Observer = w.recordAttempts(fin, j, &usage)
+	// A provider delay beyond the job's deadline ends the attempt at once;
+	// the job is re-queued for that time instead of holding this slot.
+	req.NoWaitPastDeadline = true
 	runCtx, stop := context.WithTimeout(ctx, w.cfg.JobTimeout)
+	wallStart, clockStart := time.Now(), w.cfg.Now()
 	res, err := w.cfg.Engine.Run(runCtx, req)
 	stop()
 
@@ -341,8 +362,22 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 		w.finishFailure(fin, j, InvalidOutput, "output does not satisfy the prompt's output schema")
 		return
 	}
+	// The engine resolves Retry-After on the wall clock; available_at is
+	// on the worker's (and store's) clock. Carry a wait over, measured
+	// from the call's start so it is never shortened.
+	onClock := func(t time.Time) time.Time { return clockStart.Add(t.Sub(wallStart)) }
+	if nb, ok := promptkit.NotBefore(err); ok && errors.Is(err, promptkit.ErrCapacity) {
+		// The backend is paused by the provider past this job's deadline:
+		// nothing was sent, so no attempt is spent.
+		w.requeue(fin, j, onClock(nb), jobs.KindRateLimit, "backend paused by the provider's Retry-After", true)
+		return
+	}
 	if err != nil {
-		w.finishFailure(fin, j, Classify(err), redact(err))
+		d := Classify(err)
+		if !d.NotBefore.IsZero() {
+			d.NotBefore = onClock(d.NotBefore)
+		}
+		w.finishFailure(fin, j, d, redact(err))
 		return
 	}
 	_, err = w.store.Succeed(fin, jobs.SucceedParams{
@@ -356,12 +391,14 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	w.logFinal("succeed", j, err)
 }
 
-// known says which usage counts every attempt reported, from the run's
+// known says which usage counts the provider reported, from the run's
 // finished observation (the result's sums cannot tell unknown from zero).
+// A count reported by some attempts only (a 503 carries none) is known:
+// the stored value is what the provider reported.
 func known(u promptkit.ObservedTokenUsage) jobs.Known {
 	return jobs.Known{
-		PromptTokens: u.PromptTokens.Complete, CompletionTokens: u.CompletionTokens.Complete, TotalTokens: u.TotalTokens.Complete,
-		CachedTokens: u.CachedTokens.Complete, ReasoningTokens: u.ReasoningTokens.Complete,
+		PromptTokens: u.PromptTokens.Known, CompletionTokens: u.CompletionTokens.Known, TotalTokens: u.TotalTokens.Known,
+		CachedTokens: u.CachedTokens.Known, ReasoningTokens: u.ReasoningTokens.Known,
 	}
 }
 

@@ -1,0 +1,354 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// withStore opens the --database store for one command and closes it.
+func withStore(cmd *cobra.Command, g *globals, fn func(ctx context.Context, st jobs.Store) error) error {
+	ctx := cmd.Context()
+	st, err := openStore(ctx, g.database, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(ctx, st)
+}
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the job store's schema migrations to --database",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := migrateStore(cmd.Context(), g.database); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "promptkit: database is up to date")
+			return nil
+		},
+	}
+}
+
+func newJobsCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "jobs", Short: "Inspect and operate on jobs in --database"}
+	cmd.AddCommand(newJobsListCmd(g), newJobsShowCmd(g), newJobsCancelCmd(g), newJobsRetryCmd(g),
+		newJobsMetricsCmd(g), newJobsArchiveCmd(g), newJobsReclaimCmd(g))
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func parseTime(flag, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return time.Now().Add(-d), nil // "--since 1h" means one hour ago
+	}
+	return time.Time{}, usageError{fmt.Errorf("--%s %q: want RFC 3339 (2026-12-02T15:04:05Z), a date (2026-12-02) or a duration (1h)", flag, s)}
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func newJobsListCmd(g *globals) *cobra.Command {
+	var state, org, user, since string
+	var limit int
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if state != "" && !jobs.State(state).Valid() {
+				return usageError{fmt.Errorf("--state %q: want one of %v", state, jobs.States)}
+			}
+			t, err := parseTime("since", since)
+			if err != nil {
+				return err
+			}
+			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+				page, err := st.ListJobs(ctx, jobs.ListParams{OrgID: org, CreatedBy: user, State: jobs.State(state), Since: t, Limit: limit})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), nonNil(page.Jobs))
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tSTATE\tPRIORITY\tATTEMPT\tERROR\tCREATED\tUPDATED")
+				for _, j := range page.Jobs {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.State, j.Priority, j.Attempt, j.MaxAttempts,
+						orDash(string(j.ErrorKind)), fmtTime(j.CreatedAt), fmtTime(j.UpdatedAt))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&state, "state", "", "only jobs in this state")
+	f.StringVar(&org, "org", "", "only jobs of this org")
+	f.StringVar(&user, "user", "", "only jobs created by this user")
+	f.StringVar(&since, "since", "", "only jobs created since (RFC 3339, date, or a duration such as 1h)")
+	f.IntVar(&limit, "limit", 50, "at most this many jobs")
+	f.BoolVar(&asJSON, "json", false, "print JSON objects named as the columns")
+	return cmd
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// jobDetails is everything `jobs show` prints.
+type jobDetails struct {
+	Job      jobs.Job       `json:"job"`
+	Prompt   jobs.Prompt    `json:"prompt"`
+	History  []jobs.Job     `json:"history"`
+	Events   []jobs.Event   `json:"events"`
+	Response *jobs.Response `json:"response,omitempty"`
+}
+
+func newJobsShowCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show JOB_ID",
+		Short: "Show a job with its prompt's whole history and the job's events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+				d, err := loadDetails(ctx, st, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), d)
+				}
+				printDetails(cmd.OutOrStdout(), d)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func loadDetails(ctx context.Context, st jobs.Store, id string) (jobDetails, error) {
+	var d jobDetails
+	var err error
+	if d.Job, err = st.GetJob(ctx, "", id); err != nil {
+		return d, fmt.Errorf("job %s: %w", id, err)
+	}
+	if d.Prompt, err = st.GetPrompt(ctx, "", d.Job.PromptID); err != nil {
+		return d, err
+	}
+	if d.History, err = st.PromptJobs(ctx, "", d.Job.PromptID); err != nil {
+		return d, err
+	}
+	if d.Events, err = st.JobEvents(ctx, "", id); err != nil {
+		return d, err
+	}
+	if d.Job.ResponseID != "" {
+		r, err := st.GetResponse(ctx, "", d.Job.ResponseID)
+		if err != nil {
+			return d, err
+		}
+		d.Response = &r
+	}
+	return d, nil
+}
+
+func printDetails(w io.Writer, d jobDetails) {
+	j := d.Job
+	fmt.Fprintf(w, "job %s  %s  priority %d  attempt %d/%d\n", j.ID, j.State, j.Priority, j.Attempt, j.MaxAttempts)
+	fmt.Fprintf(w, "prompt %s  org %s  user %s  created %s\n", j.PromptID, orDash(j.OrgID), orDash(j.CreatedBy), fmtTime(j.CreatedAt))
+	if j.ErrorKind != "" {
+		fmt.Fprintf(w, "error %s: %s\n", j.ErrorKind, j.ErrorMessage)
+	}
+	if d.Response != nil {
+		fmt.Fprintf(w, "answer (%s, %d tokens):\n%s\n", orDash(d.Response.Model), d.Response.Usage.TotalTokens, d.Response.Output)
+	}
+	fmt.Fprintln(w, "\nhistory of the prompt:")
+	for _, h := range d.History {
+		mark := " "
+		if h.ID == j.ID {
+			mark = "*"
+		}
+		fmt.Fprintf(w, " %s %s  %-10s attempt %d  %s\n", mark, h.ID, h.State, h.Attempt, orDash(string(h.ErrorKind)))
+	}
+	fmt.Fprintln(w, "\nevents:")
+	for _, e := range d.Events {
+		switch e.Type {
+		case jobs.EventTransition:
+			from := string(e.From)
+			if from == "" {
+				from = "(new)"
+			}
+			fmt.Fprintf(w, "  #%d %s  %s -> %s\n", e.Seq, fmtTime(e.At), from, e.To)
+		default:
+			fmt.Fprintf(w, "  #%d %s  %s %s\n", e.Seq, fmtTime(e.At), e.Type, strings.TrimSpace(string(e.Data)))
+		}
+	}
+}
+
+func newJobsCancelCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel JOB_ID",
+		Short: "Cancel a queued or running job",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+				j, err := st.Cancel(ctx, jobs.CancelParams{JobID: args[0]})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", j.ID, j.State)
+				return nil
+			})
+		},
+	}
+}
+
+func newJobsRetryCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry JOB_ID",
+		Short: "Run a finished job's prompt again as a new job that supersedes it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+				j, err := st.Retry(ctx, jobs.RetryParams{JobID: args[0]})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s (supersedes %s)\n", j.ID, j.State, j.Supersedes)
+				return nil
+			})
+		},
+	}
+}
+
+func newJobsMetricsCmd(g *globals) *cobra.Command {
+	var since, org string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "metrics",
+		Short: "Count jobs by state; latency and error rate of recent jobs",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := parseTime("since", since)
+			if err != nil {
+				return err
+			}
+			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+				m, err := st.Metrics(ctx, jobs.MetricsParams{OrgID: org, Since: t})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return printJSON(cmd.OutOrStdout(), m)
+				}
+				w := cmd.OutOrStdout()
+				for _, s := range jobs.States {
+					fmt.Fprintf(w, "%-11s %d\n", s, m.Counts[s])
+				}
+				fmt.Fprintf(w, "\nfinished %d; latency p50 %v, p95 %v, p99 %v\n", m.Finished,
+					m.LatencyP50.Round(time.Millisecond), m.LatencyP95.Round(time.Millisecond), m.LatencyP99.Round(time.Millisecond))
+				for _, k := range jobs.ErrorKinds {
+					if r, ok := m.ErrorRate[k]; ok && r > 0 {
+						fmt.Fprintf(w, "error rate %-13s %.1f%%\n", k, 100*r)
+					}
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&since, "since", "24h", "window for latency and error rate")
+	f.StringVar(&org, "org", "", "only this org")
+	f.BoolVar(&asJSON, "json", false, "print JSON; counts keyed by state")
+	return cmd
+}
+
+func newJobsArchiveCmd(g *globals) *cobra.Command {
+	var before string
+	cmd := &cobra.Command{
+		Use:   "archive --before DATE",
+		Short: "Delete terminal jobs finished before DATE, with their events and responses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if before == "" {
+				return usageError{errors.New("--before is required")}
+			}
+			t, err := parseTime("before", before)
+			if err != nil {
+				return err
+			}
+			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+				n, err := st.Archive(ctx, t)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "archived %d jobs\n", n)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&before, "before", "", "cut-off (RFC 3339, date, or a duration such as 720h)")
+	return cmd
+}
+
+func newJobsReclaimCmd(g *globals) *cobra.Command {
+	var reclaimAfter, stuckAfter time.Duration
+	cmd := &cobra.Command{
+		Use:   "reclaim",
+		Short: "Requeue or fail running jobs whose heartbeat stopped (for cron)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+				r, err := st.Reclaim(ctx, jobs.ReclaimParams{ReclaimAfter: reclaimAfter, StuckAfter: stuckAfter})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "requeued %d, failed as stuck %d\n", len(r.Requeued), len(r.Failed))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&reclaimAfter, "reclaim-after", 5*time.Minute, "heartbeat age that counts as a dead worker")
+	cmd.Flags().DurationVar(&stuckAfter, "stuck-after", 15*time.Minute, "run time after which a dead worker's job fails as stuck")
+	return cmd
+}

@@ -1,0 +1,301 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/simulate"
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/worker"
+)
+
+// serviceConfig is the `service:` section of promptkit.yaml; flags
+// override it.
+type serviceConfig struct {
+	Addr              string        `yaml:"addr"`
+	Database          string        `yaml:"database"`
+	Workers           int           `yaml:"workers"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	ReclaimAfter      time.Duration `yaml:"reclaim_after"`
+	StuckAfter        time.Duration `yaml:"stuck_after"`
+	JobTimeout        time.Duration `yaml:"job_timeout"`
+	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
+}
+
+func defaultService() serviceConfig {
+	return serviceConfig{
+		Addr:              "127.0.0.1:8080",
+		Workers:           4,
+		HeartbeatInterval: 30 * time.Second,
+		ReclaimAfter:      5 * time.Minute,
+		StuckAfter:        15 * time.Minute,
+		JobTimeout:        10 * time.Minute,
+		ShutdownGrace:     10 * time.Second,
+	}
+}
+
+// loadService reads the service section of the config file, if any, over
+// the defaults. Unknown keys are errors naming the file.
+func loadService(path string) (serviceConfig, error) {
+	sc := defaultService()
+	if path == "" {
+		if _, err := os.Stat(defaultConfigFile); err != nil {
+			return sc, nil
+		}
+		path = defaultConfigFile
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return sc, fmt.Errorf("config %s: %w", path, err)
+	}
+	var top map[string]yaml.Node
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return sc, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	node, ok := top["service"]
+	if !ok {
+		return sc, nil
+	}
+	raw, err := yaml.Marshal(&node)
+	if err != nil {
+		return sc, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&sc); err != nil {
+		return sc, fmt.Errorf("%s: service: %w", filepath.Base(path), err)
+	}
+	return sc, nil
+}
+
+// serviceFlags are the flags serve and worker share.
+type serviceFlags struct {
+	workers                             int
+	heartbeat, reclaimAfter, stuckAfter time.Duration
+	jobTimeout, grace                   time.Duration
+}
+
+func (f *serviceFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.IntVar(&f.workers, "workers", 0, "jobs run at once (default 4, or service.workers)")
+	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat of running jobs (default 30s)")
+	fl.DurationVar(&f.reclaimAfter, "reclaim-after", 0, "heartbeat age that counts as a dead worker (default 5m)")
+	fl.DurationVar(&f.stuckAfter, "stuck-after", 0, "run time after which a dead worker's job fails as stuck (default 15m)")
+	fl.DurationVar(&f.jobTimeout, "job-timeout", 0, "bound on one job attempt (default 10m)")
+	fl.DurationVar(&f.grace, "shutdown-grace", 0, "time running jobs get to finish at shutdown (default 10s)")
+}
+
+func (f *serviceFlags) apply(sc *serviceConfig) {
+	set := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	if f.workers > 0 {
+		sc.Workers = f.workers
+	}
+	set(&sc.HeartbeatInterval, f.heartbeat)
+	set(&sc.ReclaimAfter, f.reclaimAfter)
+	set(&sc.StuckAfter, f.stuckAfter)
+	set(&sc.JobTimeout, f.jobTimeout)
+	set(&sc.ShutdownGrace, f.grace)
+}
+
+// runtime is what serve and worker share: settings, engine and store.
+type runtime struct {
+	sc        serviceConfig
+	engine    *promptkit.Engine
+	store     jobs.Store
+	simulated bool
+	log       *slog.Logger
+}
+
+func openRuntime(cmd *cobra.Command, g *globals, f *serviceFlags) (*runtime, error) {
+	sc, err := loadService(g.config)
+	if err != nil {
+		return nil, err
+	}
+	f.apply(&sc)
+	if g.database != "" {
+		sc.Database = g.database
+	}
+	cfg, simulated, err := loadConfig(g.config, "")
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	if simulated {
+		log.Warn(simulate.Notice)
+	}
+	eng, err := promptkit.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(cmd.Context(), sc.Database, jobs.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &runtime{sc: sc, engine: eng, store: st, simulated: simulated, log: log}, nil
+}
+
+func (rt *runtime) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
+	return worker.New(worker.Config{
+		Store: rt.store, Engine: rt.engine, Name: name,
+		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
+		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
+		ShutdownGrace: rt.sc.ShutdownGrace, Logger: rt.log,
+	})
+}
+
+func (rt *runtime) reclaimer() *worker.Reclaimer {
+	return &worker.Reclaimer{Store: rt.store, ReclaimAfter: rt.sc.ReclaimAfter, StuckAfter: rt.sc.StuckAfter, Logger: rt.log}
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	var f serviceFlags
+	var addr string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the job service: HTTP endpoints, worker pool and reclaim loop",
+		Long: `Run the job service: an HTTP server (/healthz, /readyz), a pool of workers
+executing queued jobs through the engine, and the reclaim loop for jobs whose
+worker died. With no flags it uses promptkit.db in the working directory and,
+when no backend is configured, the built-in simulated backend.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rt, err := openRuntime(cmd, g, &f)
+			if err != nil {
+				return err
+			}
+			defer rt.store.Close()
+			if addr != "" {
+				rt.sc.Addr = addr
+			}
+			w, err := rt.worker("", 0, nil)
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", rt.sc.Addr)
+			if err != nil {
+				return err
+			}
+			srv := &http.Server{Handler: healthMux(rt.store), ReadHeaderTimeout: 10 * time.Second}
+			rt.log.Info("promptkit serve listening", "addr", "http://"+ln.Addr().String(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers, "worker", w.Name())
+
+			ctx := cmd.Context()
+			var wg sync.WaitGroup
+			errc := make(chan error, 1)
+			go func() { errc <- srv.Serve(ln) }()
+			wg.Add(2)
+			go func() { defer wg.Done(); _ = w.Run(ctx) }()
+			go func() { defer wg.Done(); rt.reclaimer().Run(ctx) }()
+			select {
+			case err = <-errc:
+			case <-ctx.Done():
+				rt.log.Info("shutting down: no new claims; running jobs get the grace period", "grace", rt.sc.ShutdownGrace)
+			}
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdown)
+			wg.Wait()
+			if err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().StringVar(&addr, "addr", "", `listen address (default "127.0.0.1:8080", or service.addr)`)
+	return cmd
+}
+
+func displayDB(dsn string) string {
+	if isPostgres(dsn) {
+		return "postgres" // the URL may hold a password
+	}
+	return sqlitePath(dsn)
+}
+
+// healthMux serves /healthz (the process is up) and /readyz (the database
+// answers).
+func healthMux(st jobs.Store) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "application/json")
+		if _, err := st.Metrics(ctx, jobs.MetricsParams{Since: time.Now()}); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"status":"unavailable"}` + "\n"))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
+	})
+	return mux
+}
+
+func newWorkerCmd(g *globals) *cobra.Command {
+	var f serviceFlags
+	var once bool
+	var batch, ceiling int
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Execute queued jobs (long-running, or one batch with --once for cron)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rt, err := openRuntime(cmd, g, &f)
+			if err != nil {
+				return err
+			}
+			defer rt.store.Close()
+			var ceil *int
+			if cmd.Flags().Changed("priority-ceiling") {
+				if ceiling < 0 || ceiling > 100 {
+					return usageError{errors.New("--priority-ceiling must be 0–100")}
+				}
+				ceil = &ceiling
+			}
+			w, err := rt.worker("", batch, ceil)
+			if err != nil {
+				return err
+			}
+			if once {
+				if _, err := rt.reclaimer().Sweep(cmd.Context()); err != nil {
+					rt.log.Warn("reclaim failed", "err", err)
+				}
+				n, err := w.RunOnce(cmd.Context())
+				rt.log.Info("worker --once done", "claimed", n)
+				return err
+			}
+			rt.log.Info("worker running", "worker", w.Name(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers)
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() { defer wg.Done(); rt.reclaimer().Run(cmd.Context()) }()
+			err = w.Run(cmd.Context())
+			wg.Wait()
+			return err
+		},
+	}
+	f.register(cmd)
+	cmd.Flags().BoolVar(&once, "once", false, "claim one batch, run it, exit")
+	cmd.Flags().IntVar(&batch, "batch-size", 0, "jobs claimed at once (default: --workers)")
+	cmd.Flags().IntVar(&ceiling, "priority-ceiling", 100, "only jobs with priority <= N")
+	return cmd
+}

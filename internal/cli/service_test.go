@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// startServe runs `promptkit serve` on a free port and returns its base URL
+// and a stop function that waits for a clean exit.
+func startServe(t *testing.T, db string) (string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--database", db, "--shutdown-grace", "1ms"}, io.Discard, pw)
+		pw.Close()
+	}()
+	addr := regexp.MustCompile(`addr=(http://\S+)`)
+	sc := bufio.NewScanner(pr)
+	var url string
+	for sc.Scan() {
+		if m := addr.FindStringSubmatch(sc.Text()); m != nil {
+			url = m[1]
+			break
+		}
+	}
+	if url == "" {
+		cancel()
+		t.Fatalf("serve did not report its address (exit %d)", <-done)
+	}
+	go io.Copy(io.Discard, pr) //nolint:errcheck // drain logs until the pipe closes
+	return url, func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve exited %d", code)
+		}
+	}
+}
+
+func TestServeSubmitWaitAndOperate(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "promptkit.db")
+	url, stop := startServe(t, db)
+	defer stop()
+
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d", path, resp.StatusCode)
+		}
+	}
+
+	code, out, errOut := run(t, "submit", "--database", db, "--text", "hello service", "--wait")
+	if code != 0 || !strings.Contains(out, "Simulated reply: hello service") {
+		t.Fatalf("submit --wait: exit %d, out %q, err %q", code, out, errOut)
+	}
+
+	code, out, _ = run(t, "jobs", "list", "--database", db, "--json")
+	var listed []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 {
+		t.Fatalf("jobs list --json: exit %d, %s", code, out)
+	}
+	for _, col := range []string{"id", "prompt_id", "state", "priority", "attempt", "max_attempts", "created_at"} {
+		if _, ok := listed[0][col]; !ok {
+			t.Errorf("jobs list --json lacks column %q: %v", col, listed[0])
+		}
+	}
+	id := listed[0]["id"].(string)
+	if listed[0]["state"] != "succeeded" {
+		t.Fatalf("state = %v", listed[0]["state"])
+	}
+
+	code, out, _ = run(t, "jobs", "show", id, "--database", db)
+	for _, want := range []string{"succeeded", "(new) -> queued", "queued -> running", "running -> succeeded", "attempt "} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("jobs show lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, _ = run(t, "jobs", "retry", id, "--database", db)
+	if code != 0 || !strings.Contains(out, "supersedes "+id) {
+		t.Fatalf("jobs retry: exit %d %s", code, out)
+	}
+	code, out, _ = run(t, "jobs", "metrics", "--database", db, "--json")
+	var m struct{ Counts map[string]int }
+	if code != 0 || json.Unmarshal([]byte(out), &m) != nil || m.Counts["superseded"] != 1 || len(m.Counts) != 6 {
+		t.Fatalf("jobs metrics --json: exit %d %s", code, out)
+	}
+}
+
+func TestOperatorCommandsWithoutServe(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ops.db")
+	if code, _, errOut := run(t, "migrate", "--database", db); code != 0 {
+		t.Fatalf("migrate: %s", errOut)
+	}
+	code, out, _ := run(t, "submit", "--database", db, "--text", "queued only", "--priority", "10", "--json")
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sub) != nil || sub.JobID == "" {
+		t.Fatalf("submit: exit %d %s", code, out)
+	}
+	code, out, _ = run(t, "jobs", "cancel", sub.JobID, "--database", db)
+	if code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("cancel: exit %d %s", code, out)
+	}
+	code, _, errOut := run(t, "jobs", "cancel", sub.JobID, "--database", db)
+	if code != 1 || !strings.Contains(errOut, "cancelled") {
+		t.Fatalf("second cancel: exit %d %s", code, errOut)
+	}
+
+	file := filepath.Join(dir, "prompts.jsonl")
+	lines := `{"text":"one","priority":5}` + "\n" + `{"text":"two"}` + "\n\n" + `{"text":"three","profile":"default"}` + "\n"
+	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run(t, "submit", "--database", db, "--file", file)
+	if code != 0 || !strings.Contains(out, "queued 3 prompts") || !strings.Contains(errOut, "100%") {
+		t.Fatalf("submit --file: exit %d %s %s", code, out, errOut)
+	}
+	code, out, _ = run(t, "jobs", "list", "--database", db, "--state", "queued")
+	if code != 0 || strings.Count(out, "queued") != 3 {
+		t.Fatalf("jobs list --state queued:\n%s", out)
+	}
+	code, out, _ = run(t, "jobs", "reclaim", "--database", db)
+	if code != 0 || !strings.Contains(out, "requeued 0") {
+		t.Fatalf("reclaim: exit %d %s", code, out)
+	}
+	code, out, _ = run(t, "jobs", "archive", "--database", db, "--before", "2999-01-01")
+	if code != 0 || !strings.Contains(out, "archived 1 jobs") {
+		t.Fatalf("archive: exit %d %s", code, out)
+	}
+
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"text":"ok"}`+"\n"+`{"txt":"SECRET-LINE"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"submit", "--database", db, "--file", bad}, 1, "bad.jsonl:2"},
+		{[]string{"submit", "--database", db}, 2, "exactly one of --text and --file"},
+		{[]string{"submit", "--database", db, "--text", "x", "--priority", "101"}, 2, "0–100"},
+		{[]string{"jobs", "list", "--database", db, "--state", "done"}, 2, "--state"},
+		{[]string{"jobs", "show", "nope", "--database", db}, 1, "not found"},
+		{[]string{"jobs", "archive", "--database", db}, 2, "--before"},
+		{[]string{"jobs", "list", "--database", db, "--since", "yesterday"}, 2, "--since"},
+	}
+	for _, c := range cases {
+		code, _, errOut := run(t, c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "SECRET-LINE") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}

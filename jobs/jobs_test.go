@@ -1,0 +1,187 @@
+package jobs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// seedTransitions is the seed's transition table (§3), line by line; the
+// two running → failed lines (budget spent, stuck) are one edge.
+var seedTransitions = [][2]jobs.State{
+	{jobs.Queued, jobs.Running},
+	{jobs.Queued, jobs.Cancelled},
+	{jobs.Running, jobs.Succeeded},
+	{jobs.Running, jobs.Queued},
+	{jobs.Running, jobs.Failed},
+	{jobs.Running, jobs.Failed},
+	{jobs.Running, jobs.Cancelled},
+	{jobs.Succeeded, jobs.Superseded},
+	{jobs.Failed, jobs.Superseded},
+	{jobs.Cancelled, jobs.Superseded},
+}
+
+func TestTransitionsMatchSeed(t *testing.T) {
+	seed := map[[2]jobs.State]bool{}
+	for _, e := range seedTransitions {
+		seed[e] = true
+	}
+	table := map[[2]jobs.State]bool{}
+	for _, tr := range jobs.Transitions {
+		e := [2]jobs.State{tr.From, tr.To}
+		if table[e] {
+			t.Errorf("Transitions lists %s → %s twice", tr.From, tr.To)
+		}
+		table[e] = true
+		if !seed[e] {
+			t.Errorf("Transitions has %s → %s, which the seed does not allow", tr.From, tr.To)
+		}
+		if tr.Trigger == "" {
+			t.Errorf("%s → %s has no trigger", tr.From, tr.To)
+		}
+	}
+	for e := range seed {
+		if !table[e] {
+			t.Errorf("Transitions lacks the seed's %s → %s", e[0], e[1])
+		}
+	}
+}
+
+func TestAllowedEdges(t *testing.T) {
+	for _, tr := range jobs.Transitions {
+		if !jobs.CanTransition(tr.From, tr.To) {
+			t.Errorf("CanTransition(%s, %s) = false", tr.From, tr.To)
+		}
+		if err := jobs.CheckTransition(tr.From, tr.To); err != nil {
+			t.Errorf("CheckTransition(%s, %s) = %v", tr.From, tr.To, err)
+		}
+	}
+}
+
+func TestForbiddenPairs(t *testing.T) {
+	allowed := map[[2]jobs.State]bool{}
+	for _, e := range seedTransitions {
+		allowed[e] = true
+	}
+	forbidden := 0
+	for _, from := range jobs.States {
+		for _, to := range jobs.States {
+			if allowed[[2]jobs.State{from, to}] {
+				continue
+			}
+			forbidden++
+			if jobs.CanTransition(from, to) {
+				t.Errorf("CanTransition(%s, %s) = true", from, to)
+			}
+			err := jobs.CheckTransition(from, to)
+			var te *jobs.TransitionError
+			if !errors.As(err, &te) || te.From != from || te.To != to {
+				t.Errorf("CheckTransition(%s, %s) = %v, want *TransitionError naming both", from, to, err)
+				continue
+			}
+			if !errors.Is(err, jobs.ErrIllegalTransition) {
+				t.Errorf("CheckTransition(%s, %s) does not match ErrIllegalTransition", from, to)
+			}
+			if errors.Is(err, jobs.ErrNotClaimed) || errors.Is(err, jobs.ErrNotFound) {
+				t.Errorf("TransitionError matches an unrelated sentinel")
+			}
+		}
+	}
+	if want := len(jobs.States)*len(jobs.States) - 9; forbidden != want {
+		t.Errorf("%d forbidden pairs, want %d", forbidden, want)
+	}
+	// Unknown states are never allowed.
+	if jobs.CanTransition("bogus", jobs.Running) || jobs.CanTransition(jobs.Queued, "") {
+		t.Error("a transition with an unknown state is allowed")
+	}
+}
+
+func TestTransitionErrorText(t *testing.T) {
+	err := jobs.CheckTransition(jobs.Succeeded, jobs.Running)
+	msg := err.Error()
+	if !strings.Contains(msg, "succeeded") || !strings.Contains(msg, "running") ||
+		strings.Index(msg, "succeeded") > strings.Index(msg, "running") {
+		t.Errorf("error %q does not name both states, from then to", msg)
+	}
+}
+
+func TestTerminal(t *testing.T) {
+	want := map[jobs.State]bool{
+		jobs.Queued: false, jobs.Running: false,
+		jobs.Succeeded: true, jobs.Failed: true, jobs.Cancelled: true, jobs.Superseded: true,
+	}
+	if len(jobs.States) != len(want) {
+		t.Fatalf("States has %d states, want %d", len(jobs.States), len(want))
+	}
+	for _, s := range jobs.States {
+		if s.Terminal() != want[s] {
+			t.Errorf("%s.Terminal() = %v", s, s.Terminal())
+		}
+		if !s.Valid() {
+			t.Errorf("%s.Valid() = false", s)
+		}
+		// A terminal state leaves only to superseded.
+		for _, tr := range jobs.Transitions {
+			if tr.From == s && s.Terminal() && tr.To != jobs.Superseded {
+				t.Errorf("terminal %s leaves to %s", s, tr.To)
+			}
+		}
+	}
+	for _, s := range []jobs.State{"", "Queued", "done"} {
+		if s.Valid() || s.Terminal() {
+			t.Errorf("%q: Valid %v Terminal %v", s, s.Valid(), s.Terminal())
+		}
+	}
+	for _, tr := range jobs.Transitions {
+		if tr.From == jobs.Superseded {
+			t.Errorf("superseded leaves to %s", tr.To)
+		}
+	}
+}
+
+func TestResponseIDDeterministic(t *testing.T) {
+	p, j := jobs.NewID(), jobs.NewID()
+	a, b := jobs.ResponseID(p, j), jobs.ResponseID(p, j)
+	if a != b {
+		t.Fatalf("ResponseID not deterministic: %s, %s", a, b)
+	}
+	u, err := uuid.Parse(a)
+	if err != nil || u.Version() != 5 {
+		t.Errorf("ResponseID %s: version %v, %v; want a UUIDv5", a, u.Version(), err)
+	}
+	if jobs.ResponseID(p, jobs.NewID()) == a || jobs.ResponseID(jobs.NewID(), j) == a || jobs.ResponseID(j, p) == a {
+		t.Error("different prompt/job pairs share a response ID")
+	}
+	// Pinned: IDs already stored must stay what a later release computes.
+	if got, want := jobs.ResponseID("prompt-1", "job-1"), "b687360e-c2a1-5b4f-88cf-7c63b32275ed"; got != want {
+		t.Errorf("ResponseID(prompt-1, job-1) = %s, want %s", got, want)
+	}
+}
+
+func TestNewID(t *testing.T) {
+	a, b := jobs.NewID(), jobs.NewID()
+	if a == b {
+		t.Fatal("NewID repeated")
+	}
+	for _, id := range []string{a, b} {
+		if u, err := uuid.Parse(id); err != nil || u.Version() != 7 {
+			t.Errorf("NewID %s: version %v, %v; want a UUIDv7", id, u.Version(), err)
+		}
+	}
+}
+
+func TestKinds(t *testing.T) {
+	want := []string{"timeout", "rate_limit", "provider_5xx", "provider_4xx", "parse", "auth", "worker_crash", "stuck", "unknown"}
+	if len(jobs.ErrorKinds) != len(want) {
+		t.Fatalf("ErrorKinds = %v", jobs.ErrorKinds)
+	}
+	for i, k := range jobs.ErrorKinds {
+		if string(k) != want[i] {
+			t.Errorf("ErrorKinds[%d] = %q, want %q", i, k, want[i])
+		}
+	}
+}

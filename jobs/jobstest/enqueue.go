@@ -1,0 +1,295 @@
+package jobstest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+func testEnqueueAndGet(t *testing.T, h Harness) {
+	f := setup(t, h)
+	now := f.now()
+	e := f.enqueue(jobs.EnqueueParams{
+		OrgID: "org-a", CreatedBy: "alice", Text: "hello", Profile: "fast", CorrelationID: "corr-1",
+		Priority: ptr(20), MaxAttempts: 5, ExecutionOptions: json.RawMessage(`{"model": "m1", "depth": 2}`),
+		IdempotencyKey: "key-1",
+	})
+	if e.PromptID == "" || e.JobID == "" || e.PromptID == e.JobID || e.State != jobs.Queued || e.Existing {
+		t.Fatalf("Enqueue = %+v", e)
+	}
+
+	p, err := f.store.GetPrompt(f.ctx, "org-a", e.PromptID)
+	if err != nil {
+		t.Fatalf("GetPrompt: %v", err)
+	}
+	if p.ID != e.PromptID || p.OrgID != "org-a" || p.CreatedBy != "alice" || p.Text != "hello" ||
+		p.Profile != "fast" || p.CorrelationID != "corr-1" || p.IdempotencyKey != "key-1" || p.ParentID != "" {
+		t.Errorf("GetPrompt = %+v", p)
+	}
+	sameTime(t, "prompt CreatedAt", p.CreatedAt, now)
+
+	j, err := f.store.GetJob(f.ctx, "org-a", e.JobID)
+	if err != nil {
+		t.Fatalf("GetJob: %v", err)
+	}
+	if j.ID != e.JobID || j.PromptID != e.PromptID || j.State != jobs.Queued || j.Priority != 20 ||
+		j.Attempt != 1 || j.MaxAttempts != 5 || j.OrgID != "org-a" || j.CreatedBy != "alice" ||
+		j.WorkerClaim != "" || j.ResponseID != "" || j.ErrorKind != "" || j.ErrorMessage != "" ||
+		j.Supersedes != "" || j.DependsOn != "" {
+		t.Errorf("GetJob = %+v", j)
+	}
+	if !jsonEqual(j.ExecutionOptions, []byte(`{"depth":2,"model":"m1"}`)) {
+		t.Errorf("ExecutionOptions = %s", j.ExecutionOptions)
+	}
+	for name, tm := range map[string]time.Time{"ClaimedAt": j.ClaimedAt, "StartedAt": j.StartedAt,
+		"HeartbeatAt": j.HeartbeatAt, "FinishedAt": j.FinishedAt} {
+		if !tm.IsZero() {
+			t.Errorf("queued job %s = %v, want zero", name, tm)
+		}
+	}
+	sameTime(t, "CreatedAt", j.CreatedAt, now)
+	sameTime(t, "UpdatedAt", j.UpdatedAt, now)
+	sameTime(t, "AvailableAt", j.AvailableAt, now)
+	f.expectTransition(e.JobID, "", jobs.Queued)
+
+	// Org scoping: empty org means any org; another org sees nothing.
+	if _, err := f.store.GetPrompt(f.ctx, "", e.PromptID); err != nil {
+		t.Errorf("GetPrompt any org: %v", err)
+	}
+	if _, err := f.store.GetJob(f.ctx, "", e.JobID); err != nil {
+		t.Errorf("GetJob any org: %v", err)
+	}
+	_, err = f.store.GetPrompt(f.ctx, "org-b", e.PromptID)
+	wantErr(t, err, jobs.ErrNotFound, "GetPrompt other org")
+	_, err = f.store.GetJob(f.ctx, "org-b", e.JobID)
+	wantErr(t, err, jobs.ErrNotFound, "GetJob other org")
+	_, err = f.store.GetPrompt(f.ctx, "", jobs.NewID())
+	wantErr(t, err, jobs.ErrNotFound, "GetPrompt unknown")
+	_, err = f.store.GetJob(f.ctx, "", jobs.NewID())
+	wantErr(t, err, jobs.ErrNotFound, "GetJob unknown")
+	_, err = f.store.GetResponse(f.ctx, "", jobs.NewID())
+	wantErr(t, err, jobs.ErrNotFound, "GetResponse unknown")
+	_, err = f.store.PromptJobs(f.ctx, "", jobs.NewID())
+	wantErr(t, err, jobs.ErrNotFound, "PromptJobs unknown")
+	_, err = f.store.PromptJobs(f.ctx, "org-b", e.PromptID)
+	wantErr(t, err, jobs.ErrNotFound, "PromptJobs other org")
+
+	// Defaults.
+	d := f.enqueue(jobs.EnqueueParams{OrgID: "org-a"})
+	dj := f.job(d.JobID)
+	if dj.Priority != 50 || dj.MaxAttempts != 3 || !jsonEqual(dj.ExecutionOptions, []byte(`{}`)) {
+		t.Errorf("defaults: priority %d, max_attempts %d, options %s; want 50, 3, {}", dj.Priority, dj.MaxAttempts, dj.ExecutionOptions)
+	}
+
+	// A named prompt with inputs, continuing the first prompt's thread and
+	// depending on its job.
+	later := f.advance(time.Second)
+	n := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", PromptRef: "summarize@2", Inputs: json.RawMessage(`{"doc": "x", "n": [1, 2]}`),
+		ParentID: e.PromptID, DependsOn: e.JobID, AvailableAt: later.Add(time.Hour)})
+	np, err := f.store.GetPrompt(f.ctx, "org-a", n.PromptID)
+	if err != nil {
+		t.Fatalf("GetPrompt: %v", err)
+	}
+	if np.PromptRef != "summarize@2" || np.Text != "" || np.ParentID != e.PromptID || !jsonEqual(np.Inputs, []byte(`{"n":[1,2],"doc":"x"}`)) {
+		t.Errorf("named prompt = %+v (inputs %s)", np, np.Inputs)
+	}
+	nj := f.job(n.JobID)
+	if nj.DependsOn != e.JobID {
+		t.Errorf("DependsOn = %q, want %q", nj.DependsOn, e.JobID)
+	}
+	sameTime(t, "AvailableAt", nj.AvailableAt, later.Add(time.Hour))
+	sameTime(t, "CreatedAt", nj.CreatedAt, later)
+}
+
+func testEnqueueInvalid(t *testing.T, h Harness) {
+	f := setup(t, h)
+	other := f.enqueue(jobs.EnqueueParams{OrgID: "org-b"})
+	mine := f.enqueue(jobs.EnqueueParams{OrgID: "org-a"})
+	cases := map[string]jobs.EnqueueParams{
+		"priority -1":                {Priority: ptr(-1)},
+		"priority 101":               {Priority: ptr(101)},
+		"max_attempts -1":            {MaxAttempts: -1},
+		"unknown parent":             {ParentID: jobs.NewID()},
+		"parent in another org":      {ParentID: other.PromptID},
+		"unknown depends_on":         {DependsOn: jobs.NewID()},
+		"depends_on in another org":  {DependsOn: other.JobID},
+		"execution_options not JSON": {ExecutionOptions: json.RawMessage(`{"a":`)},
+	}
+	for name, p := range cases {
+		p.OrgID, p.Text, p.CreatedBy = "org-a", "x", "u"
+		_, err := f.store.Enqueue(f.ctx, p)
+		wantErr(t, err, jobs.ErrInvalid, name)
+	}
+	// Boundaries are valid.
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(0), MaxAttempts: 1, ParentID: mine.PromptID, DependsOn: mine.JobID})
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(100)})
+	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 4 {
+		t.Errorf("after invalid enqueues: %d jobs stored, want 4", len(page.Jobs))
+	}
+}
+
+func testEnqueueBatch(t *testing.T, h Harness) {
+	f := setup(t, h)
+	got, err := f.store.EnqueueBatch(f.ctx, nil)
+	if err != nil || len(got) != 0 {
+		t.Errorf("EnqueueBatch(nil) = %v, %v", got, err)
+	}
+	ps := make([]jobs.EnqueueParams, 50)
+	for i := range ps {
+		ps[i] = jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "u", Text: fmt.Sprintf("prompt %d", i), Priority: ptr(i % 101)}
+	}
+	got, err = f.store.EnqueueBatch(f.ctx, ps)
+	if err != nil {
+		t.Fatalf("EnqueueBatch: %v", err)
+	}
+	if len(got) != len(ps) {
+		t.Fatalf("EnqueueBatch returned %d results for %d", len(got), len(ps))
+	}
+	seen := map[string]bool{}
+	for i, e := range got {
+		if e.State != jobs.Queued || e.Existing || seen[e.JobID] {
+			t.Errorf("result %d = %+v", i, e)
+		}
+		seen[e.JobID] = true
+		p, err := f.store.GetPrompt(f.ctx, "", e.PromptID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Text != ps[i].Text {
+			t.Errorf("result %d is prompt %q, want %q: results not in input order", i, p.Text, ps[i].Text)
+		}
+		f.expectTransition(e.JobID, "", jobs.Queued)
+	}
+
+	// All or nothing.
+	for name, bad := range map[string]jobs.EnqueueParams{
+		"unknown depends_on": {OrgID: "org-a", Text: "x", DependsOn: jobs.NewID()},
+		"bad priority":       {OrgID: "org-a", Text: "x", Priority: ptr(500)},
+	} {
+		batch := []jobs.EnqueueParams{{OrgID: "org-a", Text: "ok 1"}, {OrgID: "org-a", Text: "ok 2"}, bad, {OrgID: "org-a", Text: "ok 3"}}
+		_, err := f.store.EnqueueBatch(f.ctx, batch)
+		wantErr(t, err, jobs.ErrInvalid, "EnqueueBatch with "+name)
+	}
+	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != len(ps) {
+		t.Errorf("%d jobs stored, want %d: a failed batch stored some of its items", len(page.Jobs), len(ps))
+	}
+}
+
+// Concurrent Enqueue calls are independent: one invalid call fails alone,
+// and a call whose context is already cancelled stores nothing.
+func testEnqueueConcurrentIsolation(t *testing.T, h Harness) {
+	f := setupRealClock(t, h)
+	const n = 32
+	results := make([]jobs.Enqueued, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			p := jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "u", Text: fmt.Sprintf("p%d", i)}
+			ctx := f.ctx
+			switch i {
+			case 7:
+				p.DependsOn = jobs.NewID()
+			case 11:
+				c, cancel := context.WithCancel(ctx)
+				cancel()
+				ctx = c
+			}
+			results[i], errs[i] = f.store.Enqueue(ctx, p)
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i := range n {
+		switch i {
+		case 7:
+			wantErr(t, errs[i], jobs.ErrInvalid, "invalid call")
+		case 11:
+			if errs[i] == nil {
+				t.Errorf("Enqueue with a cancelled context succeeded")
+			}
+		default:
+			if errs[i] != nil {
+				t.Errorf("call %d: %v", i, errs[i])
+				continue
+			}
+			if seen[results[i].JobID] {
+				t.Errorf("call %d: duplicate job ID", i)
+			}
+			seen[results[i].JobID] = true
+		}
+	}
+	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != n-2 {
+		t.Errorf("%d jobs stored, want %d", len(page.Jobs), n-2)
+	}
+}
+
+func testIdempotency(t *testing.T, h Harness) {
+	f := setup(t, h)
+	a := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "one", IdempotencyKey: "k1"})
+	b := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "two", IdempotencyKey: "k1"})
+	if b.PromptID != a.PromptID || b.JobID != a.JobID || !b.Existing || b.State != jobs.Queued {
+		t.Errorf("repeat = %+v, want the first IDs %+v with Existing", b, a)
+	}
+	if p, _ := f.store.GetPrompt(f.ctx, "", a.PromptID); p.Text != "one" {
+		t.Errorf("repeat changed the prompt text to %q", p.Text)
+	}
+	c := f.enqueue(jobs.EnqueueParams{OrgID: "org-b", Text: "one", IdempotencyKey: "k1"})
+	if c.JobID == a.JobID || c.PromptID == a.PromptID || c.Existing {
+		t.Errorf("same key in another org = %+v, want a new prompt", c)
+	}
+	d := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "one", IdempotencyKey: "k2"})
+	if d.JobID == a.JobID || d.Existing {
+		t.Errorf("another key = %+v, want a new prompt", d)
+	}
+	e1 := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "one"})
+	e2 := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "one"})
+	if e1.JobID == e2.JobID || e1.Existing || e2.Existing {
+		t.Errorf("no key: %+v, %+v; want two new prompts", e1, e2)
+	}
+
+	// Within a batch, and against earlier calls.
+	got, err := f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{
+		{OrgID: "org-a", Text: "x", IdempotencyKey: "k3"},
+		{OrgID: "org-a", Text: "y", IdempotencyKey: "k3"},
+		{OrgID: "org-a", Text: "z", IdempotencyKey: "k1"},
+	})
+	if err != nil {
+		t.Fatalf("EnqueueBatch: %v", err)
+	}
+	if got[0].Existing || !got[1].Existing || got[1].JobID != got[0].JobID || !got[2].Existing || got[2].JobID != a.JobID {
+		t.Errorf("batch = %+v", got)
+	}
+
+	// The repeat reports the job's current state.
+	f.claimID("w", a.JobID)
+	r := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "one", IdempotencyKey: "k1"})
+	if r.JobID != a.JobID || !r.Existing || r.State != jobs.Running {
+		t.Errorf("repeat after claim = %+v, want job %s running", r, a.JobID)
+	}
+
+	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{OrgID: "org-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 5 { // k1, k2, two without a key, k3
+		t.Errorf("org-a has %d jobs, want 5", len(page.Jobs))
+	}
+}

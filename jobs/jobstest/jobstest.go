@@ -1,0 +1,429 @@
+// Package jobstest is the conformance suite every jobs.Store runs: one
+// behaviour, two databases. A store's test calls Run with a Harness that
+// opens fresh stores, and its TestMain calls Main (or RunChildIfRequested)
+// so the suite can re-exec the test binary as a second claiming process.
+//
+// The suite never sleeps to synchronise and has no timing thresholds:
+// time-dependent rules run against a fake Clock passed as Options.Now, and
+// concurrency tests check outcomes (every job claimed exactly once, every
+// event seen exactly once), not speed.
+//
+// # Readings of the contract
+//
+// Where the jobs.Store documentation leaves a choice, the suite pins one:
+//
+//   - Heartbeat returns how many jobs it updated and, when that is fewer
+//     than the distinct IDs given, also ErrNotClaimed (a stale worker's
+//     heartbeat is a finalizing write in the package doc's sense).
+//   - ChangesSince loses no change stamped in the same clock instant as
+//     the previous AsOf, even with a clock that does not move; a job may
+//     come back more than once, always in its current state.
+//   - An idempotent repeat returns the first job's current state.
+//   - Claim with an empty Worker, JSON options or inputs that do not parse,
+//     and a ListJobs cursor that does not decode are ErrInvalid; a ListJobs
+//     Limit above 1000 is capped, not refused.
+//   - JobEvents for a job outside the org is ErrNotFound or empty.
+//   - Notify on a closed store returns a closed channel, and Close may be
+//     called again (returning nil).
+//   - Metrics percentiles are checked on data where nearest-rank and
+//     interpolating methods agree; superseded jobs are not in the data.
+package jobstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// Harness opens stores for the suite.
+type Harness struct {
+	// Open returns a new store on a fresh, empty, migrated database using
+	// opts, and a DSN that Reopen accepts (in this process or in a child
+	// process) to open another store on the same database. Open registers
+	// with t.Cleanup whatever removes the database; the suite closes the
+	// store itself.
+	Open func(t *testing.T, opts jobs.Options) (store jobs.Store, dsn string)
+	// Reopen opens another store on the database named by dsn; the caller
+	// closes it. If nil, the two-process test is skipped.
+	Reopen func(dsn string, opts jobs.Options) (jobs.Store, error)
+}
+
+// Run runs every conformance test as a parallel subtest of t; each opens
+// its own store.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"EnqueueAndGet", testEnqueueAndGet},
+		{"EnqueueInvalid", testEnqueueInvalid},
+		{"EnqueueBatch", testEnqueueBatch},
+		{"EnqueueConcurrentIsolation", testEnqueueConcurrentIsolation},
+		{"Idempotency", testIdempotency},
+		{"TransitionsAllowed", testTransitionsAllowed},
+		{"TransitionsForbidden", testTransitionsForbidden},
+		{"TerminalImmutable", testTerminalImmutable},
+		{"StaleClaim", testStaleClaim},
+		{"ClaimFields", testClaimFields},
+		{"ClaimConcurrent", testClaimConcurrent},
+		{"ClaimTwoProcesses", testClaimTwoProcesses},
+		{"PriorityThenAge", testPriorityThenAge},
+		{"PriorityCeiling", testPriorityCeiling},
+		{"NotBefore", testNotBefore},
+		{"Dependencies", testDependencies},
+		{"Heartbeat", testHeartbeat},
+		{"SucceedResponse", testSucceedResponse},
+		{"Requeue", testRequeue},
+		{"FailAndAttempt", testFailAndAttempt},
+		{"ReclaimHeartbeatEdge", testReclaimHeartbeatEdge},
+		{"ReclaimStuckEdges", testReclaimStuckEdges},
+		{"Cancel", testCancel},
+		{"Retry", testRetry},
+		{"PromptJobsAndEvents", testPromptJobsAndEvents},
+		{"ListJobsFilters", testListJobsFilters},
+		{"ListJobsPagination", testListJobsPagination},
+		{"ListJobsConcurrentInserts", testListJobsConcurrentInserts},
+		{"ChangesSince", testChangesSince},
+		{"ChangesSinceSameInstant", testChangesSinceSameInstant},
+		{"ChangesSincePaging", testChangesSincePaging},
+		{"ChangesSinceConcurrent", testChangesSinceConcurrent},
+		{"EventsAfter", testEventsAfter},
+		{"EventsAfterConcurrent", testEventsAfterConcurrent},
+		{"Metrics", testMetrics},
+		{"Archive", testArchive},
+		{"Notify", testNotify},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, h)
+		})
+	}
+}
+
+// T0 is where every fake clock in the suite starts: microsecond-aligned,
+// as both databases store microseconds.
+var T0 = time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+
+// Clock is a fake clock for jobs.Options.Now: it moves only when told to.
+// It is safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock showing t.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock by d and returns the new time.
+func (c *Clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// fixture is one test's collaborators.
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	store jobs.Store
+	dsn   string
+	clock *Clock // nil when the store runs on the real clock
+	n     int    // counter for unique texts and workers
+}
+
+// setup opens a store on a fake clock starting at T0.
+func setup(t *testing.T, h Harness) *fixture {
+	t.Helper()
+	c := NewClock(T0)
+	f := open(t, h, jobs.Options{Now: c.Now})
+	f.clock = c
+	return f
+}
+
+// setupRealClock opens a store on the real clock, for concurrency tests.
+func setupRealClock(t *testing.T, h Harness) *fixture {
+	t.Helper()
+	return open(t, h, jobs.Options{})
+}
+
+func open(t *testing.T, h Harness, opts jobs.Options) *fixture {
+	t.Helper()
+	st, dsn := h.Open(t, opts)
+	if st == nil {
+		t.Fatal("Harness.Open returned a nil store")
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return &fixture{t: t, ctx: t.Context(), store: st, dsn: dsn}
+}
+
+// now is the fake clock's time.
+func (f *fixture) now() time.Time {
+	f.t.Helper()
+	if f.clock == nil {
+		f.t.Fatal("fixture has no fake clock")
+	}
+	return f.clock.Now()
+}
+
+func (f *fixture) advance(d time.Duration) time.Time { return f.clock.Advance(d) }
+
+// enqueue enqueues p, filling Text and CreatedBy when empty.
+func (f *fixture) enqueue(p jobs.EnqueueParams) jobs.Enqueued {
+	f.t.Helper()
+	f.n++
+	if p.Text == "" && p.PromptRef == "" {
+		p.Text = "prompt text"
+	}
+	if p.CreatedBy == "" {
+		p.CreatedBy = "user-1"
+	}
+	e, err := f.store.Enqueue(f.ctx, p)
+	if err != nil {
+		f.t.Fatalf("Enqueue: %v", err)
+	}
+	return e
+}
+
+// claim claims up to limit jobs for worker.
+func (f *fixture) claim(worker string, limit int) []jobs.Job {
+	f.t.Helper()
+	got, err := f.store.Claim(f.ctx, jobs.ClaimParams{Worker: worker, Limit: limit})
+	if err != nil {
+		f.t.Fatalf("Claim: %v", err)
+	}
+	return got
+}
+
+// claimID claims exactly one job and fails unless it is id.
+func (f *fixture) claimID(worker, id string) jobs.Job {
+	f.t.Helper()
+	got := f.claim(worker, 1)
+	if len(got) != 1 || got[0].ID != id {
+		f.t.Fatalf("Claim: got %v, want exactly job %s", ids(got), id)
+	}
+	return got[0]
+}
+
+// job reads a job, failing the test if it is missing.
+func (f *fixture) job(id string) jobs.Job {
+	f.t.Helper()
+	j, err := f.store.GetJob(f.ctx, "", id)
+	if err != nil {
+		f.t.Fatalf("GetJob(%s): %v", id, err)
+	}
+	return j
+}
+
+// events reads a job's events.
+func (f *fixture) events(id string) []jobs.Event {
+	f.t.Helper()
+	ev, err := f.store.JobEvents(f.ctx, "", id)
+	if err != nil {
+		f.t.Fatalf("JobEvents(%s): %v", id, err)
+	}
+	return ev
+}
+
+// allEvents pages through the whole event log.
+func (f *fixture) allEvents() []jobs.Event {
+	f.t.Helper()
+	var out []jobs.Event
+	var after int64
+	for {
+		page, err := f.store.EventsAfter(f.ctx, jobs.EventsParams{After: after, Limit: 1000})
+		if err != nil {
+			f.t.Fatalf("EventsAfter: %v", err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		out = append(out, page...)
+		after = page[len(page)-1].Seq
+	}
+}
+
+// lastTransition returns a job's last transition event.
+func (f *fixture) lastTransition(id string) jobs.Event {
+	f.t.Helper()
+	ev := f.events(id)
+	for i := len(ev) - 1; i >= 0; i-- {
+		if ev[i].Type == jobs.EventTransition {
+			return ev[i]
+		}
+	}
+	f.t.Fatalf("job %s has no transition event", id)
+	return jobs.Event{}
+}
+
+// expectTransition checks a job's last transition event.
+func (f *fixture) expectTransition(id string, from, to jobs.State) {
+	f.t.Helper()
+	e := f.lastTransition(id)
+	if e.From != from || e.To != to {
+		f.t.Errorf("job %s: last transition event %q → %q, want %q → %q", id, e.From, e.To, from, to)
+	}
+}
+
+// jobIn creates a job and drives it into state, returning it and the
+// worker that claimed it ("" if never claimed). It claims, so no other
+// claimable job may be queued when it is called. A superseded job's retry
+// is left queued.
+func (f *fixture) jobIn(state jobs.State) (jobs.Job, string) {
+	f.t.Helper()
+	f.n++
+	worker := "worker-" + strconv.Itoa(f.n)
+	e := f.enqueue(jobs.EnqueueParams{OrgID: "org-1"})
+	switch state {
+	case jobs.Queued:
+		return f.job(e.JobID), ""
+	case jobs.Cancelled:
+		if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: e.JobID}); err != nil {
+			f.t.Fatalf("Cancel: %v", err)
+		}
+		return f.job(e.JobID), ""
+	}
+	f.claimID(worker, e.JobID)
+	var err error
+	switch state {
+	case jobs.Running:
+	case jobs.Succeeded:
+		_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: worker, Output: "first output"})
+	case jobs.Failed:
+		_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: worker, Kind: jobs.KindProvider4xx, Message: "bad request"})
+	case jobs.Superseded:
+		if _, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: worker, Kind: jobs.KindParse, Message: "unparsable"}); err == nil {
+			_, err = f.store.Retry(f.ctx, jobs.RetryParams{JobID: e.JobID})
+		}
+	default:
+		f.t.Fatalf("jobIn: unknown state %q", state)
+	}
+	if err != nil {
+		f.t.Fatalf("driving job to %s: %v", state, err)
+	}
+	j := f.job(e.JobID)
+	if j.State != state {
+		f.t.Fatalf("jobIn(%s): job is %s", state, j.State)
+	}
+	return j, worker
+}
+
+// snapshot is everything an operation on one job could change.
+type snapshot struct {
+	job      jobs.Job
+	events   []jobs.Event
+	total    int
+	response *jobs.Response
+}
+
+func (f *fixture) snapshot(id string) snapshot {
+	f.t.Helper()
+	s := snapshot{job: f.job(id), events: f.events(id), total: len(f.allEvents())}
+	r, err := f.store.GetResponse(f.ctx, "", jobs.ResponseID(s.job.PromptID, id))
+	switch {
+	case err == nil:
+		s.response = &r
+	case !errors.Is(err, jobs.ErrNotFound):
+		f.t.Fatalf("GetResponse: %v", err)
+	}
+	return s
+}
+
+// unchanged fails the test if the job differs from before.
+func (f *fixture) unchanged(before snapshot, what string) {
+	f.t.Helper()
+	after := f.snapshot(before.job.ID)
+	if !reflect.DeepEqual(before.job, after.job) {
+		f.t.Errorf("%s changed the job:\nbefore %+v\nafter  %+v", what, before.job, after.job)
+	}
+	if !reflect.DeepEqual(before.events, after.events) || before.total != after.total {
+		f.t.Errorf("%s appended events: job events %d → %d, log %d → %d", what,
+			len(before.events), len(after.events), before.total, after.total)
+	}
+	if !reflect.DeepEqual(before.response, after.response) {
+		f.t.Errorf("%s changed the response: %+v → %+v", what, before.response, after.response)
+	}
+}
+
+// Assertion helpers.
+
+func wantErr(t *testing.T, err, target error, what string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Errorf("%s: error %v, want %v", what, err, target)
+	}
+}
+
+func wantTransitionError(t *testing.T, err error, from, to jobs.State, what string) {
+	t.Helper()
+	var te *jobs.TransitionError
+	if !errors.As(err, &te) {
+		t.Errorf("%s: error %v, want *jobs.TransitionError %s → %s", what, err, from, to)
+		return
+	}
+	if te.From != from || te.To != to {
+		t.Errorf("%s: TransitionError %s → %s, want %s → %s", what, te.From, te.To, from, to)
+	}
+	if !errors.Is(err, jobs.ErrIllegalTransition) {
+		t.Errorf("%s: %v does not match ErrIllegalTransition", what, err)
+	}
+}
+
+func sameTime(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// jsonEqual compares JSON by value: PostgreSQL's jsonb rewrites spacing
+// and key order.
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func ids(js []jobs.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// recv waits for a value or close on ch. The timeout only turns a hang
+// into a failure; it synchronises nothing.
+func recv(t *testing.T, ch <-chan struct{}, what string) (ok bool) {
+	t.Helper()
+	select {
+	case _, ok = <-ch:
+		return ok
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: nothing received", what)
+		return false
+	}
+}

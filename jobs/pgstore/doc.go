@@ -1,0 +1,80 @@
+// Package pgstore is the PostgreSQL implementation of jobs.Store, on pgx.
+//
+// Open connects with a postgres:// or postgresql:// URL, applies the
+// embedded goose migrations (Migrate does only that) and returns a Store.
+// A search_path query parameter selects the schema: the tables and goose's
+// version table live there, it is created when missing, and two stores on
+// different schemas of one database do not see or wait for each other.
+//
+// # Claims
+//
+// Claim is one statement: a CTE picks queued jobs in claim order with
+// FOR UPDATE SKIP LOCKED, an UPDATE moves them to running, and the same
+// statement appends their events and notifies. A job whose DependsOn job
+// is queued or running waits; one whose dependency is terminal (or was
+// archived) is claimable, and the worker checks the outcome. Every finalizing write first locks the
+// job row and checks state = running AND worker_claim = the caller, so a
+// stale worker changes nothing and gets jobs.ErrNotClaimed.
+//
+// # Event ordering
+//
+// Readers page through job_events by seq ("after N") and poll jobs by
+// updated_at ("since T"). A sequence value is allocated when a row is
+// inserted, not when its transaction commits, so with plain inserts a
+// transaction could commit seq 7 after a reader had already seen seq 8 and
+// moved past it. The store closes that gap by making allocation order equal
+// commit order:
+//
+//  1. A writing transaction first does everything that may wait for other
+//     transactions: validation, row locks (SELECT ... FOR UPDATE), inserts
+//     that may conflict on a unique index.
+//  2. At its end it takes pg_advisory_xact_lock(K), where K is a constant
+//     derived from the schema name (the "event lock").
+//  3. Only then it reads the store clock, stamps updated_at with that time
+//     on the rows it changes, and inserts its job_events (seq from an
+//     identity sequence), in one statement.
+//  4. COMMIT. PostgreSQL releases transaction locks only after the commit
+//     is visible to other sessions.
+//
+// So a later seq always belongs to a transaction that became visible later,
+// and EventsAfter needs no lock: every event with a seq below one it can see
+// is already visible. ChangesSince takes the same lock (shared, so readers
+// do not wait for each other) and reads the clock T while holding it: every
+// writer that stamped a time before T has committed, and every writer that
+// has not yet stamped will stamp T or later. It returns AsOf = T − 1µs, so
+// changes stamped in T's microsecond are returned again by the next call
+// (the contract allows repeats) instead of being missed.
+//
+// Step 3 touches only rows this transaction already locked in step 1, rows
+// it inserts, and rows it claims with SKIP LOCKED (Claim and Reclaim do
+// all their work there, as one statement that never waits for a row lock),
+// so a transaction holding the event lock never waits for one that wants
+// it: no deadlock.
+//
+// The event lock serializes the end of writing transactions, including
+// their commit's WAL flush; keeping step 3 to one statement (batched with
+// unnest arrays) keeps that section short. Heartbeats neither change
+// updated_at nor append events, so they never take it.
+//
+// # Throughput
+//
+// Because of that serialization, the store spends as few round trips and
+// commits per job as it can. A writing transaction is two pipelined round
+// trips: BEGIN, the pre-lock statements and the lock request in one; the
+// locked statement and COMMIT in the other. Claim takes a whole batch in
+// one statement. Concurrent calls are group-committed: Enqueue calls that
+// arrive while a transaction is in flight run together in the next one, as
+// do Claim calls, and Succeed, Fail, Requeue and AppendAttempt calls (one
+// set-based statement); each call still gets its own result or error, and
+// an idle store adds no delay. The statements run with generic plans
+// (plan_cache_mode), because re-planning the batched statements on every
+// execution would cost more than running them.
+//
+// # Notifications
+//
+// Writing transactions that enqueue or change a job's state call
+// pg_notify('promptkit_jobs', <schema>), delivered at commit. Notify
+// channels are fed by one LISTEN connection per Store (started on first
+// use, reconnecting with backoff) and by the store's own commits; Close
+// stops it.
+package pgstore

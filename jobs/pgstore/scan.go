@@ -1,0 +1,142 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// jobCols is the column list scanJob reads, in order. JSON columns are
+// read as text so the caller's bytes come back unchanged.
+const jobCols = `id, prompt_id, state, priority, attempt, max_attempts, execution_options::text,
+	worker_claim, claimed_at, started_at, running_heartbeat_at, finished_at, response_id,
+	error_kind, error_message, supersedes, depends_on, org_id, created_by, created_at,
+	updated_at, available_at`
+
+// scanJob reads a row of jobCols, then any extra columns into extra.
+func scanJob(row pgx.Row, extra ...any) (jobs.Job, error) {
+	var (
+		j                              jobs.Job
+		state                          string
+		opts                           []byte
+		claim, resp, kind, msg, sup, d *string
+		claimed, started, hb, finished *time.Time
+	)
+	dst := []any{&j.ID, &j.PromptID, &state, &j.Priority, &j.Attempt, &j.MaxAttempts, &opts,
+		&claim, &claimed, &started, &hb, &finished, &resp,
+		&kind, &msg, &sup, &d, &j.OrgID, &j.CreatedBy, &j.CreatedAt,
+		&j.UpdatedAt, &j.AvailableAt}
+	err := row.Scan(append(dst, extra...)...)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	j.State = jobs.State(state)
+	j.ExecutionOptions = json.RawMessage(opts)
+	j.WorkerClaim = str(claim)
+	j.ClaimedAt = tm(claimed)
+	j.StartedAt = tm(started)
+	j.HeartbeatAt = tm(hb)
+	j.FinishedAt = tm(finished)
+	j.ResponseID = str(resp)
+	j.ErrorKind = jobs.ErrorKind(str(kind))
+	j.ErrorMessage = str(msg)
+	j.Supersedes = str(sup)
+	j.DependsOn = str(d)
+	j.CreatedAt = j.CreatedAt.UTC()
+	j.UpdatedAt = j.UpdatedAt.UTC()
+	j.AvailableAt = j.AvailableAt.UTC()
+	return j, nil
+}
+
+func collectJobs(rows pgx.Rows) ([]jobs.Job, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Job, error) { return scanJob(r) })
+}
+
+// eventCols is the column list scanEvent reads.
+const eventCols = `seq, job_id, prompt_id, org_id, type, from_state, to_state, data::text, at`
+
+func scanEvent(row pgx.CollectableRow) (jobs.Event, error) {
+	var (
+		e        jobs.Event
+		typ      string
+		from, to *string
+		data     []byte
+	)
+	if err := row.Scan(&e.Seq, &e.JobID, &e.PromptID, &e.OrgID, &typ, &from, &to, &data, &e.At); err != nil {
+		return jobs.Event{}, err
+	}
+	e.Type = jobs.EventType(typ)
+	e.From = jobs.State(str(from))
+	e.To = jobs.State(str(to))
+	if data != nil {
+		e.Data = json.RawMessage(data)
+	}
+	e.At = e.At.UTC()
+	return e, nil
+}
+
+const promptCols = `id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs::text, profile, idempotency_key, created_at`
+
+func scanPrompt(row pgx.Row) (jobs.Prompt, error) {
+	var (
+		p      jobs.Prompt
+		parent *string
+		inputs []byte
+	)
+	if err := row.Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID, &p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &p.CreatedAt); err != nil {
+		return jobs.Prompt{}, err
+	}
+	p.ParentID = str(parent)
+	if inputs != nil {
+		p.Inputs = json.RawMessage(inputs)
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	return p, nil
+}
+
+const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed::text, r.model, r.usage::text, r.created_at`
+
+func scanResponse(row pgx.Row) (jobs.Response, error) {
+	var (
+		r             jobs.Response
+		parsed, usage []byte
+	)
+	if err := row.Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed, &r.Model, &usage, &r.CreatedAt); err != nil {
+		return jobs.Response{}, err
+	}
+	if parsed != nil {
+		r.Parsed = json.RawMessage(parsed)
+	}
+	if err := json.Unmarshal(usage, &r.Usage); err != nil {
+		return jobs.Response{}, fmt.Errorf("usage: %w", err)
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	return r, nil
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func tm(p *time.Time) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	return p.UTC()
+}
+
+// notFound translates pgx.ErrNoRows into jobs.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return jobs.ErrNotFound
+	}
+	return err
+}

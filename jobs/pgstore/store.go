@@ -1,0 +1,327 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// notifyChannel is the LISTEN/NOTIFY channel; the payload is the schema,
+// so stores on other schemas of the same database ignore it.
+const notifyChannel = "promptkit_jobs"
+
+var _ jobs.Store = (*Store)(nil)
+
+// Store is a jobs.Store on PostgreSQL. It is safe for concurrent use by
+// many goroutines and by many processes sharing one database.
+type Store struct {
+	pool    *pgxpool.Pool
+	now     func() time.Time
+	schema  string
+	lockKey int64
+	// listenCfg opens the dedicated LISTEN connection.
+	listenCfg *pgx.ConnConfig
+
+	// writes group-commits concurrent Enqueue, Claim and finishing calls.
+	writes group[*writeReq]
+
+	mu         sync.Mutex
+	closed     bool
+	subs       map[chan struct{}]func() bool
+	listenerOn bool
+	bgCtx      context.Context
+	bgCancel   context.CancelFunc
+	wg         sync.WaitGroup
+}
+
+// Open connects to the database at url (postgres:// or postgresql://),
+// applies pending migrations and returns a Store. A search_path query
+// parameter selects the schema (created when missing); pgxpool parameters
+// such as pool_max_conns are honoured. Errors never contain the URL.
+func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
+	cfg, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, cfg.ConnConfig); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: open: %w", err)
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	s := &Store{
+		pool:      pool,
+		now:       now,
+		schema:    schema,
+		lockKey:   eventLockKey(schema),
+		listenCfg: cfg.ConnConfig.Copy(),
+		subs:      map[chan struct{}]func() bool{},
+		bgCtx:     bg,
+		bgCancel:  cancel,
+	}
+	s.writes = group[*writeReq]{max: writeBatchMax, key: (*writeReq).key, run: s.runWrites}
+	return s, nil
+}
+
+// Migrate applies the embedded migrations to the database at url, in the
+// schema its search_path names (created when missing). It is safe to run
+// from several processes at once: a per-schema advisory lock serializes
+// them.
+func Migrate(ctx context.Context, url string) error {
+	cfg, err := parseURL(url)
+	if err != nil {
+		return err
+	}
+	return migrate(ctx, cfg.ConnConfig)
+}
+
+// parseURL parses a postgres URL without ever echoing it (it may carry a
+// password) in an error.
+func parseURL(url string) (*pgxpool.Config, error) {
+	if !strings.HasPrefix(url, "postgres://") && !strings.HasPrefix(url, "postgresql://") {
+		return nil, fmt.Errorf("pgstore: database URL must start with postgres:// or postgresql://: %w", jobs.ErrInvalid)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: cannot parse the database URL: %w", jobs.ErrInvalid)
+	}
+	return cfg, nil
+}
+
+func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
+	if schema := firstSchema(cc.RuntimeParams["search_path"]); schema != "" {
+		if err := createSchema(ctx, cc, schema); err != nil {
+			return err
+		}
+	}
+	db := stdlib.OpenDB(*cc.Copy())
+	defer db.Close()
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+		goose.WithSessionLocker(migrationLocker{}),
+		goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	return nil
+}
+
+// createSchema creates the search_path's schema unless it exists; a
+// concurrent creator winning the race is not an error.
+func createSchema(ctx context.Context, cc *pgx.ConnConfig, schema string) error {
+	conn, err := pgx.ConnectConfig(ctx, cc.Copy())
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
+		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize())
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P06") {
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("pgstore: migrate: create schema: %w", err)
+	}
+	return nil
+}
+
+// firstSchema returns the first schema of a search_path value, unquoted,
+// or "" when there is none (or it is "$user").
+func firstSchema(path string) string {
+	first, _, _ := strings.Cut(path, ",")
+	first = strings.TrimSpace(first)
+	if len(first) >= 2 && first[0] == '"' && first[len(first)-1] == '"' {
+		return strings.ReplaceAll(first[1:len(first)-1], `""`, `"`)
+	}
+	if first == "$user" {
+		return ""
+	}
+	return strings.ToLower(first)
+}
+
+// migrationLocker serializes migrations of one schema with a blocking
+// session advisory lock (goose's own locker polls every few seconds).
+type migrationLocker struct{}
+
+func (migrationLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(hashtextextended('promptkit/migrate/' || current_schema(), 0))`)
+	return err
+}
+
+func (migrationLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtextextended('promptkit/migrate/' || current_schema(), 0))`)
+	return err
+}
+
+// eventLockKey is the advisory lock key of a schema's event lock: one
+// constant per schema, so separate schemas never wait for each other.
+func eventLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("promptkit/jobs/events/" + schema))
+	return int64(h.Sum64())
+}
+
+// Close stops the LISTEN goroutine, closes every Notify channel and the
+// connection pool. Closing twice is safe.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for ch, stop := range s.subs {
+		stop()
+		close(ch)
+	}
+	s.subs = nil
+	s.mu.Unlock()
+	s.bgCancel()
+	s.wg.Wait()
+	s.pool.Close()
+	return nil
+}
+
+// clock is the store's now at PostgreSQL's precision (microseconds), in
+// UTC, so what a method returns equals what a later read returns.
+func (s *Store) clock() time.Time {
+	return s.now().UTC().Truncate(time.Microsecond)
+}
+
+// Notify returns a channel that receives a value, coalesced, when a job is
+// enqueued or changes state, in this process or (through LISTEN) another.
+// It is closed when ctx ends or the store closes.
+func (s *Store) Notify(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || ctx.Err() != nil {
+		close(ch)
+		return ch
+	}
+	if !s.listenerOn {
+		s.listenerOn = true
+		s.wg.Add(1)
+		go s.listen()
+	}
+	s.subs[ch] = context.AfterFunc(ctx, func() { s.unsubscribe(ch) })
+	return ch
+}
+
+func (s *Store) unsubscribe(ch chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.subs[ch]; ok {
+		delete(s.subs, ch)
+		close(ch)
+	}
+}
+
+// broadcast wakes every subscriber without blocking; a full channel
+// already holds a pending wake-up.
+func (s *Store) broadcast() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// listen keeps one LISTEN connection open until the store closes,
+// reconnecting with capped exponential backoff.
+func (s *Store) listen() {
+	defer s.wg.Done()
+	const minBackoff, maxBackoff = 50 * time.Millisecond, 5 * time.Second
+	backoff := minBackoff
+	for {
+		connected, _ := s.listenOnce(s.bgCtx)
+		if s.bgCtx.Err() != nil {
+			return
+		}
+		if connected {
+			backoff = minBackoff
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-s.bgCtx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// listenOnce connects, LISTENs and forwards notifications for this
+// schema until the connection fails or ctx ends.
+func (s *Store) listenOnce(ctx context.Context) (connected bool, err error) {
+	conn, err := pgx.ConnectConfig(ctx, s.listenCfg.Copy())
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {
+		return false, err
+	}
+	// Anything sent while we were not listening is lost: wake everyone
+	// once so they poll.
+	s.broadcast()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return true, err
+		}
+		if n.Payload == s.schema {
+			s.broadcast()
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+var (
+	// The first job of the prompt with this key. "idempotency_key <> ''"
+	// lets SQLite use the partial unique index.
+	qIdempotent = wq(`SELECT j.prompt_id, j.id, j.state FROM jobs j
+		WHERE j.prompt_id = (SELECT id FROM prompts
+			WHERE org_id = ?1 AND idempotency_key = ?2 AND idempotency_key <> '')
+		ORDER BY j.created_at, j.id LIMIT 1`)
+	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ? AND org_id = ?`)
+	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ? AND org_id = ?`)
+	qInsertPrompt = wq(`INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text,
+		prompt_ref, inputs, profile, idempotency_key, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
+		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
+		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qInsertEvent = wq(`INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+)
+
+// normalize fills defaults and checks everything that needs no database,
+// so a bad call fails before it joins a group commit.
+func normalize(p jobs.EnqueueParams) (jobs.EnqueueParams, error) {
+	prio := 50
+	if p.Priority != nil {
+		prio = *p.Priority
+	}
+	if prio < 0 || prio > 100 {
+		return p, fmt.Errorf("%w: priority %d outside 0-100", jobs.ErrInvalid, prio)
+	}
+	p.Priority = &prio
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 3
+	}
+	if p.MaxAttempts < 1 {
+		return p, fmt.Errorf("%w: max_attempts %d < 1", jobs.ErrInvalid, p.MaxAttempts)
+	}
+	if len(p.ExecutionOptions) == 0 {
+		p.ExecutionOptions = json.RawMessage(`{}`)
+	}
+	if !json.Valid(p.ExecutionOptions) {
+		return p, fmt.Errorf("%w: execution_options is not JSON", jobs.ErrInvalid)
+	}
+	if len(p.Inputs) > 0 && !json.Valid(p.Inputs) {
+		return p, fmt.Errorf("%w: inputs is not JSON", jobs.ErrInvalid)
+	}
+	return p, nil
+}
+
+// enqueueOne stores one normalized prompt and its job.
+func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
+	if p.IdempotencyKey != "" {
+		var e jobs.Enqueued
+		var state string
+		err := w.queryRow(qIdempotent, p.OrgID, p.IdempotencyKey).Scan(&e.PromptID, &e.JobID, &state)
+		if err == nil {
+			e.State = jobs.State(state)
+			e.Existing = true
+			return e, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return jobs.Enqueued{}, fmt.Errorf("idempotency lookup: %w", err)
+		}
+	}
+	var one int
+	if p.ParentID != "" {
+		err := w.queryRow(qPromptInOrg, p.ParentID, p.OrgID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return jobs.Enqueued{}, fmt.Errorf("%w: parent prompt %s not found in the org", jobs.ErrInvalid, p.ParentID)
+		}
+		if err != nil {
+			return jobs.Enqueued{}, fmt.Errorf("parent lookup: %w", err)
+		}
+	}
+	if p.DependsOn != "" {
+		err := w.queryRow(qJobInOrg, p.DependsOn, p.OrgID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return jobs.Enqueued{}, fmt.Errorf("%w: depends_on job %s not found in the org", jobs.ErrInvalid, p.DependsOn)
+		}
+		if err != nil {
+			return jobs.Enqueued{}, fmt.Errorf("depends_on lookup: %w", err)
+		}
+	}
+	promptID := jobs.NewID()
+	if _, err := w.exec(qInsertPrompt, promptID, p.OrgID, p.CreatedBy, nullString(p.ParentID),
+		p.CorrelationID, p.Text, p.PromptRef, nullBytes(p.Inputs), p.Profile, p.IdempotencyKey, w.now); err != nil {
+		return jobs.Enqueued{}, fmt.Errorf("insert prompt: %w", err)
+	}
+	availableAt := w.now
+	if !p.AvailableAt.IsZero() {
+		availableAt = p.AvailableAt.UnixMicro()
+	}
+	jobID, err := w.insertJob(promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions, "", p.DependsOn,
+		p.OrgID, p.CreatedBy, availableAt)
+	if err != nil {
+		return jobs.Enqueued{}, err
+	}
+	return jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}, nil
+}
+
+// insertJob inserts a queued job, records its first event (→ queued) and
+// returns its ID.
+func (w *wtx) insertJob(promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
+	orgID, createdBy string, availableAt int64) (string, error) {
+	id := jobs.NewID()
+	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
+		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt); err != nil {
+		return "", fmt.Errorf("insert job: %w", err)
+	}
+	w.events = append(w.events, jobEvent{jobID: id, promptID: promptID, orgID: orgID,
+		typ: jobs.EventTransition, to: jobs.Queued})
+	return id, nil
+}
+
+// Enqueue implements jobs.Store. Concurrent calls share transactions (group
+// commit); each still gets its own result.
+func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, error) {
+	p, err := normalize(p)
+	if err != nil {
+		return jobs.Enqueued{}, fmt.Errorf("sqlitestore: enqueue: %w", err)
+	}
+	var e jobs.Enqueued
+	err = s.grouped(ctx, "enqueue", func(w *wtx) error {
+		var err error
+		e, err = w.enqueueOne(p)
+		return err
+	})
+	if err != nil {
+		return jobs.Enqueued{}, err
+	}
+	return e, nil
+}
+
+// EnqueueBatch implements jobs.Store: one transaction, all or nothing.
+func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jobs.Enqueued, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	norm := make([]jobs.EnqueueParams, len(ps))
+	for i, p := range ps {
+		var err error
+		if norm[i], err = normalize(p); err != nil {
+			return nil, fmt.Errorf("sqlitestore: enqueue batch: item %d: %w", i, err)
+		}
+	}
+	out := make([]jobs.Enqueued, len(ps))
+	err := s.write(ctx, "enqueue batch", func(w *wtx) error {
+		for i, p := range norm {
+			e, err := w.enqueueOne(p)
+			if err != nil {
+				return fmt.Errorf("item %d: %w", i, err)
+			}
+			out[i] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,475 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// Reads run on the reader pool unless noted. An empty org ID matches every
+// org: "(?2 = ” OR org_id = ?2)" costs nothing on primary-key lookups.
+const (
+	qGetPrompt = `SELECT id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs,
+		profile, idempotency_key, created_at FROM prompts WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
+	qGetJob      = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
+	qGetResponse = `SELECT r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at
+		FROM responses r JOIN jobs j ON j.id = r.job_id WHERE r.id = ?1 AND (?2 = '' OR j.org_id = ?2)`
+	qPromptJobs = `SELECT ` + jobCols + ` FROM jobs WHERE prompt_id = ? ORDER BY created_at, id`
+	qJobEvents  = `SELECT seq, job_id, prompt_id, org_id, type, from_state, to_state, data, at
+		FROM job_events WHERE job_id = ? ORDER BY seq`
+	qEventsAfter = `SELECT seq, job_id, prompt_id, org_id, type, from_state, to_state, data, at
+		FROM job_events WHERE seq > ? ORDER BY seq LIMIT ?`
+	qEventsAfterOrg = `SELECT seq, job_id, prompt_id, org_id, type, from_state, to_state, data, at
+		FROM job_events WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+	qCounts    = `SELECT state, count(*) FROM jobs GROUP BY state`
+	qCountsOrg = `SELECT state, count(*) FROM jobs WHERE org_id = ? GROUP BY state`
+	// The metrics window: jobs whose outcome stands (a superseded job's
+	// outcome was replaced by its retry, which is counted instead).
+	qWindow = `SELECT finished_at - created_at, state, error_kind FROM jobs
+		WHERE finished_at IS NOT NULL AND finished_at >= ?1 AND (?2 = '' OR org_id = ?2)
+			AND state IN ('succeeded', 'failed', 'cancelled')`
+)
+
+// ChangesSince and Archive run on the writer.
+var (
+	qChanges = wq(`SELECT ` + jobCols + ` FROM jobs WHERE updated_at > ?1
+		ORDER BY updated_at, id LIMIT ?2`)
+	// "+org_id" keeps the planner on jobs_updated: the range since the
+	// last poll is short, while an org's jobs may be many.
+	qChangesOrg = wq(`SELECT ` + jobCols + ` FROM jobs WHERE +org_id = ?3 AND updated_at > ?1
+		ORDER BY updated_at, id LIMIT ?2`)
+	qChangesTie = wq(`SELECT ` + jobCols + ` FROM jobs WHERE updated_at = ?1 AND id > ?2
+		AND (?3 = '' OR +org_id = ?3) ORDER BY id`)
+	qArchivable = wq(`SELECT id, prompt_id FROM jobs
+		WHERE state IN ('succeeded', 'failed', 'cancelled', 'superseded') AND finished_at < ?1
+		ORDER BY finished_at LIMIT ?2`)
+	qArchiveEvents    = wq(`DELETE FROM job_events WHERE job_id IN (SELECT value FROM json_each(?))`)
+	qArchiveResponses = wq(`DELETE FROM responses WHERE job_id IN (SELECT value FROM json_each(?))`)
+	qArchiveJobs      = wq(`DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))`)
+	qArchivePrompts   = wq(`DELETE FROM prompts WHERE id IN (SELECT value FROM json_each(?))
+		AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.prompt_id = prompts.id)`)
+)
+
+// GetPrompt implements jobs.Store.
+func (s *Store) GetPrompt(ctx context.Context, orgID, id string) (jobs.Prompt, error) {
+	var (
+		p         jobs.Prompt
+		parent    sql.NullString
+		inputs    sql.NullString
+		createdAt int64
+	)
+	err := s.readRow(ctx, qGetPrompt, id, orgID).Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID,
+		&p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &createdAt)
+	if err != nil {
+		return jobs.Prompt{}, fmt.Errorf("sqlitestore: get prompt: %w", notFound(err))
+	}
+	p.ParentID = parent.String
+	if inputs.Valid {
+		p.Inputs = json.RawMessage(inputs.String)
+	}
+	p.CreatedAt = fromMicros(createdAt)
+	return p, nil
+}
+
+// GetJob implements jobs.Store.
+func (s *Store) GetJob(ctx context.Context, orgID, id string) (jobs.Job, error) {
+	j, err := scanJob(s.readRow(ctx, qGetJob, id, orgID))
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("sqlitestore: get job: %w", notFound(err))
+	}
+	return j, nil
+}
+
+// GetResponse implements jobs.Store.
+func (s *Store) GetResponse(ctx context.Context, orgID, id string) (jobs.Response, error) {
+	var (
+		r         jobs.Response
+		parsed    sql.NullString
+		usage     string
+		createdAt int64
+	)
+	err := s.readRow(ctx, qGetResponse, id, orgID).Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed,
+		&r.Model, &usage, &createdAt)
+	if err != nil {
+		return jobs.Response{}, fmt.Errorf("sqlitestore: get response: %w", notFound(err))
+	}
+	if parsed.Valid {
+		r.Parsed = json.RawMessage(parsed.String)
+	}
+	if err := json.Unmarshal([]byte(usage), &r.Usage); err != nil {
+		return jobs.Response{}, fmt.Errorf("sqlitestore: get response: usage: %w", err)
+	}
+	r.CreatedAt = fromMicros(createdAt)
+	return r, nil
+}
+
+// PromptJobs implements jobs.Store.
+func (s *Store) PromptJobs(ctx context.Context, orgID, promptID string) ([]jobs.Job, error) {
+	// The prompt check scopes the call to the org and tells "unknown
+	// prompt" apart from "no jobs".
+	if _, err := s.GetPrompt(ctx, orgID, promptID); err != nil {
+		return nil, fmt.Errorf("sqlitestore: prompt jobs: %w", notFound(err))
+	}
+	rows, err := s.readQuery(ctx, qPromptJobs, promptID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: prompt jobs: %w", err)
+	}
+	out, err := scanJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: prompt jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobEvents implements jobs.Store. ErrNotFound when the job does not exist
+// in the org (or was archived).
+func (s *Store) JobEvents(ctx context.Context, orgID, jobID string) ([]jobs.Event, error) {
+	if _, err := s.GetJob(ctx, orgID, jobID); err != nil {
+		return nil, fmt.Errorf("sqlitestore: job events: %w", notFound(err))
+	}
+	rows, err := s.readQuery(ctx, qJobEvents, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: job events: %w", err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: job events: %w", err)
+	}
+	return out, nil
+}
+
+func scanEvents(rows *sql.Rows) ([]jobs.Event, error) {
+	defer rows.Close()
+	var out []jobs.Event
+	for rows.Next() {
+		var (
+			e             jobs.Event
+			typ, from, to string
+			data          sql.NullString
+			at            int64
+		)
+		if err := rows.Scan(&e.Seq, &e.JobID, &e.PromptID, &e.OrgID, &typ, &from, &to, &data, &at); err != nil {
+			return nil, err
+		}
+		e.Type, e.From, e.To = jobs.EventType(typ), jobs.State(from), jobs.State(to)
+		if data.Valid {
+			e.Data = json.RawMessage(data.String)
+		}
+		e.At = fromMicros(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Listing limits.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 1000
+)
+
+// encodeCursor makes ListJobs' opaque Next from the last job's keyset
+// position.
+func encodeCursor(j jobs.Job) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(j.CreatedAt.UnixMicro(), 10) + "," + j.ID))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: bad cursor", jobs.ErrInvalid)
+	}
+	at, id, ok := strings.Cut(string(b), ",")
+	if !ok || id == "" {
+		return 0, "", fmt.Errorf("%w: bad cursor", jobs.ErrInvalid)
+	}
+	micros, err := strconv.ParseInt(at, 10, 64)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: bad cursor", jobs.ErrInvalid)
+	}
+	return micros, id, nil
+}
+
+// ListJobs implements jobs.Store: newest first, keyset pagination on
+// (created_at, id), which an insert can never shift (it only adds rows at
+// one position in the order).
+func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	limit = min(limit, maxListLimit)
+	var (
+		where []string
+		args  []any
+	)
+	if p.OrgID != "" {
+		where, args = append(where, "org_id = ?"), append(args, p.OrgID)
+	}
+	if p.CreatedBy != "" {
+		where, args = append(where, "created_by = ?"), append(args, p.CreatedBy)
+	}
+	if p.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(p.State))
+	}
+	if !p.Since.IsZero() {
+		where, args = append(where, "created_at >= ?"), append(args, p.Since.UnixMicro())
+	}
+	if p.After != "" {
+		at, id, err := decodeCursor(p.After)
+		if err != nil {
+			return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
+		}
+		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, at, id)
+	}
+	q := `SELECT ` + jobCols + ` FROM jobs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	// One row more than asked tells whether there is a next page. The
+	// query text depends only on which filters are set, so the statement
+	// cache stays small.
+	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := s.readQuery(ctx, q, args...)
+	if err != nil {
+		return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
+	}
+	list, err := scanJobs(rows)
+	if err != nil {
+		return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
+	}
+	var page jobs.JobPage
+	if len(list) > limit {
+		list = list[:limit]
+		page.Next = encodeCursor(list[limit-1])
+	}
+	page.Jobs = list
+	return page, nil
+}
+
+const defaultChangesLimit = 500
+
+// ChangesSince implements jobs.Store. It runs inside BEGIN IMMEDIATE on
+// the writer: while it holds the lock no write is in flight, so every
+// change stamped at or before its clock reading T has committed and every
+// later change is stamped at or after T (the store's time never goes back:
+// see write). The result is complete, and AsOf
+// is T − 1µs rather than T so that a change stamped in the same
+// microsecond as T (or under a clock that does not move) is returned by
+// the next call too. A page cut by Limit is extended to the end of its last
+// timestamp (AsOf is a time, so a page cannot end in the middle of one) and
+// AsOf is that timestamp.
+func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Changes, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultChangesLimit
+	}
+	since := int64(math.MinInt64)
+	if !p.Since.IsZero() {
+		since = p.Since.UnixMicro()
+	}
+	var out jobs.Changes
+	err := s.write(ctx, "changes since", func(w *wtx) error {
+		var rows *sql.Rows
+		var err error
+		if p.OrgID == "" {
+			rows, err = w.query(qChanges, since, limit)
+		} else {
+			rows, err = w.query(qChangesOrg, since, limit, p.OrgID)
+		}
+		if err != nil {
+			return err
+		}
+		if out.Jobs, err = scanJobs(rows); err != nil {
+			return err
+		}
+		asOf := w.now - 1
+		if len(out.Jobs) == limit {
+			last := out.Jobs[len(out.Jobs)-1]
+			u := last.UpdatedAt.UnixMicro()
+			if rows, err = w.query(qChangesTie, u, last.ID, p.OrgID); err != nil {
+				return err
+			}
+			more, err := scanJobs(rows)
+			if err != nil {
+				return err
+			}
+			out.Jobs = append(out.Jobs, more...)
+			asOf = min(u, asOf)
+		}
+		out.AsOf = fromMicros(asOf)
+		return nil
+	})
+	if err != nil {
+		return jobs.Changes{}, err
+	}
+	return out, nil
+}
+
+// EventsAfter implements jobs.Store. It reads from the reader pool: SQLite
+// commits one writer at a time and every transaction appends its events
+// at its end, so the committed events are always a prefix of the sequence
+// and a snapshot never lacks one below its highest Seq.
+func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Event, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultChangesLimit
+	}
+	var rows *sql.Rows
+	var err error
+	if p.OrgID == "" {
+		rows, err = s.readQuery(ctx, qEventsAfter, p.After, limit)
+	} else {
+		rows, err = s.readQuery(ctx, qEventsAfterOrg, p.OrgID, p.After, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: events after: %w", err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: events after: %w", err)
+	}
+	return out, nil
+}
+
+// Metrics implements jobs.Store. The window holds jobs that finished at or
+// after Since and whose outcome stands (succeeded, failed, cancelled);
+// latency percentiles use the nearest-rank method.
+func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics, error) {
+	m := jobs.Metrics{Counts: make(map[jobs.State]int, len(jobs.States)), ErrorRate: map[jobs.ErrorKind]float64{}}
+	for _, st := range jobs.States {
+		m.Counts[st] = 0
+	}
+	var rows *sql.Rows
+	var err error
+	if p.OrgID == "" {
+		rows, err = s.readQuery(ctx, qCounts)
+	} else {
+		rows, err = s.readQuery(ctx, qCountsOrg, p.OrgID)
+	}
+	if err != nil {
+		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+	}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			rows.Close()
+			return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+		}
+		m.Counts[jobs.State(st)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+	}
+
+	since := int64(math.MinInt64)
+	if !p.Since.IsZero() {
+		since = p.Since.UnixMicro()
+	}
+	if rows, err = s.readQuery(ctx, qWindow, since, p.OrgID); err != nil {
+		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+	}
+	defer rows.Close()
+	var lat []int64
+	failed := map[jobs.ErrorKind]int{}
+	for rows.Next() {
+		var d int64
+		var st, kind string
+		if err := rows.Scan(&d, &st, &kind); err != nil {
+			return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+		}
+		lat = append(lat, d)
+		if jobs.State(st) == jobs.Failed {
+			failed[jobs.ErrorKind(kind)]++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+	}
+	m.Finished = len(lat)
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		m.LatencyP50 = percentile(lat, 0.50)
+		m.LatencyP95 = percentile(lat, 0.95)
+		m.LatencyP99 = percentile(lat, 0.99)
+		for k, n := range failed {
+			m.ErrorRate[k] = float64(n) / float64(len(lat))
+		}
+	}
+	return m, nil
+}
+
+// percentile is the nearest-rank percentile of sorted microsecond values.
+func percentile(sorted []int64, p float64) time.Duration {
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return time.Duration(sorted[i]) * time.Microsecond
+}
+
+// archiveChunk bounds the jobs deleted per transaction.
+const archiveChunk = 500
+
+// Archive implements jobs.Store. It deletes in transactions of up to 500
+// jobs, so archiving a large backlog never blocks writers for long; each
+// transaction is complete (jobs with their events, responses and orphaned
+// prompts), so an error leaves a consistent, partly archived database and
+// the returned count of jobs already deleted.
+func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := s.write(ctx, "archive", func(w *wtx) error {
+			rows, err := w.query(qArchivable, before.UnixMicro(), archiveChunk)
+			if err != nil {
+				return err
+			}
+			var jobIDs, promptIDs []string
+			for rows.Next() {
+				var id, promptID string
+				if err := rows.Scan(&id, &promptID); err != nil {
+					rows.Close()
+					return err
+				}
+				jobIDs = append(jobIDs, id)
+				promptIDs = append(promptIDs, promptID)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			if len(jobIDs) == 0 {
+				return nil
+			}
+			jl, _ := json.Marshal(jobIDs)
+			pl, _ := json.Marshal(slices.Compact(slices.Sorted(slices.Values(promptIDs))))
+			for _, q := range []string{qArchiveEvents, qArchiveResponses, qArchiveJobs} {
+				if _, err := w.exec(q, string(jl)); err != nil {
+					return err
+				}
+			}
+			if _, err := w.exec(qArchivePrompts, string(pl)); err != nil {
+				return err
+			}
+			n = len(jobIDs)
+			return nil
+		})
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n < archiveChunk {
+			return total, nil
+		}
+	}
+}

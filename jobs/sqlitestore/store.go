@@ -1,0 +1,545 @@
+// Package sqlitestore is the jobs.Store on SQLite (modernc.org/sqlite, no
+// cgo): one file, WAL, one writer connection, a pool of read-only
+// connections, embedded goose migrations applied on Open.
+//
+// # Concurrency
+//
+// Every write runs in a BEGIN IMMEDIATE transaction on the single writer
+// connection, so writes in this process are serialised by database/sql and
+// writes from other processes on the same file by SQLite's write lock
+// (waiting up to the busy timeout). Reads go to the reader pool and see the
+// last committed state without blocking the writer.
+//
+// Because only one transaction writes at a time, a transaction that reads
+// the clock after taking the lock, stamps updated_at with it and appends
+// its events before committing gives exactly the ordering the jobs package
+// doc asks for: event sequence order is commit order, and a reader that
+// takes the lock (ChangesSince) knows every change stamped before its clock
+// reading has committed.
+//
+// # Group commit
+//
+// The per-job writes (Enqueue, Claim, Heartbeat, Succeed, Requeue, Fail,
+// AppendAttempt) go through a committer goroutine the Store owns: calls
+// that arrive while a write is in progress run together in the next
+// transaction, each inside its own SAVEPOINT, so one commit serves many
+// callers and a call that fails is rolled back alone. Each caller still
+// gets its own result or error, and an error means nothing of that call
+// was stored. Rarer writes (EnqueueBatch, Cancel, Retry, Reclaim, Archive)
+// and ChangesSince run their own transactions.
+//
+// # Notifications
+//
+// Notify is an in-process broadcast: it fires on this Store's enqueues and
+// transitions. Other processes sharing the file are not notified; they poll.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+var _ jobs.Store = (*Store)(nil)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// errClosed is returned by calls made after Close.
+var errClosed = errors.New("sqlitestore: store is closed")
+
+// busyTimeout is how long a writer waits for another process's write lock
+// before giving up with SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// Store is a jobs.Store on one SQLite file. Create it with Open; it is safe
+// for concurrent use, and several processes may open the same file.
+type Store struct {
+	writer *sql.DB // exactly one connection: the only writer in this process
+	reader *sql.DB // query_only connections for reads
+	now    func() time.Time
+	floor  atomic.Int64 // the latest time a transaction used, in µs
+
+	// wstmts are the writer's statements, prepared once at Open on the
+	// writer connection; transactions reuse them through Tx.StmtContext
+	// instead of re-preparing (re-preparing is where SQLite job queues
+	// lose most of their time).
+	wstmts map[string]*sql.Stmt
+
+	rmu    sync.Mutex
+	rstmts map[string]*sql.Stmt // reader statements, prepared on first use
+
+	calls         chan *call // to the group committer
+	closing       chan struct{}
+	committerDone chan struct{}
+	closeOnce     sync.Once
+	closeErr      error
+
+	subMu      sync.Mutex
+	subs       map[*subscriber]struct{}
+	subsClosed bool
+}
+
+// dsn builds the modernc.org/sqlite data source name for path. The file:
+// URI form keeps a path containing '?' or '#' intact; SQLite ignores the
+// underscore parameters, which the driver consumes.
+func dsn(path string, params ...string) string {
+	escaped := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	return "file:" + escaped + "?" + strings.Join(params, "&")
+}
+
+// openWriter opens the single-connection writer pool.
+func openWriter(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path,
+		// BEGIN IMMEDIATE: take the write lock when the transaction starts,
+		// not at its first write, so a transaction never fails halfway with
+		// SQLITE_BUSY and reads the clock only once it owns the lock.
+		"_txlock=immediate",
+		fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()),
+		"_pragma=journal_mode(WAL)",
+		// WAL with synchronous=NORMAL does not fsync on each commit, only
+		// at checkpoints: a committed transaction survives a crash of the
+		// process (the WAL is in the OS page cache and is replayed), and
+		// the database can never be corrupted; only a power loss or OS
+		// crash may roll back the last few commits. That is the durability
+		// a job queue needs at a fraction of FULL's cost.
+		"_pragma=synchronous(NORMAL)",
+		"_pragma=foreign_keys(1)",
+	))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return db, nil
+}
+
+// openReader opens the read-only pool.
+func openReader(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path,
+		fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds()),
+		"_pragma=query_only(1)",
+	))
+	if err != nil {
+		return nil, err
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(time.Minute)
+	return db, nil
+}
+
+// migrate applies the embedded migrations on db.
+func migrate(ctx context.Context, db *sql.DB) error {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return err
+	}
+	// Not p.Close: it would close db, which the caller owns.
+	_, err = p.Up(ctx)
+	return err
+}
+
+// Migrate applies the embedded migrations to the database file at path,
+// creating it if needed. Open also does this; Migrate is for
+// `promptkit migrate`.
+func Migrate(ctx context.Context, path string) error {
+	db, err := openWriter(path)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	defer db.Close()
+	if err := migrate(ctx, db); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
+	return nil
+}
+
+// Open opens (creating if needed) the database file at path, applies the
+// migrations and starts the group-commit goroutine. Close the Store when
+// done. path must be a file: an in-memory database would be a different
+// database on each connection.
+func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
+		return nil, fmt.Errorf("sqlitestore: open: %w: need a file path, not %q", jobs.ErrInvalid, path)
+	}
+	writer, err := openWriter(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+	}
+	if err := migrate(ctx, writer); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("sqlitestore: open: migrate: %w", err)
+	}
+	reader, err := openReader(path)
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("sqlitestore: open: %w", err)
+	}
+	s := &Store{
+		writer:        writer,
+		reader:        reader,
+		now:           opts.Now,
+		wstmts:        make(map[string]*sql.Stmt, len(writerQueries)),
+		rstmts:        make(map[string]*sql.Stmt),
+		calls:         make(chan *call),
+		closing:       make(chan struct{}),
+		committerDone: make(chan struct{}),
+		subs:          make(map[*subscriber]struct{}),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	for _, q := range writerQueries {
+		st, err := writer.PrepareContext(ctx, q)
+		if err != nil {
+			reader.Close()
+			writer.Close()
+			return nil, fmt.Errorf("sqlitestore: open: prepare: %w", err)
+		}
+		s.wstmts[q] = st
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// Close stops the group-commit goroutine (after it finishes the batch in
+// hand), closes every Notify channel and the database connections. Calling
+// it again returns the first result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		<-s.committerDone
+		s.closeSubscribers()
+		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
+	})
+	return s.closeErr
+}
+
+// nowMicros reads the store clock as unix microseconds, the stored unit.
+func (s *Store) nowMicros() int64 { return s.now().UnixMicro() }
+
+// qLastUpdate is the newest updated_at, read from the end of jobs_updated.
+var qLastUpdate = wq(`SELECT max(updated_at) FROM jobs`)
+
+// writerQueries lists every statement run on the writer; Open prepares them
+// all. Add queries with wq.
+var writerQueries []string
+
+// wq registers a writer query for preparation at Open.
+func wq(q string) string {
+	writerQueries = append(writerQueries, q)
+	return q
+}
+
+// readStmt returns the cached prepared statement for q on the reader pool.
+func (s *Store) readStmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if st, ok := s.rstmts[q]; ok {
+		return st, nil
+	}
+	st, err := s.reader.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	s.rstmts[q] = st
+	return st, nil
+}
+
+// readQuery runs a read on the reader pool.
+func (s *Store) readQuery(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	st, err := s.readStmt(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
+}
+
+// readRow runs a single-row read on the reader pool.
+func (s *Store) readRow(ctx context.Context, q string, args ...any) *rowResult {
+	rows, err := s.readQuery(ctx, q, args...)
+	return &rowResult{rows: rows, err: err}
+}
+
+// rowResult is a *sql.Row that also carries preparation errors.
+type rowResult struct {
+	rows *sql.Rows
+	err  error
+}
+
+// Scan scans the first row like sql.Row.Scan: sql.ErrNoRows when empty.
+func (r *rowResult) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	return r.rows.Close()
+}
+
+// wtx is one write transaction on the writer connection.
+type wtx struct {
+	ctx    context.Context
+	tx     *sql.Tx
+	s      *Store
+	now    int64      // the clock, read after the write lock was taken
+	events []jobEvent // appended at the end of the transaction
+}
+
+// jobEvent is an event waiting to be inserted.
+type jobEvent struct {
+	jobID, promptID, orgID string
+	typ                    jobs.EventType
+	from, to               jobs.State
+	data                   []byte
+}
+
+// write runs fn in a BEGIN IMMEDIATE transaction, then appends the events
+// fn recorded, commits, and notifies subscribers if there were any.
+// Errors are wrapped as "sqlitestore: <op>: …".
+func (s *Store) write(ctx context.Context, op string, fn func(w *wtx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlitestore: %s: begin: %w", op, err)
+	}
+	w := &wtx{ctx: ctx, tx: tx, s: s, now: s.nowMicros()}
+	// Time never goes back for the store: not below a committed updated_at
+	// (another process may have stamped it), nor below any earlier reading
+	// of this Store (ChangesSince's AsOf). Otherwise, after the wall clock
+	// stepped back, a since-poller past the earlier time would miss this
+	// change forever.
+	var last sql.NullInt64
+	if err := w.queryRow(qLastUpdate).Scan(&last); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+	}
+	w.now = max(w.now, last.Int64, s.floor.Load())
+	s.floor.Store(w.now) // only transactions write it, one at a time
+	if err := fn(w); err != nil {
+		_ = tx.Rollback()
+		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+	}
+	// Events last, so the sequence numbers are taken at the end of the
+	// transaction (see the jobs package doc on event ordering).
+	for _, e := range w.events {
+		if _, err := w.exec(qInsertEvent, e.jobID, e.promptID, e.orgID, string(e.typ),
+			string(e.from), string(e.to), nullBytes(e.data), w.now); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("sqlitestore: %s: insert event: %w", op, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlitestore: %s: commit: %w", op, err)
+	}
+	if len(w.events) > 0 {
+		s.broadcast()
+	}
+	return nil
+}
+
+// stmt returns the transaction's handle on a prepared writer statement.
+func (w *wtx) stmt(q string) *sql.Stmt {
+	st, ok := w.s.wstmts[q]
+	if !ok {
+		panic("sqlitestore: writer query not registered with wq: " + q)
+	}
+	return w.tx.StmtContext(w.ctx, st)
+}
+
+func (w *wtx) exec(q string, args ...any) (sql.Result, error) {
+	return w.stmt(q).ExecContext(w.ctx, args...)
+}
+
+func (w *wtx) query(q string, args ...any) (*sql.Rows, error) {
+	return w.stmt(q).QueryContext(w.ctx, args...)
+}
+
+func (w *wtx) queryRow(q string, args ...any) *sql.Row {
+	return w.stmt(q).QueryRowContext(w.ctx, args...)
+}
+
+// transition records a state change of j.
+func (w *wtx) transition(j jobs.Job, from, to jobs.State) {
+	w.events = append(w.events, jobEvent{jobID: j.ID, promptID: j.PromptID, orgID: j.OrgID,
+		typ: jobs.EventTransition, from: from, to: to})
+}
+
+// subscriber is one Notify channel.
+type subscriber struct {
+	ch   chan struct{}
+	stop func() bool // stops the context.AfterFunc
+}
+
+// Notify implements jobs.Store. The channel has a buffer of one, so
+// notifications coalesce while the consumer is busy.
+func (s *Store) Notify(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	if s.subsClosed {
+		close(ch)
+		return ch
+	}
+	sub := &subscriber{ch: ch}
+	s.subs[sub] = struct{}{}
+	// AfterFunc instead of a goroutine per subscriber; it runs after we
+	// release subMu even if ctx is already done.
+	sub.stop = context.AfterFunc(ctx, func() { s.unsubscribe(sub) })
+	return ch
+}
+
+func (s *Store) unsubscribe(sub *subscriber) {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	if _, ok := s.subs[sub]; ok {
+		delete(s.subs, sub)
+		close(sub.ch)
+	}
+}
+
+func (s *Store) closeSubscribers() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	s.subsClosed = true
+	for sub := range s.subs {
+		sub.stop()
+		delete(s.subs, sub)
+		close(sub.ch)
+	}
+}
+
+// broadcast wakes every subscriber without blocking.
+func (s *Store) broadcast() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for sub := range s.subs {
+		select {
+		case sub.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Time and NULL helpers. Times are stored as unix microseconds UTC.
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullTime(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullBytes(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// jobCols is the column list scanJob reads.
+const jobCols = `id, prompt_id, state, priority, attempt, max_attempts, execution_options,
+	worker_claim, claimed_at, started_at, running_heartbeat_at, finished_at, response_id,
+	error_kind, error_message, supersedes, depends_on, org_id, created_by, created_at,
+	updated_at, available_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(r scanner) (jobs.Job, error) {
+	var (
+		j                                             jobs.Job
+		opts                                          string
+		claim, responseID, supersedes, dependsOn      sql.NullString
+		claimedAt, startedAt, heartbeatAt, finishedAt sql.NullInt64
+		createdAt, updatedAt, availableAt             int64
+		state, kind                                   string
+	)
+	err := r.Scan(&j.ID, &j.PromptID, &state, &j.Priority, &j.Attempt, &j.MaxAttempts, &opts,
+		&claim, &claimedAt, &startedAt, &heartbeatAt, &finishedAt, &responseID,
+		&kind, &j.ErrorMessage, &supersedes, &dependsOn, &j.OrgID, &j.CreatedBy, &createdAt,
+		&updatedAt, &availableAt)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	j.State = jobs.State(state)
+	j.ErrorKind = jobs.ErrorKind(kind)
+	j.ExecutionOptions = []byte(opts)
+	j.WorkerClaim = claim.String
+	j.ClaimedAt = nullTime(claimedAt)
+	j.StartedAt = nullTime(startedAt)
+	j.HeartbeatAt = nullTime(heartbeatAt)
+	j.FinishedAt = nullTime(finishedAt)
+	j.ResponseID = responseID.String
+	j.Supersedes = supersedes.String
+	j.DependsOn = dependsOn.String
+	j.CreatedAt = fromMicros(createdAt)
+	j.UpdatedAt = fromMicros(updatedAt)
+	j.AvailableAt = fromMicros(availableAt)
+	return j, nil
+}
+
+// scanJobs reads every row of rows and closes it.
+func scanJobs(rows *sql.Rows) ([]jobs.Job, error) {
+	defer rows.Close()
+	var out []jobs.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// notFound translates sql.ErrNoRows to jobs.ErrNotFound.
+func notFound(err error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return jobs.ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,268 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/jobstest"
+	"github.com/promptkit/promptkit/jobs/sqlitestore"
+)
+
+// harness opens each test's store on its own file in a temporary
+// directory; the DSN is the file path.
+var harness = jobstest.Harness{
+	Open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
+		path := filepath.Join(t.TempDir(), "jobs.db")
+		s, err := sqlitestore.Open(context.Background(), path, opts)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		return s, path
+	},
+	Reopen: func(dsn string, opts jobs.Options) (jobs.Store, error) {
+		return sqlitestore.Open(context.Background(), dsn, opts)
+	},
+}
+
+// TestMain runs the suite's child claimer when re-executed by it, and
+// otherwise the tests under a goroutine-leak check, which proves Close
+// stops the group committer and every Notify watcher.
+func TestMain(m *testing.M) {
+	jobstest.RunChildIfRequested(harness)
+	goleak.VerifyTestMain(m)
+}
+
+func TestConformance(t *testing.T) {
+	jobstest.Run(t, harness)
+}
+
+func open(t *testing.T) (*sqlitestore.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	s, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func TestOpenRejectsMemory(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"", ":memory:", "file::memory:?cache=shared"} {
+		if s, err := sqlitestore.Open(t.Context(), p, jobs.Options{}); !errors.Is(err, jobs.ErrInvalid) {
+			if s != nil {
+				s.Close()
+			}
+			t.Errorf("Open(%q) = %v, want ErrInvalid", p, err)
+		}
+	}
+}
+
+// Migrate is idempotent and leaves a file Open accepts; reopening keeps
+// the data.
+func TestMigrateAndReopen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a?b#c.db") // URI metacharacters in the name
+	for range 2 {
+		if err := sqlitestore.Migrate(t.Context(), path); err != nil {
+			t.Fatalf("Migrate: %v", err)
+		}
+	}
+	s, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	e, err := s.Enqueue(t.Context(), jobs.EnqueueParams{Text: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s2.Close()
+	if _, err := s2.GetJob(t.Context(), "", e.JobID); err != nil {
+		t.Errorf("job lost across reopen: %v", err)
+	}
+}
+
+// Two stores on one file (as two processes would have) see each other's
+// writes and never claim a job twice.
+func TestTwoStoresOneFile(t *testing.T) {
+	t.Parallel()
+	a, path := open(t)
+	b, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ps := make([]jobs.EnqueueParams, 300)
+	for i := range ps {
+		ps[i] = jobs.EnqueueParams{Text: "x"}
+	}
+	if _, err := a.EnqueueBatch(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for i, s := range []*sqlitestore.Store{a, b, a, b} {
+		wg.Go(func() {
+			for {
+				got, err := s.Claim(t.Context(), jobs.ClaimParams{Worker: fmt.Sprint("w", i), Limit: 4})
+				if err != nil {
+					t.Errorf("Claim: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, j := range got {
+					seen[j.ID]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != len(ps) {
+		t.Errorf("claimed %d distinct jobs, want %d", len(seen), len(ps))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s claimed %d times", id, n)
+		}
+	}
+}
+
+// Group commit: many concurrent Enqueue calls all get their own result;
+// the bad one fails alone.
+func TestGroupCommitManyCallers(t *testing.T) {
+	t.Parallel()
+	s, _ := open(t)
+	const n = 200
+	res := make([]jobs.Enqueued, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			p := jobs.EnqueueParams{Text: fmt.Sprint("p", i), IdempotencyKey: fmt.Sprint("k", i%100)}
+			if i == 123 {
+				p.ParentID = jobs.NewID()
+				p.IdempotencyKey = ""
+			}
+			res[i], errs[i] = s.Enqueue(t.Context(), p)
+		})
+	}
+	wg.Wait()
+	byKey := map[string]string{}
+	for i := range n {
+		if i == 123 {
+			if !errors.Is(errs[i], jobs.ErrInvalid) {
+				t.Errorf("bad call: %v", errs[i])
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		k := fmt.Sprint("k", i%100)
+		if prev, ok := byKey[k]; ok && prev != res[i].JobID {
+			t.Errorf("key %s: jobs %s and %s", k, prev, res[i].JobID)
+		}
+		byKey[k] = res[i].JobID
+	}
+	m, err := s.Metrics(t.Context(), jobs.MetricsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Counts[jobs.Queued] != 100 {
+		t.Errorf("%d jobs queued, want 100 (one per key)", m.Counts[jobs.Queued])
+	}
+}
+
+// Close waits for Enqueue calls in flight and later calls fail cleanly.
+func TestCloseWithEnqueuesInFlight(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	s, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var stored []string
+	for range 50 {
+		wg.Go(func() {
+			e, err := s.Enqueue(context.Background(), jobs.EnqueueParams{Text: "x"})
+			if err == nil {
+				mu.Lock()
+				stored = append(stored, e.JobID)
+				mu.Unlock()
+			}
+		})
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if _, err := s.Enqueue(t.Context(), jobs.EnqueueParams{Text: "x"}); err == nil {
+		t.Error("Enqueue after Close succeeded")
+	}
+	// Every call that reported success is durable.
+	s2, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	for _, id := range stored {
+		if _, err := s2.GetJob(t.Context(), "", id); err != nil {
+			t.Errorf("acknowledged job %s lost: %v", id, err)
+		}
+	}
+}
+
+// A clock that steps back cannot hide a change from a since-poller:
+// updated_at never goes below a committed one.
+func TestChangesSinceClockStepsBack(t *testing.T) {
+	t.Parallel()
+	clock := jobstest.NewClock(jobstest.T0)
+	s, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, err := s.Enqueue(t.Context(), jobs.EnqueueParams{Text: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	c, err := s.ChangesSince(t.Context(), jobs.ChangesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(-time.Hour)
+	if _, err := s.Cancel(t.Context(), jobs.CancelParams{JobID: a.JobID}); err != nil {
+		t.Fatal(err)
+	}
+	c, err = s.ChangesSince(t.Context(), jobs.ChangesParams{Since: c.AsOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Jobs) != 1 || c.Jobs[0].State != jobs.Cancelled {
+		t.Errorf("change after the clock stepped back: got %+v", c.Jobs)
+	}
+}

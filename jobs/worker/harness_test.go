@@ -1,0 +1,449 @@
+package worker_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite" // the "sqlite" driver, to count rows directly
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/jobstest"
+	"github.com/promptkit/promptkit/jobs/pgstore"
+	"github.com/promptkit/promptkit/jobs/sqlitestore"
+	"github.com/promptkit/promptkit/jobs/worker"
+	"github.com/promptkit/promptkit/providertest"
+)
+
+// envURL names the PostgreSQL test database; PostgreSQL variants skip
+// without it.
+const envURL = "PROMPTKIT_TEST_DATABASE_URL"
+
+// t0 is where every test's clock starts: far from the wall clock, so a
+// mix-up between the injected clock and time.Now shows.
+var t0 = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+
+// deadline only fires when a test hangs.
+const deadline = 60 * time.Second
+
+// storeKind opens one kind of store.
+type storeKind struct {
+	name string
+	// open returns a fresh, migrated store and the DSN that reopen and
+	// countResponses accept.
+	open   func(t *testing.T, opts jobs.Options) (jobs.Store, string)
+	reopen func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error)
+	// countSQL counts the response rows of a job, straight from the table.
+	countSQL func(t *testing.T, dsn, jobID string) int
+}
+
+var sqliteKind = storeKind{
+	name: "sqlite",
+	open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
+		path := filepath.Join(t.TempDir(), "jobs.db")
+		s, err := sqlitestore.Open(t.Context(), path, opts)
+		if err != nil {
+			t.Fatalf("sqlitestore.Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, path
+	},
+	reopen: func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
+		return sqlitestore.Open(ctx, dsn, opts)
+	},
+	countSQL: func(t *testing.T, dsn, jobID string) int {
+		db, err := sql.Open("sqlite", "file:"+dsn+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+		if err != nil {
+			t.Fatalf("open %s: %v", dsn, err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM responses WHERE job_id = ?`, jobID).Scan(&n); err != nil {
+			t.Fatalf("count responses: %v", err)
+		}
+		return n
+	},
+}
+
+var postgresKind = storeKind{
+	name: "postgres",
+	open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
+		dsn := freshSchema(t)
+		s, err := pgstore.Open(t.Context(), dsn, opts)
+		if err != nil {
+			t.Fatalf("pgstore.Open: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, dsn
+	},
+	reopen: func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
+		return pgstore.Open(ctx, dsn, opts)
+	},
+	countSQL: func(t *testing.T, dsn, jobID string) int {
+		conn, err := pgx.Connect(t.Context(), dsn)
+		if err != nil {
+			t.Fatalf("connect: %v", err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(t.Context(), `SELECT COUNT(*) FROM responses WHERE job_id = $1`, jobID).Scan(&n); err != nil {
+			t.Fatalf("count responses: %v", err)
+		}
+		return n
+	},
+}
+
+var storeKinds = []storeKind{sqliteKind, postgresKind}
+
+func kindByName(name string) storeKind {
+	for _, k := range storeKinds {
+		if k.name == name {
+			return k
+		}
+	}
+	panic("unknown store kind " + name)
+}
+
+// freshSchema creates a randomly named schema, drops it when the test
+// ends, and returns the test URL with search_path set to it. It skips the
+// test when no database is configured.
+func freshSchema(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv(envURL)
+	if base == "" {
+		t.Skip(envURL + " not set: skipping the PostgreSQL variant")
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "pkw_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("connect: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parse %s: %v", envURL, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// eachStore runs fn as a parallel subtest per store kind.
+func eachStore(t *testing.T, fn func(t *testing.T, f *fixture)) {
+	t.Parallel()
+	for _, k := range storeKinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, newFixture(t, k))
+		})
+	}
+}
+
+// fixture is one test's world: a store on an injected clock, a fake
+// provider and engines pointed at it.
+type fixture struct {
+	t     *testing.T
+	ctx   context.Context
+	kind  storeKind
+	store jobs.Store
+	dsn   string
+	clock *jobstest.Clock
+	srv   *providertest.Server
+	log   *slog.Logger
+}
+
+func newFixture(t *testing.T, k storeKind) *fixture {
+	clock := jobstest.NewClock(t0)
+	store, dsn := k.open(t, jobs.Options{Now: clock.Now})
+	srv := providertest.NewServer()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	t.Cleanup(cancel)
+	return &fixture{t: t, ctx: ctx, kind: k, store: store, dsn: dsn, clock: clock, srv: srv, log: testLogger(t)}
+}
+
+// engine returns an engine whose only backend is the fake provider, with
+// retries transient retries inside one run.
+func (f *fixture) engine(retries int) *promptkit.Engine {
+	f.t.Helper()
+	return newEngine(f.t, f.srv.URL, retries)
+}
+
+func newEngine(t testing.TB, providerURL string, retries int) *promptkit.Engine {
+	t.Helper()
+	eng, err := promptkit.New(promptkit.Config{
+		Backends:         []promptkit.Backend{{ID: "fake", BaseURL: providerURL}},
+		Profiles:         []promptkit.Profile{{ID: "default", Backend: "fake", Model: "m"}},
+		TransientRetries: &retries,
+	})
+	if err != nil {
+		t.Fatalf("promptkit.New: %v", err)
+	}
+	return eng
+}
+
+// halfJitter makes backoff deterministic: the middle of each range.
+func halfJitter(n time.Duration) time.Duration { return n / 2 }
+
+// worker returns a worker named name on the fixture's store and clock,
+// with no retries inside the engine, one job at a time, and a heartbeat
+// that never ticks during a test. mod adjusts the config.
+func (f *fixture) worker(name string, mod ...func(*worker.Config)) *worker.Worker {
+	f.t.Helper()
+	cfg := worker.Config{
+		Store:             f.store,
+		Engine:            f.engine(0),
+		Name:              name,
+		Concurrency:       1,
+		PollInterval:      50 * time.Millisecond, // fallback only: notifications wake it
+		HeartbeatInterval: time.Hour,
+		ShutdownGrace:     30 * time.Second,
+		Logger:            f.log,
+		Now:               f.clock.Now,
+		Jitter:            halfJitter,
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	w, err := worker.New(cfg)
+	if err != nil {
+		f.t.Fatalf("worker.New: %v", err)
+	}
+	return w
+}
+
+// start runs w.Run in the background; the returned stop cancels it and
+// waits for it to return (also done at cleanup).
+func (f *fixture) start(w *worker.Worker) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					f.t.Errorf("Run: %v", err)
+				}
+			case <-time.After(deadline):
+				f.t.Errorf("Run did not return after its context ended")
+			}
+		})
+	}
+	f.t.Cleanup(stop)
+	return stop
+}
+
+// runOnce runs one RunOnce and checks it claimed want jobs.
+func (f *fixture) runOnce(w *worker.Worker, want int) {
+	f.t.Helper()
+	n, err := w.RunOnce(f.ctx)
+	if err != nil {
+		f.t.Fatalf("RunOnce: %v", err)
+	}
+	if n != want {
+		f.t.Fatalf("RunOnce claimed %d jobs, want %d", n, want)
+	}
+}
+
+// enqueue enqueues p in org "org" by "tester".
+func (f *fixture) enqueue(p jobs.EnqueueParams) jobs.Enqueued {
+	f.t.Helper()
+	p.OrgID, p.CreatedBy = "org", "tester"
+	e, err := f.store.Enqueue(f.ctx, p)
+	if err != nil {
+		f.t.Fatalf("Enqueue: %v", err)
+	}
+	return e
+}
+
+func (f *fixture) job(id string) jobs.Job {
+	f.t.Helper()
+	// Its own deadline, so a hang reported by waitJob shows the job.
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	j, err := f.store.GetJob(ctx, "", id)
+	if err != nil {
+		f.t.Fatalf("GetJob %s: %v", id, err)
+	}
+	return j
+}
+
+// waitJob polls the store until the job satisfies ok, failing only if the
+// test hangs.
+func (f *fixture) waitJob(id, what string, ok func(jobs.Job) bool) jobs.Job {
+	f.t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		j := f.job(id)
+		if ok(j) {
+			return j
+		}
+		select {
+		case <-f.ctx.Done():
+			f.t.Fatalf("job %s never became %s; last: state=%s attempt=%d claim=%q kind=%q msg=%q", id, what, j.State, j.Attempt, j.WorkerClaim, j.ErrorKind, j.ErrorMessage)
+		case <-tick.C:
+		}
+	}
+}
+
+func (f *fixture) waitState(id string, s jobs.State) jobs.Job {
+	f.t.Helper()
+	return f.waitJob(id, string(s), func(j jobs.Job) bool { return j.State == s })
+}
+
+// waitFor polls cond until it holds, failing only if the test hangs.
+func (f *fixture) waitFor(what string, cond func() bool) {
+	f.t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-f.ctx.Done():
+			f.t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// arrivals waits until the provider has seen n requests.
+func (f *fixture) arrivals(n int) {
+	f.t.Helper()
+	if err := f.srv.WaitArrivals(f.ctx, n); err != nil {
+		f.t.Fatalf("waiting for %d provider requests (saw %d): %v", n, f.srv.Count(), err)
+	}
+}
+
+// responses counts the job's response rows in the database itself.
+func (f *fixture) responses(jobID string) int {
+	f.t.Helper()
+	return f.kind.countSQL(f.t, f.dsn, jobID)
+}
+
+// events summarises a job's events: "→queued", "queued→running",
+// "attempt:503", … in sequence order.
+func (f *fixture) events(jobID string) ([]string, []attempt) {
+	f.t.Helper()
+	evs, err := f.store.JobEvents(f.ctx, "", jobID)
+	if err != nil {
+		f.t.Fatalf("JobEvents: %v", err)
+	}
+	var out []string
+	var atts []attempt
+	for _, e := range evs {
+		switch e.Type {
+		case jobs.EventTransition:
+			out = append(out, string(e.From)+"→"+string(e.To))
+		case jobs.EventAttempt:
+			var a attempt
+			if err := json.Unmarshal(e.Data, &a); err != nil {
+				f.t.Fatalf("attempt event data %s: %v", e.Data, err)
+			}
+			atts = append(atts, a)
+			out = append(out, fmt.Sprintf("attempt:%d", a.StatusCode))
+		default:
+			out = append(out, "?"+string(e.Type))
+		}
+	}
+	return out, atts
+}
+
+// attempt is the JSON the worker writes for an attempt event.
+type attempt struct {
+	JobAttempt int    `json:"job_attempt"`
+	Generation uint64 `json:"generation"`
+	Attempt    uint64 `json:"attempt"`
+	Dispatched bool   `json:"dispatched"`
+	StatusCode int    `json:"status_code"`
+	Outcome    string `json:"outcome"`
+	Failure    string `json:"failure"`
+	Usage      map[string]struct {
+		Value int `json:"value"`
+	} `json:"usage"`
+}
+
+// userTexts returns the last user message of each provider request, in
+// arrival order.
+func userTexts(srv *providertest.Server) []string {
+	var out []string
+	for _, r := range srv.Requests() {
+		last := ""
+		for _, m := range r.Messages {
+			if m.Role == "user" {
+				last = m.Content
+			}
+		}
+		out = append(out, last)
+	}
+	return out
+}
+
+func eq[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// testLogger logs through t until the test ends, then drops messages.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &tWriter{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
+
+func (w *tWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func ptr[T any](v T) *T { return &v }
