@@ -30,7 +30,7 @@
 // transaction stamps updated_at and allocates event sequence numbers only
 // at its end, while holding a database-wide event lock until it commits
 // (SQLite's single writer lock; a PostgreSQL transaction-scoped advisory
-// lock). Sequence order therefore equals commit order, and a reader that
+// lock, one per schema). Sequence order therefore equals commit order, and a reader that
 // takes the same lock sees every change stamped before its as_of time.
 package jobs
 
@@ -201,7 +201,7 @@ type Job struct {
 }
 
 // Usage is a response's token usage; Known says which counts the provider
-// reported (an unknown count is zero here).
+// reported. Counts and flags are stored as given.
 type Usage struct {
 	PromptTokens     int   `json:"prompt_tokens"`
 	CompletionTokens int   `json:"completion_tokens"`

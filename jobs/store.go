@@ -30,19 +30,23 @@ type Store interface {
 	// Claim atomically moves up to Limit queued jobs to running under
 	// Worker: lowest priority number first, then oldest available_at, then
 	// oldest created_at; only jobs with available_at <= now, priority <=
-	// PriorityCeiling, and whose DependsOn job (if any) is terminal. It
+	// PriorityCeiling, and whose DependsOn job (if any) is no longer queued
+	// or running (terminal, or archived). It
 	// sets claimed_at, started_at and running_heartbeat_at to now and
 	// worker_claim to Worker, and keeps attempt. A job is claimed by at
 	// most one caller, across goroutines and processes. Returns the
 	// claimed jobs in claim order.
 	Claim(ctx context.Context, p ClaimParams) ([]Job, error)
 	// Heartbeat sets running_heartbeat_at = now on the given jobs that are
-	// running under Worker, and returns how many it updated.
+	// running under Worker (updated_at is left alone), and returns how many
+	// it updated; when that is fewer than the distinct IDs given, the
+	// error is ErrNotClaimed as well.
 	Heartbeat(ctx context.Context, p HeartbeatParams) (int, error)
 
 	// Succeed writes the response (ID ResponseID(prompt, job)) and moves
 	// the job running → succeeded, only if it is running under Worker;
-	// otherwise it changes nothing and returns ErrNotClaimed.
+	// otherwise (an unknown job included) it changes nothing and returns
+	// ErrNotClaimed. The same holds for Requeue, Fail and AppendAttempt.
 	Succeed(ctx context.Context, p SucceedParams) (Job, error)
 	// Requeue moves a job running under Worker back to queued with
 	// available_at = AvailableAt, clearing the claim and recording the
@@ -84,7 +88,8 @@ type Store interface {
 	// PromptJobs returns every job of a prompt, oldest first (its retry
 	// history). ErrNotFound for an unknown prompt.
 	PromptJobs(ctx context.Context, orgID, promptID string) ([]Job, error)
-	// JobEvents returns a job's events in sequence order.
+	// JobEvents returns a job's events in sequence order; ErrNotFound for
+	// an unknown job.
 	JobEvents(ctx context.Context, orgID, jobID string) ([]Event, error)
 	// ListJobs returns jobs matching the filters, newest first, a page at
 	// a time: pass the returned Next as After to continue (keyset
@@ -93,15 +98,18 @@ type Store interface {
 	// ChangesSince returns jobs whose updated_at is after Since (all jobs
 	// when Since is zero), oldest change first, and AsOf: pass AsOf as the
 	// next Since and no change is ever missed, even one committing
-	// concurrently with this call. A change may be returned twice.
+	// concurrently with this call. AsOf lies just below the store's clock
+	// reading, so a change stamped in that same instant is returned again
+	// rather than missed: a change may be returned twice.
 	ChangesSince(ctx context.Context, p ChangesParams) (Changes, error)
 	// EventsAfter returns up to Limit events with Seq > After in sequence
 	// order. No event can commit later with a Seq at or below the last one
 	// returned, so paging by Seq never misses one.
 	EventsAfter(ctx context.Context, p EventsParams) ([]Event, error)
 	// Metrics counts jobs by state (every state present, zero included),
-	// latency percentiles of jobs finished since Since, and error rate by
-	// kind.
+	// latency percentiles of jobs that succeeded, failed or were cancelled
+	// since Since (superseded jobs are left out: their retry replaced the
+	// outcome), and error rate by kind.
 	Metrics(ctx context.Context, p MetricsParams) (Metrics, error)
 	// Archive deletes terminal jobs finished before Before, with their
 	// events and responses, and prompts left without jobs. Returns the

@@ -42,10 +42,10 @@ var errInvalidBatch = errors.New("invalid enqueue batch")
 // error it was.
 func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 	var (
-		enqs           []*enqueueReq
-		claims         []*claimReq
-		finishes       []*finishReq
-		eIdx, cIdx, fI []int
+		enqs             []*enqueueReq
+		claims           []*claimReq
+		finishes         []*finishReq
+		eIdx, cIdx, fIdx []int
 	)
 	for i, r := range reqs {
 		switch {
@@ -54,7 +54,7 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 		case r.claim != nil:
 			claims, cIdx = append(claims, r.claim), append(cIdx, i)
 		default:
-			finishes, fI = append(finishes, r.finish), append(fI, i)
+			finishes, fIdx = append(finishes, r.finish), append(fIdx, i)
 		}
 	}
 	errs := make([]error, len(reqs))
@@ -64,18 +64,6 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 		}
 	}
 	// A batch of one kind needs no sharing logic.
-	if Separate {
-		if len(enqs) > 0 {
-			spread(eIdx, s.runEnqueue(ctx, enqs))
-		}
-		if len(claims) > 0 {
-			spread(cIdx, s.runClaim(ctx, claims))
-		}
-		if len(finishes) > 0 {
-			spread(fI, s.runFinish(ctx, finishes))
-		}
-		return errs
-	}
 	switch {
 	case len(enqs) == len(reqs):
 		spread(eIdx, s.runEnqueue(ctx, enqs))
@@ -84,7 +72,7 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 		spread(cIdx, s.runClaim(ctx, claims))
 		return errs
 	case len(finishes) == len(reqs):
-		spread(fI, s.runFinish(ctx, finishes))
+		spread(fIdx, s.runFinish(ctx, finishes))
 		return errs
 	}
 
@@ -123,10 +111,6 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 			}
 		})
 	}
-	var out []jobs.Enqueued
-	if err == nil && eb != nil {
-		out, err = eb.results()
-	}
 	if err != nil {
 		for _, r := range claims {
 			r.out = nil
@@ -138,20 +122,20 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 			spread(cIdx, s.runClaim(ctx, claims))
 		}
 		if len(finishes) > 0 {
-			spread(fI, s.runFinish(ctx, finishes))
+			spread(fIdx, s.runFinish(ctx, finishes))
 		}
 		return errs
 	}
-	for k, r := range enqs {
-		r.out = out[k]
+	if eb != nil {
+		for k, out := range eb.results() {
+			enqs[k].out = out
+		}
 	}
 	if fb != nil {
-		spread(fI, fb.errs)
+		spread(fIdx, fb.errs)
 	}
 	if (eb != nil && eb.changed()) || cb.claimed() > 0 || (fb != nil && fb.changed) {
 		s.broadcast()
 	}
 	return errs
 }
-
-var Separate bool

@@ -12,9 +12,10 @@
 // FOR UPDATE SKIP LOCKED, an UPDATE moves them to running, and the same
 // statement appends their events and notifies. A job whose DependsOn job
 // is queued or running waits; one whose dependency is terminal (or was
-// archived) is claimable, and the worker checks the outcome. Every finalizing write first locks the
-// job row and checks state = running AND worker_claim = the caller, so a
-// stale worker changes nothing and gets jobs.ErrNotClaimed.
+// archived) is claimable, and the worker checks the outcome. Every
+// finalizing write first locks the job row and checks state = running AND
+// worker_claim = the caller, so a stale worker changes nothing and gets
+// jobs.ErrNotClaimed.
 //
 // # Event ordering
 //
@@ -32,7 +33,7 @@
 //     derived from the schema name (the "event lock").
 //  3. Only then it reads the store clock, stamps updated_at with that time
 //     on the rows it changes, and inserts its job_events (seq from an
-//     identity sequence), in one statement.
+//     identity sequence), in one statement per kind of change.
 //  4. COMMIT. PostgreSQL releases transaction locks only after the commit
 //     is visible to other sessions.
 //

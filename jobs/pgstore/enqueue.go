@@ -91,55 +91,109 @@ func (s *Store) enqueue(ctx context.Context, ps []jobs.EnqueueParams) ([]jobs.En
 	if err := s.write(ctx, b.pre, b.locked); err != nil {
 		return nil, err
 	}
-	out, err := b.results()
-	if err == nil && b.changed() {
+	if b.changed() {
 		s.broadcast()
 	}
-	return out, err
+	return b.results(), nil
 }
 
 // enqueueBatch is the part of a writing transaction that enqueues: the
 // prompts go in before the event lock, the jobs and their events under it.
+//
+// Idempotency: an item repeating an earlier item's (org, key) in the same
+// batch is not inserted and gets that item's IDs. The others are inserted
+// with ON CONFLICT DO UPDATE (a no-op update): a key that already exists
+// returns the existing prompt, locked, so archiving cannot delete it while
+// this transaction reads its first job; a key a concurrent transaction is
+// inserting makes this one wait (before the event lock) for its outcome.
 type enqueueBatch struct {
-	rows     *enqueueRows
-	now      time.Time // created_at of the prompts and jobs
-	schema   string
-	inserted map[string]bool // prompt IDs inserted, when keys may conflict
-	found    map[[2]string]existingPrompt
+	rows   *enqueueRows
+	now    time.Time // created_at of the prompts and jobs
+	schema string
+	dupOf  []int          // index of the earlier item with the same key, or -1
+	match  map[int]string // item → existing prompt its key matched
+	first  map[string]firstJob
 }
+
+// firstJob is an existing prompt's first job (its IDs are what an
+// idempotent repeat returns). Both are nil if its jobs were archived.
+type firstJob struct{ id, state *string }
 
 func newEnqueueBatch(ps []jobs.EnqueueParams, now time.Time, schema string) (*enqueueBatch, error) {
 	r, err := newEnqueueRows(ps, now)
 	if err != nil {
 		return nil, err
 	}
-	return &enqueueBatch{rows: r, now: now, schema: schema}, nil
+	b := &enqueueBatch{rows: r, now: now, schema: schema, dupOf: make([]int, len(ps))}
+	seen := map[[2]string]int{}
+	for i := range ps {
+		b.dupOf[i] = -1
+		if r.key[i] == "" {
+			continue
+		}
+		k := [2]string{r.org[i], r.key[i]}
+		if j, ok := seen[k]; ok {
+			b.dupOf[i] = j
+		} else {
+			seen[k] = i
+		}
+	}
+	return b, nil
 }
 
 func (b *enqueueBatch) pre(p *phase) {
 	if b.rows.hasRefs {
 		checkRefs(p, b.rows)
 	}
-	insertPrompts(p, b.rows, b.now, &b.inserted)
+	b.insertPrompts(p)
 }
 
 func (b *enqueueBatch) locked(p *phase, stamp time.Time) {
-	fresh := b.rows.fresh(b.inserted)
-	if len(fresh) < len(b.rows.promptID) {
-		lookupExisting(p, b.rows, fresh, &b.found)
+	if len(b.match) > 0 {
+		b.lookupFirstJobs(p)
 	}
-	if len(fresh) > 0 {
+	if fresh := b.fresh(); len(fresh) > 0 {
 		insertJobs(p, b.rows, fresh, b.now, stamp, b.schema)
 	}
 }
 
-// results are the calls' IDs, once the transaction has committed.
-func (b *enqueueBatch) results() ([]jobs.Enqueued, error) {
-	return b.rows.results(b.inserted, b.found)
+// fresh returns the indexes of the items whose prompt this batch inserted.
+func (b *enqueueBatch) fresh() []int {
+	out := make([]int, 0, len(b.dupOf))
+	for i, d := range b.dupOf {
+		if _, ok := b.match[i]; d < 0 && !ok {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // changed reports whether the batch created any job.
-func (b *enqueueBatch) changed() bool { return len(b.rows.fresh(b.inserted)) > 0 }
+func (b *enqueueBatch) changed() bool { return len(b.fresh()) > 0 }
+
+// results are the calls' IDs, once the transaction has committed.
+func (b *enqueueBatch) results() []jobs.Enqueued {
+	r := b.rows
+	out := make([]jobs.Enqueued, len(b.dupOf))
+	for i, d := range b.dupOf {
+		if d >= 0 {
+			continue
+		}
+		if pid, ok := b.match[i]; ok {
+			f := b.first[pid]
+			out[i] = jobs.Enqueued{PromptID: pid, JobID: str(f.id), State: jobs.State(str(f.state)), Existing: true}
+		} else {
+			out[i] = jobs.Enqueued{PromptID: r.promptID[i], JobID: r.jobID[i], State: jobs.Queued}
+		}
+	}
+	for i, d := range b.dupOf {
+		if d >= 0 {
+			out[i] = out[d]
+			out[i].Existing = true
+		}
+	}
+	return out
+}
 
 func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) (*enqueueRows, error) {
 	n := len(ps)
@@ -220,119 +274,85 @@ func checkRefs(p *phase, r *enqueueRows) {
 	})
 }
 
-// insertPrompts inserts the batch's prompts before the event lock (an
-// idempotency-key insert may wait for a concurrent transaction holding the
-// same key, which must never happen under the lock). With idempotency
-// keys it records which prompts it inserted; without, all were.
-func insertPrompts(p *phase, r *enqueueRows, now time.Time, inserted *map[string]bool) {
+// insertPrompts inserts the batch's prompts (but in-batch repeats)
+// before the event lock, where waiting for a concurrent insert of the same
+// key is safe, and records which keys matched existing prompts.
+func (b *enqueueBatch) insertPrompts(p *phase) {
+	r := b.rows
+	var idx []int
+	for i, d := range b.dupOf {
+		if d < 0 {
+			idx = append(idx, i)
+		}
+	}
+	col := func(c []string) []string {
+		out := make([]string, len(idx))
+		for k, i := range idx {
+			out[k] = c[i]
+		}
+		return out
+	}
 	// Rows go in (org, key) order so concurrent batches sharing keys lock
 	// them in the same order and cannot deadlock.
-	const q = `
+	q := `
 		INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs, profile, idempotency_key, created_at)
 		SELECT u.id, u.org, u.by, NULLIF(u.parent, ''), u.corr, u.text, u.ref, NULLIF(u.inputs, '')::json, u.profile, u.key, $11
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
 			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key)
-		ORDER BY u.org, u.key
-		ON CONFLICT (org_id, idempotency_key) WHERE idempotency_key <> '' DO NOTHING`
-	args := []any{r.promptID, r.org, r.by, r.parent, r.corr, r.text, r.ref, r.inputs, r.profile, r.key, now}
+		ORDER BY u.org, u.key`
+	args := []any{col(r.promptID), col(r.org), col(r.by), col(r.parent), col(r.corr), col(r.text), col(r.ref),
+		col(r.inputs), col(r.profile), col(r.key), b.now}
 	if !r.hasKeys {
+		// Nothing can conflict: every prompt is inserted.
 		p.exec(q, args...)
 		return
 	}
-	p.query(q+` RETURNING id`, args, func(rows pgx.Rows) error {
-		m := make(map[string]bool, len(r.promptID))
+	q += `
+		ON CONFLICT (org_id, idempotency_key) WHERE idempotency_key <> ''
+		DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
+		RETURNING id, org_id, idempotency_key`
+	p.query(q, args, func(rows pgx.Rows) error {
+		byKey := map[[2]string]string{}
 		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+			var id, org, key string
+			if err := rows.Scan(&id, &org, &key); err != nil {
 				return err
 			}
-			m[id] = true
+			if key != "" {
+				byKey[[2]string{org, key}] = id
+			}
 		}
-		*inserted = m
+		b.match = map[int]string{}
+		for _, i := range idx {
+			if id, ok := byKey[[2]string{r.org[i], r.key[i]}]; ok && id != r.promptID[i] {
+				b.match[i] = id
+			}
+		}
 		return nil
 	})
 }
 
-// fresh returns the indexes of the items whose prompt was inserted.
-func (r *enqueueRows) fresh(inserted map[string]bool) []int {
-	out := make([]int, 0, len(r.promptID))
-	for i, id := range r.promptID {
-		if inserted == nil || inserted[id] {
-			out = append(out, i)
-		}
-	}
-	return out
-}
-
-// existingPrompt is an earlier prompt an idempotency key matched, with its
-// first job.
-type existingPrompt struct {
-	promptID     string
-	jobID, state *string
-}
-
-// lookupExisting reads the prompts that idempotency keys matched. It runs
-// under the event lock: it only reads, so it cannot wait for anyone.
-func lookupExisting(p *phase, r *enqueueRows, fresh []int, found *map[[2]string]existingPrompt) {
-	isFresh := make(map[int]bool, len(fresh))
-	for _, i := range fresh {
-		isFresh[i] = true
-	}
-	var orgs, keys []string
-	for i := range r.promptID {
-		if !isFresh[i] {
-			orgs, keys = append(orgs, r.org[i]), append(keys, r.key[i])
-		}
+// lookupFirstJobs reads the first job of each prompt a key matched. It
+// runs under the event lock: it only reads, so it cannot wait for anyone.
+func (b *enqueueBatch) lookupFirstJobs(p *phase) {
+	pids := make([]string, 0, len(b.match))
+	for _, pid := range b.match {
+		pids = append(pids, pid)
 	}
 	p.query(`
-		SELECT p.org_id, p.idempotency_key, p.id, j.id, j.state
-		FROM prompts p
-		LEFT JOIN LATERAL (SELECT id, state FROM jobs WHERE prompt_id = p.id ORDER BY created_at, id LIMIT 1) j ON true
-		WHERE p.idempotency_key <> '' AND (p.org_id, p.idempotency_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
-		[]any{orgs, keys}, func(rows pgx.Rows) error {
-			m := map[[2]string]existingPrompt{}
-			for rows.Next() {
-				var org, key string
-				var e existingPrompt
-				if err := rows.Scan(&org, &key, &e.promptID, &e.jobID, &e.state); err != nil {
-					return err
-				}
-				m[[2]string{org, key}] = e
+		SELECT DISTINCT ON (prompt_id) prompt_id, id, state FROM jobs
+		WHERE prompt_id = ANY ($1) ORDER BY prompt_id, created_at, id`, []any{pids}, func(rows pgx.Rows) error {
+		b.first = map[string]firstJob{}
+		for rows.Next() {
+			var pid string
+			var f firstJob
+			if err := rows.Scan(&pid, &f.id, &f.state); err != nil {
+				return err
 			}
-			*found = m
-			return nil
-		})
-}
-
-// results maps every item to its IDs: its own when inserted; otherwise
-// the earlier prompt's first job, or the item of this batch that inserted
-// the same key.
-func (r *enqueueRows) results(inserted map[string]bool, found map[[2]string]existingPrompt) ([]jobs.Enqueued, error) {
-	out := make([]jobs.Enqueued, len(r.promptID))
-	inBatch := map[string]int{}
-	for i, id := range r.promptID {
-		if inserted == nil || inserted[id] {
-			out[i] = jobs.Enqueued{PromptID: id, JobID: r.jobID[i], State: jobs.Queued}
-			inBatch[id] = i
+			b.first[pid] = f
 		}
-	}
-	for i, id := range r.promptID {
-		if inserted == nil || inserted[id] {
-			continue
-		}
-		e, ok := found[[2]string{r.org[i], r.key[i]}]
-		if !ok {
-			// The matching prompt was archived between the insert and
-			// the read; trying again will insert it afresh.
-			return nil, fmt.Errorf("idempotency key matched a prompt that no longer exists")
-		}
-		if j, ok := inBatch[e.promptID]; ok {
-			out[i] = jobs.Enqueued{PromptID: e.promptID, JobID: r.jobID[j], State: jobs.Queued, Existing: true}
-			continue
-		}
-		out[i] = jobs.Enqueued{PromptID: e.promptID, JobID: str(e.jobID), State: jobs.State(str(e.state)), Existing: true}
-	}
-	return out, nil
+		return nil
+	})
 }
 
 // insertJobs inserts the fresh items' jobs and their first events under

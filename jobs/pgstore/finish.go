@@ -98,7 +98,8 @@ func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
 // locks the jobs before the event lock (in ID order, so concurrent batches
 // cannot deadlock), checks each call's claim, and applies the valid calls
 // in one statement under the lock. A call whose job is not running under
-// its worker gets jobs.ErrNotClaimed and changes nothing.
+// its worker gets jobs.ErrNotClaimed and changes nothing. The calls name
+// distinct jobs (the group commit's key sees to it).
 type finishBatch struct {
 	reqs    []*finishReq
 	errs    []error

@@ -23,6 +23,8 @@ type group[R any] struct {
 	key func(R) string
 	// run executes a batch and returns each call's error, in order.
 	run func(ctx context.Context, reqs []R) []error
+	// stop, when done, cancels batches in flight (the store is closing).
+	stop context.Context
 
 	mu    sync.Mutex
 	queue []*groupCall[R]
@@ -40,8 +42,8 @@ type groupCall[R any] struct {
 
 // do runs req in some batch and returns its error. Cancelling ctx
 // abandons the call only while it waits to be batched; a batch, once
-// started, runs to completion (on a context without cancellation, so
-// one caller giving up does not fail the others).
+// started, runs to completion (one caller giving up must not fail the
+// others), unless g.stop ends.
 func (g *group[R]) do(ctx context.Context, req R) error {
 	c := &groupCall[R]{req: req, done: make(chan struct{}), lead: make(chan struct{}, 1)}
 	g.mu.Lock()
@@ -57,7 +59,7 @@ func (g *group[R]) do(ctx context.Context, req R) error {
 		case <-c.done:
 			return c.err
 		case <-c.lead:
-			g.runBatch(context.WithoutCancel(ctx))
+			g.runBatch(ctx)
 		case <-ctx.Done():
 			g.mu.Lock()
 			if c.taken {
@@ -78,8 +80,14 @@ func (g *group[R]) do(ctx context.Context, req R) error {
 }
 
 // runBatch takes the next batch from the queue, runs it, publishes the
-// results and hands leadership to the oldest waiting call.
+// results and hands leadership to the oldest waiting call. ctx is the
+// leader's; only its values are used.
 func (g *group[R]) runBatch(ctx context.Context) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if g.stop != nil {
+		defer context.AfterFunc(g.stop, cancel)()
+	}
 	g.mu.Lock()
 	var batch []*groupCall[R]
 	seen := map[string]bool{}

@@ -88,7 +88,7 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 		bgCtx:     bg,
 		bgCancel:  cancel,
 	}
-	s.writes = group[*writeReq]{max: writeBatchMax, key: (*writeReq).key, run: s.runWrites}
+	s.writes = group[*writeReq]{max: writeBatchMax, key: (*writeReq).key, run: s.runWrites, stop: bg}
 	return s, nil
 }
 

@@ -1,0 +1,134 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// openInternal opens a store on a fresh schema for tests that need the
+// package's internals.
+func openInternal(t *testing.T) *Store {
+	t.Helper()
+	base := os.Getenv("PROMPTKIT_TEST_DATABASE_URL")
+	if base == "" {
+		t.Skip("PROMPTKIT_TEST_DATABASE_URL not set: skipping PostgreSQL store tests")
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "pkt_" + hex.EncodeToString(b[:])
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	ctx := context.Background()
+	s, err := Open(ctx, u.String(), jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		conn.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`)
+	})
+	return s
+}
+
+// TestRunWritesMixedWithBadCall checks that one bad call in a shared
+// transaction (an enqueue naming a missing dependency) fails alone: the
+// shared transaction rolls back and every call runs again on its own.
+func TestRunWritesMixedWithBadCall(t *testing.T) {
+	s := openInternal(t)
+	ctx := context.Background()
+	a, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w"})
+	if err != nil || len(got) != 1 || got[0].ID != a.JobID {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	reqs := []*writeReq{
+		{enqueue: &enqueueReq{p: jobs.EnqueueParams{OrgID: "o", Text: "c"}}},
+		{enqueue: &enqueueReq{p: jobs.EnqueueParams{OrgID: "o", Text: "bad", DependsOn: "missing"}}},
+		{claim: &claimReq{worker: "w2", limit: 5, ceiling: 100}},
+		{finish: &finishReq{op: "succeed", jobID: a.JobID, worker: "w", output: "ok", usage: new("{}")}},
+		{finish: &finishReq{op: "fail", jobID: jobs.NewID(), worker: "w"}},
+	}
+	errs := s.runWrites(ctx, reqs)
+	if errs[0] != nil || reqs[0].enqueue.out.JobID == "" {
+		t.Errorf("good enqueue: %v %+v", errs[0], reqs[0].enqueue.out)
+	}
+	if !errors.Is(errs[1], jobs.ErrInvalid) {
+		t.Errorf("bad enqueue: %v, want ErrInvalid", errs[1])
+	}
+	if errs[2] != nil || len(reqs[2].claim.out) != 2 {
+		t.Errorf("claim: %v, %d jobs, want 2 (b and c)", errs[2], len(reqs[2].claim.out))
+	}
+	if errs[3] != nil || reqs[3].finish.job.State != jobs.Succeeded {
+		t.Errorf("succeed: %v %+v", errs[3], reqs[3].finish.job)
+	}
+	if !errors.Is(errs[4], jobs.ErrNotClaimed) {
+		t.Errorf("fail of an unknown job: %v, want ErrNotClaimed", errs[4])
+	}
+}
+
+// TestRunWritesShared checks a mixed batch that succeeds as one
+// transaction: claims see the queue as it was before the batch.
+func TestRunWritesShared(t *testing.T) {
+	s := openInternal(t)
+	ctx := context.Background()
+	a, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w"}); err != nil || len(got) != 1 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	before := len(s.allEventsForTest(t))
+	reqs := []*writeReq{
+		{enqueue: &enqueueReq{p: jobs.EnqueueParams{OrgID: "o", Text: "c"}}},
+		{claim: &claimReq{worker: "w2", limit: 5, ceiling: 100}},
+		{finish: &finishReq{op: "requeue", jobID: a.JobID, worker: "w", inc: 1, kind: "timeout"}},
+	}
+	errs := s.runWrites(ctx, reqs)
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("errors: %v", errs)
+	}
+	if len(reqs[1].claim.out) != 0 {
+		t.Errorf("claim in the batch took %d jobs created or requeued by the same batch", len(reqs[1].claim.out))
+	}
+	if reqs[2].finish.job.State != jobs.Queued || reqs[2].finish.job.Attempt != 2 {
+		t.Errorf("requeued job: %+v", reqs[2].finish.job)
+	}
+	if n := len(s.allEventsForTest(t)) - before; n != 2 {
+		t.Errorf("batch appended %d events, want 2 (enqueue, requeue)", n)
+	}
+}
+
+func (s *Store) allEventsForTest(t *testing.T) []jobs.Event {
+	t.Helper()
+	ev, err := s.EventsAfter(context.Background(), jobs.EventsParams{Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
