@@ -91,7 +91,17 @@ type Store struct {
 	subMu      sync.Mutex
 	subs       map[*subscriber]struct{}
 	subsClosed bool
+
+	// The watcher notices commits by other processes (see watch); it
+	// starts with the first Notify.
+	watchOnce sync.Once
+	watchDone chan struct{}
 }
+
+// watchInterval is how often the watcher asks SQLite whether another
+// connection committed: cheap (no lock, no I/O beyond the WAL index), and
+// it bounds how late another process's enqueue wakes this one's workers.
+const watchInterval = 25 * time.Millisecond
 
 // dsn builds the modernc.org/sqlite data source name for path. The file:
 // URI form keeps a path containing '?' or '#' intact; SQLite ignores the
@@ -206,6 +216,7 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 		closing:       make(chan struct{}),
 		committerDone: make(chan struct{}),
 		subs:          make(map[*subscriber]struct{}),
+		watchDone:     make(chan struct{}),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -230,6 +241,8 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.closing)
 		<-s.committerDone
+		s.watchOnce.Do(func() { close(s.watchDone) }) // never started
+		<-s.watchDone
 		s.closeSubscribers()
 		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
 	})
@@ -411,6 +424,7 @@ func (s *Store) Notify(ctx context.Context) <-chan struct{} {
 	}
 	sub := &subscriber{ch: ch}
 	s.subs[sub] = struct{}{}
+	s.watchOnce.Do(func() { go s.watch() })
 	// AfterFunc instead of a goroutine per subscriber; it runs after we
 	// release subMu even if ctx is already done.
 	sub.stop = context.AfterFunc(ctx, func() { s.unsubscribe(sub) })
@@ -542,4 +556,37 @@ func notFound(err error) error {
 		return jobs.ErrNotFound
 	}
 	return err
+}
+
+// watch wakes subscribers when another connection — usually another
+// process on the same file, such as `promptkit submit` next to a running
+// serve — commits. PRAGMA data_version changes exactly when a different
+// connection has committed since the last call on this one, so it needs a
+// dedicated connection, held until Close.
+func (s *Store) watch() {
+	defer close(s.watchDone)
+	ctx := context.Background() // each query is quick; Close ends the loop
+	conn, err := s.reader.Conn(ctx)
+	if err != nil {
+		return // the store is closing, or the file is gone: polling remains
+	}
+	defer conn.Close()
+	t := time.NewTicker(watchInterval)
+	defer t.Stop()
+	last := int64(-1)
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-t.C:
+		}
+		var v int64
+		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+			continue
+		}
+		if last >= 0 && v != last {
+			s.broadcast()
+		}
+		last = v
+	}
 }

@@ -266,3 +266,37 @@ func TestChangesSinceClockStepsBack(t *testing.T) {
 		t.Errorf("change after the clock stepped back: got %+v", c.Jobs)
 	}
 }
+
+// TestNotifySeesOtherProcesses: a commit through another handle on the
+// same file (another process, in practice) wakes this store's
+// subscribers.
+func TestNotifySeesOtherProcesses(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	a, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	wake := a.Notify(ctx)
+	// The watcher takes its first reading on its first tick; keep
+	// enqueuing through the other handle until a wake-up arrives (a
+	// missed notification would hang here until the test times out).
+	for {
+		if _, err := b.Enqueue(t.Context(), jobs.EnqueueParams{Text: "from elsewhere"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-wake:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
