@@ -101,7 +101,7 @@ type Store struct {
 // watchInterval is how often the watcher asks SQLite whether another
 // connection committed: cheap (no lock, no I/O beyond the WAL index), and
 // it bounds how late another process's enqueue wakes this one's workers.
-const watchInterval = 25 * time.Millisecond
+const watchInterval = 10 * time.Millisecond
 
 // dsn builds the modernc.org/sqlite data source name for path. The file:
 // URI form keeps a path containing '?' or '#' intact; SQLite ignores the
@@ -574,17 +574,21 @@ func (s *Store) watch() {
 	t := time.NewTicker(watchInterval)
 	defer t.Stop()
 	last := int64(-1)
-	for {
-		select {
-		case <-s.closing:
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-s.closing:
+				return
+			case <-t.C:
+			}
 		}
 		var v int64
 		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
 			continue
 		}
-		if last >= 0 && v != last {
+		// The first reading wakes too: a commit may have landed between
+		// the subscription and this baseline.
+		if v != last {
 			s.broadcast()
 		}
 		last = v

@@ -1,0 +1,230 @@
+// Command e2e measures the job service end to end: jobs per second through
+// the worker runtime that `promptkit serve` runs (claim, engine run
+// against a zero-latency provider, attempt event, succeed), and pickup
+// latency (enqueue → running) with idle workers, on SQLite and PostgreSQL.
+//
+//	cd bench && go run ./e2e -runs 3
+//
+// PostgreSQL rows need PROMPTKIT_TEST_DATABASE_URL (each run uses a fresh
+// schema, dropped afterwards). Everything runs on loopback and stops by
+// itself.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/pgstore"
+	"github.com/promptkit/promptkit/jobs/sqlitestore"
+	"github.com/promptkit/promptkit/jobs/worker"
+	"github.com/promptkit/promptkit/providertest"
+)
+
+type db struct {
+	name string
+	// open returns a fresh store, a reopen function for a second handle
+	// (another "process"), and a cleanup.
+	open func(ctx context.Context) (jobs.Store, func() (jobs.Store, error), func(), error)
+}
+
+func main() {
+	n := flag.Int("n", 2000, "jobs per throughput run")
+	workers := flag.Int("workers", 8, "worker concurrency")
+	samples := flag.Int("pickup", 100, "pickup samples per run")
+	runs := flag.Int("runs", 3, "runs per database")
+	flag.Parse()
+	ctx := context.Background()
+
+	srv := providertest.NewServer(providertest.WithMaxRecorded(1))
+	defer srv.Close()
+	retries := 0
+	eng, err := promptkit.New(promptkit.Config{
+		Backends:         []promptkit.Backend{{ID: "fake", BaseURL: srv.URL}},
+		Profiles:         []promptkit.Profile{{ID: "default", Backend: "fake", Model: "m"}},
+		TransientRetries: &retries,
+	})
+	must(err)
+
+	dbs := []db{{"sqlite", openSQLite}}
+	if os.Getenv("PROMPTKIT_TEST_DATABASE_URL") != "" {
+		dbs = append(dbs, db{"postgres", openPostgres})
+	}
+	fmt.Printf("%d jobs, %d workers, %d pickup samples, %d runs; %s, %d cores, %s\n\n",
+		*n, *workers, *samples, *runs, time.Now().Format("2006-01-02"), runtime.NumCPU(), runtime.Version())
+	fmt.Println("| database | jobs/s min | median | max | pickup p50 same process | p99 | pickup p50 other process | p99 |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
+	for _, d := range dbs {
+		var rates []float64
+		var same, other []time.Duration
+		for r := 0; r < *runs; r++ {
+			rates = append(rates, throughput(ctx, d, eng, *n, *workers))
+			s, o := pickup(ctx, d, eng, *samples)
+			same, other = append(same, s...), append(other, o...)
+		}
+		slices.Sort(rates)
+		fmt.Printf("| %s | %.0f | %.0f | %.0f | %v | %v | %v | %v |\n", d.name, rates[0], rates[len(rates)/2], rates[len(rates)-1],
+			pct(same, 50), pct(same, 99), pct(other, 50), pct(other, 99))
+	}
+}
+
+func newWorker(st jobs.Store, eng *promptkit.Engine, conc int) *worker.Worker {
+	w, err := worker.New(worker.Config{
+		Store: st, Engine: eng, Concurrency: conc, BatchSize: conc,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	must(err)
+	return w
+}
+
+// throughput enqueues n jobs, then measures how long a running worker
+// takes to finish them all.
+func throughput(ctx context.Context, d db, eng *promptkit.Engine, n, conc int) float64 {
+	st, _, cleanup, err := d.open(ctx)
+	must(err)
+	defer cleanup()
+	for i := 0; i < n; i += 500 {
+		batch := make([]jobs.EnqueueParams, 0, 500)
+		for j := i; j < min(i+500, n); j++ {
+			batch = append(batch, jobs.EnqueueParams{Text: fmt.Sprintf("job %d", j)})
+		}
+		_, err := st.EnqueueBatch(ctx, batch)
+		must(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { defer close(done); _ = newWorker(st, eng, conc).Run(runCtx) }()
+	waitFor(ctx, st, func(m jobs.Metrics) bool { return m.Counts[jobs.Succeeded] == n })
+	elapsed := time.Since(start)
+	stop()
+	<-done
+	return float64(n) / elapsed.Seconds()
+}
+
+// pickup measures enqueue → claim with an idle worker, enqueuing through
+// the worker's own store handle (as serve's HTTP API will) and through a
+// second handle (as `promptkit submit` in another process does).
+func pickup(ctx context.Context, d db, eng *promptkit.Engine, samples int) (same, other []time.Duration) {
+	st, reopen, cleanup, err := d.open(ctx)
+	must(err)
+	defer cleanup()
+	second, err := reopen()
+	must(err)
+	defer second.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = newWorker(st, eng, 4).Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	one := func(via jobs.Store) time.Duration {
+		e, err := via.Enqueue(ctx, jobs.EnqueueParams{Text: "pickup"})
+		must(err)
+		for {
+			j, err := st.GetJob(ctx, "", e.JobID)
+			must(err)
+			if j.State == jobs.Succeeded {
+				return j.ClaimedAt.Sub(j.CreatedAt)
+			}
+			time.Sleep(2 * time.Millisecond) // benchmark poll; the sample itself comes from the store's timestamps
+		}
+	}
+	for i := 0; i < samples; i++ {
+		same = append(same, one(st))
+		other = append(other, one(second))
+		if os.Getenv("E2E_DEBUG") != "" {
+			fmt.Fprintln(os.Stderr, d.name, i, same[len(same)-1], other[len(other)-1])
+		}
+	}
+	return same, other
+}
+
+func waitFor(ctx context.Context, st jobs.Store, ok func(jobs.Metrics) bool) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		m, err := st.Metrics(ctx, jobs.MetricsParams{Since: time.Now()})
+		must(err)
+		if ok(m) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	panic("e2e: timed out")
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(0, min(i-1, len(s)-1))].Round(100 * time.Microsecond)
+}
+
+func openSQLite(ctx context.Context) (jobs.Store, func() (jobs.Store, error), func(), error) {
+	dir, err := os.MkdirTemp("", "promptkit-e2e-")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	path := filepath.Join(dir, "jobs.db")
+	st, err := sqlitestore.Open(ctx, path, jobs.Options{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	reopen := func() (jobs.Store, error) { return sqlitestore.Open(ctx, path, jobs.Options{}) }
+	return st, reopen, func() { st.Close(); os.RemoveAll(dir) }, nil
+}
+
+func openPostgres(ctx context.Context) (jobs.Store, func() (jobs.Store, error), func(), error) {
+	base := os.Getenv("PROMPTKIT_TEST_DATABASE_URL")
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "e2e_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		return nil, nil, nil, err
+	}
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	dsn := u.String()
+	st, err := pgstore.Open(ctx, dsn, jobs.Options{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	reopen := func() (jobs.Store, error) { return pgstore.Open(ctx, dsn, jobs.Options{}) }
+	cleanup := func() {
+		st.Close()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	}
+	return st, reopen, cleanup, nil
+}
+
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+}
