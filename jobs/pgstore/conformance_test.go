@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/jobstest"
 	"github.com/promptkit/promptkit/jobs/pgstore"
@@ -14,7 +15,7 @@ import (
 // harness gives every suite test a store on its own fresh schema.
 var harness = jobstest.Harness{
 	Open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
-		dsn := freshSchema(t, baseURL(t))
+		dsn := pgtest.Schema(t)
 		s, err := pgstore.Open(t.Context(), dsn, opts)
 		if err != nil {
 			t.Fatalf("open: %v", err)
@@ -36,6 +37,6 @@ func TestMain(m *testing.M) {
 }
 
 func TestConformance(t *testing.T) {
-	baseURL(t)
+	pgtest.BaseURL(t)
 	jobstest.Run(t, harness)
 }

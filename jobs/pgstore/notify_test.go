@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/pgstore"
 )
@@ -15,11 +16,11 @@ import (
 // (standing in for another process) wakes through LISTEN/NOTIFY, that a
 // store on another schema does not, and that Close stops every goroutine.
 func TestNotifyAcrossStores(t *testing.T) {
-	base := baseURL(t)
+	pgtest.BaseURL(t) // skip before goleak records the goroutines
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
-	dsn := freshSchema(t, base)
-	other := freshSchema(t, base)
+	dsn := pgtest.Schema(t)
+	other := pgtest.Schema(t)
 
 	a, err := pgstore.Open(ctx, dsn, jobs.Options{})
 	if err != nil {

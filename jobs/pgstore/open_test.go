@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/pgstore"
 )
@@ -34,9 +35,9 @@ func TestOpenRejectsBadURLWithoutEchoingIt(t *testing.T) {
 // schema, keeps goose's version table in it, and that migrating again
 // (another process starting) is a no-op.
 func TestOpenCreatesSchema(t *testing.T) {
-	base := baseURL(t)
+	base := pgtest.BaseURL(t)
 	ctx := context.Background()
-	dsn := freshSchema(t, base)
+	dsn := pgtest.Schema(t)
 	u, _ := url.Parse(dsn)
 	q := u.Query()
 	schema := q.Get("search_path") + "_new"

@@ -2,14 +2,10 @@ package worker_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +16,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver, to count rows directly
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/jobstest"
 	"github.com/promptkit/promptkit/jobs/pgstore"
@@ -27,10 +24,6 @@ import (
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
-
-// envURL names the PostgreSQL test database; PostgreSQL variants skip
-// without it.
-const envURL = "PROMPTKIT_TEST_DATABASE_URL"
 
 // t0 is where every test's clock starts: far from the wall clock, so a
 // mix-up between the injected clock and time.Now shows.
@@ -81,7 +74,7 @@ var sqliteKind = storeKind{
 var postgresKind = storeKind{
 	name: "postgres",
 	open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
-		dsn := freshSchema(t)
+		dsn := pgtest.Schema(t)
 		s, err := pgstore.Open(t.Context(), dsn, opts)
 		if err != nil {
 			t.Fatalf("pgstore.Open: %v", err)
@@ -115,48 +108,6 @@ func kindByName(name string) storeKind {
 		}
 	}
 	panic("unknown store kind " + name)
-}
-
-// freshSchema creates a randomly named schema, drops it when the test
-// ends, and returns the test URL with search_path set to it. It skips the
-// test when no database is configured.
-func freshSchema(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv(envURL)
-	if base == "" {
-		t.Skip(envURL + " not set: skipping the PostgreSQL variant")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "pkw_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA `+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatalf("create schema: %v", err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			t.Errorf("connect: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{schema}.Sanitize()+` CASCADE`); err != nil {
-			t.Errorf("drop schema: %v", err)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("parse %s: %v", envURL, err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
 }
 
 // eachStore runs fn as a parallel subtest per store kind.
