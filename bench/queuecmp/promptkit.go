@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// promptkitSystem is our job store (jobs/pgstore, jobs/sqlitestore),
+// driven directly: no engine, no HTTP. With dispatch (steady state only),
+// one claimer per process feeds the workers, as jobs/worker and River's
+// producer do: it claims up to the free worker slots (at most 100) at a
+// time.
+type promptkitSystem struct{ dispatch bool }
+
+func (s promptkitSystem) Name() string {
+	if s.dispatch {
+		return "promptkit-1claimer"
+	}
+	return "promptkit"
+}
+
+func (s promptkitSystem) SteadyOnly() bool { return s.dispatch }
+
+func (s promptkitSystem) Open(ctx context.Context, e *env, db string) (instance, error) {
+	switch db {
+	case dbPostgres:
+		schema, drop, err := e.newSchema(ctx, "qc_pk")
+		if err != nil {
+			return nil, err
+		}
+		st, err := openPGStore(ctx, withSearchPath(e.pgURL, schema))
+		if err != nil {
+			drop()
+			return nil, err
+		}
+		return &pkInstance{store: st, claimLimit: e.opts.ClaimLimit, dispatch: s.dispatch, describe: pgStoreSetup, cleanup: func() error {
+			err := st.Close()
+			return errors.Join(err, drop())
+		}}, nil
+	case dbSQLite:
+		path, remove, err := e.newSQLiteFile("pk")
+		if err != nil {
+			return nil, err
+		}
+		st, err := openSQLiteStore(ctx, path)
+		if err != nil {
+			remove()
+			return nil, err
+		}
+		return &pkInstance{store: st, claimLimit: e.opts.ClaimLimit, dispatch: s.dispatch, describe: sqliteStoreSetup, cleanup: func() error {
+			err := st.Close()
+			return errors.Join(err, remove())
+		}}, nil
+	}
+	return nil, fmt.Errorf("unknown database %q", db)
+}
+
+type pkInstance struct {
+	store      jobs.Store
+	claimLimit int
+	dispatch   bool
+	describe   string
+	cleanup    func() error
+}
+
+func (p *pkInstance) Describe() string { return p.describe }
+
+func noopParams() jobs.EnqueueParams {
+	return jobs.EnqueueParams{OrgID: "bench", CreatedBy: "bench", Text: "noop"}
+}
+
+func (p *pkInstance) Insert(ctx context.Context, n, batch int) error {
+	ps := make([]jobs.EnqueueParams, batch)
+	for i := range ps {
+		ps[i] = noopParams()
+	}
+	for done := 0; done < n; {
+		k := min(batch, n-done)
+		res, err := p.store.EnqueueBatch(ctx, ps[:k])
+		if err != nil {
+			return err
+		}
+		if len(res) != k {
+			return fmt.Errorf("EnqueueBatch returned %d results for %d jobs", len(res), k)
+		}
+		done += k
+	}
+	return nil
+}
+
+// Work: each of workers goroutines loops Claim(Limit) → Succeed for each
+// claimed job until n jobs have succeeded. A worker whose claim comes back
+// empty waits 1 ms (River's FetchCooldown here) before the next.
+func (p *pkInstance) Work(ctx context.Context, n, workers int) error {
+	var done atomic.Int64
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			worker := "bench-" + strconv.Itoa(i)
+			for done.Load() < int64(n) && ctx.Err() == nil {
+				js, err := p.store.Claim(ctx, jobs.ClaimParams{Worker: worker, Limit: p.claimLimit})
+				if err != nil {
+					cancel(fmt.Errorf("claim: %w", err))
+					return
+				}
+				if len(js) == 0 {
+					sleepCtx(ctx, time.Millisecond)
+					continue
+				}
+				for _, j := range js {
+					if _, err := p.store.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+						cancel(fmt.Errorf("succeed: %w", err))
+						return
+					}
+				}
+				if done.Add(int64(len(js))) >= int64(n) {
+					cancel(nil)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := done.Load(); got < int64(n) {
+		return fmt.Errorf("%d of %d succeeded: %w", got, n, context.Cause(ctx))
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// Steady: the same worker loop, but an idle worker waits for the store's
+// Notify (or 1 s, River's FetchPollInterval default), then at least 1 ms.
+func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult, error) {
+	rec := newSteadyRecorder()
+	wctx, cancel := context.WithCancelCause(ctx)
+	var wg sync.WaitGroup
+	if p.dispatch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.dispatchLoop(wctx, cancel, sp.Workers, rec)
+		}()
+	}
+	for i := range sp.Workers {
+		if p.dispatch {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			worker := "steady-" + strconv.Itoa(i)
+			wake := p.store.Notify(wctx)
+			for wctx.Err() == nil {
+				js, err := p.store.Claim(wctx, jobs.ClaimParams{Worker: worker, Limit: p.claimLimit})
+				if err != nil {
+					if wctx.Err() == nil {
+						cancel(fmt.Errorf("claim: %w", err))
+					}
+					return
+				}
+				if len(js) == 0 {
+					t := time.NewTimer(time.Second)
+					select {
+					case <-wake:
+					case <-t.C:
+					case <-wctx.Done():
+					}
+					t.Stop()
+					sleepCtx(wctx, time.Millisecond)
+					continue
+				}
+				for _, j := range js {
+					var opt struct {
+						T0 int64 `json:"t0"`
+					}
+					if json.Unmarshal(j.ExecutionOptions, &opt) == nil && opt.T0 != 0 {
+						rec.started(opt.T0)
+					}
+					if _, err := p.store.Succeed(wctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+						if wctx.Err() == nil {
+							cancel(fmt.Errorf("succeed: %w", err))
+						}
+						return
+					}
+				}
+			}
+		}()
+	}
+	res, err := rec.run(ctx, sp, func(ctx context.Context, t0 time.Time) error {
+		ep := noopParams()
+		ep.ExecutionOptions = json.RawMessage(`{"t0":` + strconv.FormatInt(t0.UnixNano(), 10) + `}`)
+		_, err := p.store.Enqueue(ctx, ep)
+		return err
+	})
+	werr := context.Cause(wctx)
+	cancel(nil)
+	wg.Wait()
+	if err == nil && werr != nil {
+		err = werr
+	}
+	return res, err
+}
+
+// dispatchLoop is one claimer feeding workers goroutines: it claims up to
+// the free slots (at most 100), waits for Notify (or 1 s) when the queue
+// is empty, and leaves at least 1 ms between claims.
+func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCauseFunc, workers int, rec *steadyRecorder) {
+	const worker = "steady-dispatch"
+	slots := make(chan struct{}, workers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wake := p.store.Notify(ctx)
+	for ctx.Err() == nil {
+		// Wait for at least one free slot, then count them all.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		free := 1
+		for free < min(workers, 100) {
+			select {
+			case slots <- struct{}{}:
+				free++
+				continue
+			default:
+			}
+			break
+		}
+		js, err := p.store.Claim(ctx, jobs.ClaimParams{Worker: worker, Limit: free})
+		if err != nil {
+			if ctx.Err() == nil {
+				cancel(fmt.Errorf("claim: %w", err))
+			}
+			return
+		}
+		for range free - len(js) {
+			<-slots
+		}
+		for _, j := range js {
+			var opt struct {
+				T0 int64 `json:"t0"`
+			}
+			if json.Unmarshal(j.ExecutionOptions, &opt) == nil && opt.T0 != 0 {
+				rec.started(opt.T0)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				if _, err := p.store.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil && ctx.Err() == nil {
+					cancel(fmt.Errorf("succeed: %w", err))
+				}
+			}()
+		}
+		if len(js) == 0 {
+			t := time.NewTimer(time.Second)
+			select {
+			case <-wake:
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+		sleepCtx(ctx, time.Millisecond)
+	}
+}
+
+func (p *pkInstance) Close() error { return p.cleanup() }
