@@ -14,10 +14,10 @@ import (
 )
 
 // promptkitSystem is our job store (jobs/pgstore, jobs/sqlitestore),
-// driven directly: no engine, no HTTP. With dispatch (steady state only),
-// one claimer per process feeds the workers, as jobs/worker and River's
-// producer do: it claims up to the free worker slots (at most 100) at a
-// time.
+// driven directly: no engine, no HTTP. Without dispatch every worker
+// claims for itself; with dispatch one claimer per process feeds the
+// workers, as jobs/worker and River's producer do: it claims up to the
+// free worker slots (at most 100) at a time.
 type promptkitSystem struct{ dispatch bool }
 
 func (s promptkitSystem) Name() string {
@@ -26,8 +26,6 @@ func (s promptkitSystem) Name() string {
 	}
 	return "promptkit"
 }
-
-func (s promptkitSystem) SteadyOnly() bool { return s.dispatch }
 
 func (s promptkitSystem) Open(ctx context.Context, e *env, db string) (instance, error) {
 	switch db {
@@ -103,6 +101,17 @@ func (p *pkInstance) Work(ctx context.Context, n, workers int) error {
 	var done atomic.Int64
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if p.dispatch {
+		p.dispatchLoop(ctx, cancel, workers, nil, func(k int) {
+			if done.Add(int64(k)) >= int64(n) {
+				cancel(nil)
+			}
+		})
+		if got := done.Load(); got < int64(n) {
+			return fmt.Errorf("%d of %d succeeded: %w", got, n, context.Cause(ctx))
+		}
+		return nil
+	}
 	var wg sync.WaitGroup
 	for i := range workers {
 		wg.Add(1)
@@ -157,7 +166,7 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.dispatchLoop(wctx, cancel, sp.Workers, rec)
+			p.dispatchLoop(wctx, cancel, sp.Workers, rec, nil)
 		}()
 	}
 	for i := range sp.Workers {
@@ -223,7 +232,10 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 // dispatchLoop is one claimer feeding workers goroutines: it claims up to
 // the free slots (at most 100), waits for Notify (or 1 s) when the queue
 // is empty, and leaves at least 1 ms between claims.
-func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCauseFunc, workers int, rec *steadyRecorder) {
+//
+// rec (steady state) records start latencies; succeeded, if non-nil, is
+// told of each finished job.
+func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCauseFunc, workers int, rec *steadyRecorder, succeeded func(int)) {
 	const worker = "steady-dispatch"
 	slots := make(chan struct{}, workers)
 	var wg sync.WaitGroup
@@ -260,15 +272,19 @@ func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCaus
 			var opt struct {
 				T0 int64 `json:"t0"`
 			}
-			if json.Unmarshal(j.ExecutionOptions, &opt) == nil && opt.T0 != 0 {
+			if rec != nil && json.Unmarshal(j.ExecutionOptions, &opt) == nil && opt.T0 != 0 {
 				rec.started(opt.T0)
 			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				if _, err := p.store.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil && ctx.Err() == nil {
-					cancel(fmt.Errorf("succeed: %w", err))
+				if _, err := p.store.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+					if ctx.Err() == nil {
+						cancel(fmt.Errorf("succeed: %w", err))
+					}
+				} else if succeeded != nil {
+					succeeded(1)
 				}
 			}()
 		}
