@@ -191,15 +191,8 @@ func (s *Store) Requeue(ctx context.Context, p jobs.RequeueParams) (jobs.Job, er
 			avail = p.AvailableAt.UnixMicro()
 		}
 		var err error
-		j, err = scanJob(w.queryRow(qRequeue, inc, avail, string(p.Kind), p.Message, w.now, p.JobID, p.Worker))
-		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.ErrNotClaimed
-		}
-		if err != nil {
-			return err
-		}
-		w.transition(j, jobs.Running, jobs.Queued)
-		return nil
+		j, err = w.finishRunning(jobs.Queued, qRequeue, inc, avail, string(p.Kind), p.Message, w.now, p.JobID, p.Worker)
+		return err
 	})
 	return j, err
 }
@@ -213,15 +206,8 @@ func (s *Store) Fail(ctx context.Context, p jobs.FailParams) (jobs.Job, error) {
 	var j jobs.Job
 	err := s.grouped(ctx, "fail", func(w *wtx) error {
 		var err error
-		j, err = scanJob(w.queryRow(qFail, string(kind), p.Message, w.now, p.JobID, p.Worker))
-		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.ErrNotClaimed
-		}
-		if err != nil {
-			return err
-		}
-		w.transition(j, jobs.Running, jobs.Failed)
-		return nil
+		j, err = w.finishRunning(jobs.Failed, qFail, string(kind), p.Message, w.now, p.JobID, p.Worker)
+		return err
 	})
 	return j, err
 }
@@ -346,4 +332,19 @@ func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaim
 		return nil
 	})
 	return out, err
+}
+
+// finishRunning runs a finalizing UPDATE … RETURNING on a job running
+// under the caller's claim and records its transition; no row means the
+// claim was lost, and nothing changed.
+func (w *wtx) finishRunning(to jobs.State, q string, args ...any) (jobs.Job, error) {
+	j, err := scanJob(w.queryRow(q, args...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return j, jobs.ErrNotClaimed
+	}
+	if err != nil {
+		return j, err
+	}
+	w.transition(j, jobs.Running, to)
+	return j, nil
 }
