@@ -12,12 +12,12 @@ import (
 	"github.com/promptkit/promptkit/providertest"
 )
 
-// BenchmarkRun measures one Engine.Run against providertest: rendering,
-// scheduling, one HTTP exchange, strict decoding and accounting.
-// Compare with BenchmarkBareHTTP from the same run (BENCHMARKS.md).
-func BenchmarkRun(b *testing.B) {
+// benchEngine returns an engine on a providertest server and a request
+// for its one prompt.
+func benchEngine(b *testing.B) (*promptkit.Engine, promptkit.RunRequest) {
+	b.Helper()
 	srv := providertest.NewServer(providertest.WithMaxRecorded(1))
-	defer srv.Close()
+	b.Cleanup(srv.Close)
 	eng, err := promptkit.New(promptkit.Config{
 		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL, MaxActive: 4}},
 		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m"}},
@@ -26,7 +26,14 @@ func BenchmarkRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := promptkit.RunRequest{PromptID: "greet", Inputs: map[string]any{"name": "Ada"}}
+	return eng, promptkit.RunRequest{PromptID: "greet", Inputs: map[string]any{"name": "Ada"}}
+}
+
+// BenchmarkRun measures one Engine.Run against providertest: rendering,
+// scheduling, one HTTP exchange, strict decoding and accounting.
+// Compare with BenchmarkBareHTTP from the same run (BENCHMARKS.md).
+func BenchmarkRun(b *testing.B) {
+	eng, req := benchEngine(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -40,23 +47,10 @@ func BenchmarkRun(b *testing.B) {
 // cost of building and delivering execution events shows up as the
 // difference between the two (BENCHMARKS.md).
 func BenchmarkRunObserved(b *testing.B) {
-	srv := providertest.NewServer(providertest.WithMaxRecorded(1))
-	defer srv.Close()
-	eng, err := promptkit.New(promptkit.Config{
-		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL, MaxActive: 4}},
-		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m"}},
-		Prompts:  []promptkit.Prompt{{ID: "greet", Template: "Say hello to {{.name}}."}},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	eng, req := benchEngine(b)
 	// Events arrive on the calling goroutine, so a plain counter is safe.
 	events, runs := 0, 0
-	req := promptkit.RunRequest{
-		PromptID: "greet",
-		Inputs:   map[string]any{"name": "Ada"},
-		Observer: func(promptkit.ExecutionEvent) { events++ },
-	}
+	req.Observer = func(promptkit.ExecutionEvent) { events++ }
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
