@@ -249,9 +249,14 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 
 // heartbeatLoop heart-beats running jobs and cancels the runs of jobs
 // that are no longer running under this worker (cancelled or reclaimed).
+//
+// A busy store notifies on every transition, so claim checks triggered by
+// notifications are coalesced: at most one per cancelCheckInterval.
 func (w *Worker) heartbeatLoop(ctx context.Context, wake <-chan struct{}) {
 	t := time.NewTicker(w.cfg.HeartbeatInterval)
 	defer t.Stop()
+	var check <-chan time.Time // non-nil while a check is pending
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -259,10 +264,26 @@ func (w *Worker) heartbeatLoop(ctx context.Context, wake <-chan struct{}) {
 		case <-t.C:
 			w.heartbeat(ctx)
 		case <-wake:
+			if check != nil {
+				continue // already pending
+			}
+			if wait := cancelCheckInterval - time.Since(last); wait > 0 {
+				check = time.After(wait)
+				continue
+			}
+			last = time.Now()
 			w.checkClaims(ctx) // a cancel elsewhere notifies: react at once
+		case <-check:
+			check = nil
+			last = time.Now()
+			w.checkClaims(ctx)
 		}
 	}
 }
+
+// cancelCheckInterval bounds how often notifications make a worker look
+// for cancelled jobs, and so how late it may notice a cancel.
+const cancelCheckInterval = 100 * time.Millisecond
 
 func (w *Worker) snapshot() []*inflight {
 	w.mu.Lock()
