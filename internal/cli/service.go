@@ -114,8 +114,8 @@ func (f *serviceFlags) apply(sc *serviceConfig) {
 	set(&sc.ShutdownGrace, f.grace)
 }
 
-// runtime is what serve and worker share: settings, engine and store.
-type runtime struct {
+// svc is what serve and worker share: settings, engine and store.
+type svc struct {
 	sc        serviceConfig
 	engine    *promptkit.Engine
 	store     jobs.Store
@@ -123,7 +123,7 @@ type runtime struct {
 	log       *slog.Logger
 }
 
-func openRuntime(cmd *cobra.Command, g *globals, f *serviceFlags) (*runtime, error) {
+func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) {
 	sc, err := loadService(g.config)
 	if err != nil {
 		return nil, err
@@ -148,10 +148,10 @@ func openRuntime(cmd *cobra.Command, g *globals, f *serviceFlags) (*runtime, err
 	if err != nil {
 		return nil, err
 	}
-	return &runtime{sc: sc, engine: eng, store: st, simulated: simulated, log: log}, nil
+	return &svc{sc: sc, engine: eng, store: st, simulated: simulated, log: log}, nil
 }
 
-func (rt *runtime) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
+func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
 	return worker.New(worker.Config{
 		Store: rt.store, Engine: rt.engine, Name: name,
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
@@ -160,7 +160,7 @@ func (rt *runtime) worker(name string, batch int, ceiling *int) (*worker.Worker,
 	})
 }
 
-func (rt *runtime) reclaimer() *worker.Reclaimer {
+func (rt *svc) reclaimer() *worker.Reclaimer {
 	return &worker.Reclaimer{Store: rt.store, ReclaimAfter: rt.sc.ReclaimAfter, StuckAfter: rt.sc.StuckAfter, Logger: rt.log}
 }
 
@@ -176,7 +176,7 @@ worker died. With no flags it uses promptkit.db in the working directory and,
 when no backend is configured, the built-in simulated backend.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := openRuntime(cmd, g, &f)
+			rt, err := openService(cmd, g, &f)
 			if err != nil {
 				return err
 			}
@@ -260,7 +260,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 		Short: "Execute queued jobs (long-running, or one batch with --once for cron)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rt, err := openRuntime(cmd, g, &f)
+			rt, err := openService(cmd, g, &f)
 			if err != nil {
 				return err
 			}
