@@ -18,19 +18,32 @@ func notified(changed string) string {
 	return `notified AS (SELECT count(pg_notify('` + notifyChannel + `', $schema)) AS n FROM (SELECT 1 FROM ` + changed + ` LIMIT 1) one)`
 }
 
-// claimSQL claims in one statement: pick with SKIP LOCKED, update, append
-// events, notify. It runs under the event lock; SKIP LOCKED means it never
-// waits for a row another transaction holds, so it cannot deadlock with a
-// transaction waiting for the lock. A job whose dependency is queued or
-// running waits; one whose dependency is terminal, or was archived, is
-// claimable (the worker checks the dependency's outcome).
+// claimSQL claims for a run of Claim calls (with one priority ceiling) in
+// one statement: pick the sum of their limits with SKIP LOCKED, hand the
+// picked jobs out in claim order (the first call gets the first $slot
+// entries, and so on: the same jobs the calls would get one after the
+// other), update, append events, notify. It runs under the event lock;
+// SKIP LOCKED means it never waits for a row another transaction holds, so
+// it cannot deadlock with a transaction waiting for the lock. A job whose
+// dependency is queued or running waits; one whose dependency is terminal,
+// or was archived, is claimable (the worker checks the dependency's
+// outcome).
+//
+// $slot has one entry per picked position up to the last call's first:
+// the 1-based index into $worker of the call that position goes to; the
+// positions after it go to the last call (so one call with a huge limit
+// costs no huge array). One statement per batch
+// rather than one per call matters because the whole batch runs inside
+// the serialized section: each statement is a scan of the claim index,
+// an event insert and a pg_notify.
 //
 // The statement runs with a generic plan (see write), so its shape must
-// not depend on row estimates: the update finds the picked rows through
-// "id = ANY(ARRAY(...))", always primary-key lookups (a join against the
-// CTE may become a hash join over the whole table when LIMIT is unknown),
-// and the dependency test is a correlated lookup rather than a NOT EXISTS
-// the planner could turn into a hash of every queued job.
+// not depend on row estimates: the update joins the picked IDs as an
+// unnest of an array (estimated like the finish statement's unnest:
+// primary-key lookups; a join against the CTE may become a hash join over
+// the whole table when LIMIT is unknown), and the dependency test is a
+// correlated lookup rather than a NOT EXISTS the planner could turn into
+// a hash of every queued job.
 var claimSQL = named(`
 	WITH picked AS (
 		SELECT id FROM jobs
@@ -41,18 +54,27 @@ var claimSQL = named(`
 		LIMIT $limit
 		FOR UPDATE SKIP LOCKED
 	), claimed AS (
-		UPDATE jobs SET state = 'running', worker_claim = $worker, claimed_at = $now, started_at = $now,
-			running_heartbeat_at = $now, updated_at = $now
-		WHERE id = ANY (ARRAY(SELECT id FROM picked))
-		RETURNING jobs.*
+		UPDATE jobs SET state = 'running', worker_claim = ($worker::text[])[`+claimCall+`],
+			claimed_at = $now, started_at = $now, running_heartbeat_at = $now, updated_at = $now
+		FROM unnest(ARRAY(SELECT id FROM picked)) WITH ORDINALITY AS u(id, pos)
+		WHERE jobs.id = u.id
+		RETURNING jobs.*, `+claimCall+` AS call
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT id, prompt_id, org_id, 'transition', 'queued', 'running',
-			jsonb_build_object('worker', $worker::text, 'attempt', attempt)::json, $now
-		FROM claimed ORDER BY priority, available_at, created_at, id
+			jsonb_build_object('worker', worker_claim, 'attempt', attempt)::json, $now
+		FROM claimed ORDER BY call, priority, available_at, created_at, id
 	), `+notified("claimed")+`
-	SELECT `+jobCols+` FROM claimed, notified ORDER BY priority, available_at, created_at, id`,
-	"now", "ceiling", "limit", "worker", "schema")
+	SELECT `+jobCols+`, call FROM claimed, notified ORDER BY call, priority, available_at, created_at, id`,
+	"now", "ceiling", "limit", "worker", "slot", "schema")
+
+// claimCall is the index into $worker of the call that picked position
+// u.pos goes to.
+const claimCall = `coalesce(($slot::int[])[u.pos], cardinality($worker::text[]))`
+
+// claimSlotsMax bounds the $slot array of one claim statement; a call that
+// would take it past the bound starts a new statement.
+const claimSlotsMax = 1 << 14
 
 // Claim atomically moves up to Limit queued jobs to running under Worker,
 // in one statement. Concurrent calls are committed together (see
@@ -81,14 +103,31 @@ type claimReq struct {
 	out            []jobs.Job
 }
 
-// runClaim runs claims in one transaction of their own.
+// claimGateSQL takes the event lock only when some job may be claimable
+// (it ignores dependencies, so it may say yes when the claim then finds
+// nothing, never the reverse). Idle workers poll with Claim; without the
+// gate every empty poll would take its turn in the serialized section.
+// An empty answer is as of the gate's time, which is a valid moment for
+// the Claim to have happened.
+const claimGateSQL = `
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= $2 AND priority <= $3)
+		THEN (SELECT true FROM pg_advisory_xact_lock($1)) ELSE false END`
+
+// runClaim runs claims in one transaction of their own, which takes the
+// event lock only if there may be work (claimGateSQL).
 func (s *Store) runClaim(ctx context.Context, reqs []*claimReq) []error {
 	b := &claimBatch{reqs: reqs, schema: s.schema}
-	err := s.write(ctx, nil, b.locked)
+	ceiling := 0
+	for _, r := range reqs {
+		ceiling = max(ceiling, r.ceiling)
+	}
+	took, err := s.writeIf(ctx, nil, &lockGate{sql: claimGateSQL, args: []any{s.clock(), ceiling}}, b.locked)
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		if err != nil {
 			r.out, errs[i] = nil, err
+		} else if !took {
+			r.out = []jobs.Job{}
 		}
 	}
 	if err == nil && b.claimed() > 0 {
@@ -98,21 +137,49 @@ func (s *Store) runClaim(ctx context.Context, reqs []*claimReq) []error {
 }
 
 // claimBatch is the part of a writing transaction that claims: one claim
-// statement per call, in call order, each seeing the jobs the earlier
-// ones took as running. It runs wholly under the event lock (SKIP LOCKED
-// never waits).
+// statement per run of consecutive calls with the same priority ceiling
+// (usually the whole batch), in call order, each call getting the jobs it
+// would have got had the calls run one after the other. It runs wholly
+// under the event lock (SKIP LOCKED never waits).
 type claimBatch struct {
 	reqs   []*claimReq
 	schema string
 }
 
 func (b *claimBatch) locked(p *phase, now time.Time) {
-	for _, r := range b.reqs {
-		p.query(claimSQL.q, claimSQL.args(now, r.ceiling, r.limit, r.worker, b.schema), func(rows pgx.Rows) error {
-			var err error
-			r.out, err = collectJobs(rows)
-			return err
+	for i := 0; i < len(b.reqs); {
+		// The run is b.reqs[i:j]; slots covers its calls but the last.
+		j, total := i+1, b.reqs[i].limit
+		for j < len(b.reqs) && b.reqs[j].ceiling == b.reqs[i].ceiling &&
+			total <= claimSlotsMax && b.reqs[j].limit <= claimSlotsMax {
+			total += b.reqs[j].limit
+			j++
+		}
+		run := b.reqs[i:j]
+		workers := make([]string, len(run))
+		slots := make([]int32, 0, total-run[len(run)-1].limit)
+		for k, r := range run {
+			r.out = []jobs.Job{}
+			workers[k] = r.worker
+			if k < len(run)-1 {
+				for range r.limit {
+					slots = append(slots, int32(k+1))
+				}
+			}
+		}
+		p.query(claimSQL.q, claimSQL.args(now, run[0].ceiling, total, workers, slots, b.schema), func(rows pgx.Rows) error {
+			for rows.Next() {
+				var call int
+				job, err := scanJob(rows, &call)
+				if err != nil {
+					return err
+				}
+				r := run[call-1]
+				r.out = append(r.out, job)
+			}
+			return nil
 		})
+		i = j
 	}
 }
 

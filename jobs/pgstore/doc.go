@@ -62,8 +62,10 @@
 // Because of that serialization, the store spends as few round trips and
 // commits per job as it can. A writing transaction is two pipelined round
 // trips: BEGIN, the pre-lock statements and the lock request in one; the
-// locked statement and COMMIT in the other. Claim takes a whole batch in
-// one statement. Concurrent calls are group-committed: Enqueue calls that
+// locked statement and COMMIT in the other. A group of Claim calls is one
+// statement (one skip-locked scan for the sum of their limits, handed out
+// in call order), and a group of only claims takes the event lock only if
+// a queued job may be claimable, so idle polling serializes with nobody. Concurrent calls are group-committed: Enqueue calls that
 // arrive while a transaction is in flight run together in the next one, as
 // do Claim calls, and Succeed, Fail, Requeue and AppendAttempt calls (one
 // set-based statement); each call still gets its own result or error, and

@@ -83,10 +83,28 @@ var errCommitRolledBack = errors.New("commit rolled back")
 //     events; none may wait for another transaction's row); COMMIT
 //
 // An error from any reader rolls the transaction back.
-func (s *Store) write(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) (err error) {
+func (s *Store) write(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
+	_, err := s.writeIf(ctx, pre, nil, locked)
+	return err
+}
+
+// lockGate decides, in the first round trip, whether a transaction takes
+// the event lock at all: sql returns one boolean and must take the lock
+// (by calling pg_advisory_xact_lock($1), $1 being the lock key) exactly
+// when it returns true; args are $2 on.
+type lockGate struct {
+	sql  string
+	args []any
+}
+
+// writeIf is write with an optional gate on the event lock. When the gate
+// says no, locked is not called and the transaction (which has written
+// nothing) just commits, so it serializes with nobody; took reports which
+// happened.
+func (s *Store) writeIf(ctx context.Context, pre func(*phase), gate *lockGate, locked func(p *phase, now time.Time)) (took bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Release()
 	open := false
@@ -115,13 +133,22 @@ func (s *Store) write(ctx context.Context, pre func(*phase), locked func(p *phas
 	if pre != nil {
 		pre(&first)
 	}
-	first.exec(`SELECT pg_advisory_xact_lock($1)`, s.lockKey)
+	took = true
+	if gate == nil {
+		first.exec(`SELECT pg_advisory_xact_lock($1)`, s.lockKey)
+	} else {
+		first.queryRow(gate.sql, append([]any{s.lockKey}, gate.args...), func(row pgx.Row) error {
+			return row.Scan(&took)
+		})
+	}
 	if err := first.send(ctx, conn); err != nil {
-		return err
+		return false, err
 	}
 
 	var second phase
-	locked(&second, s.clock())
+	if took {
+		locked(&second, s.clock())
+	}
 	var tag string
 	second.b.Queue("COMMIT")
 	second.reads = append(second.reads, func(br pgx.BatchResults) error {
@@ -130,11 +157,11 @@ func (s *Store) write(ctx context.Context, pre func(*phase), locked func(p *phas
 		return err
 	})
 	if err := second.send(ctx, conn); err != nil {
-		return err
+		return false, err
 	}
 	open = false
 	if tag != "COMMIT" {
-		return fmt.Errorf("%w (%s)", errCommitRolledBack, tag)
+		return false, fmt.Errorf("%w (%s)", errCommitRolledBack, tag)
 	}
-	return nil
+	return took, nil
 }
