@@ -401,15 +401,15 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 		w.finishFailure(fin, j, d, redact(err))
 		return
 	}
-	_, err = w.store.Succeed(fin, jobs.SucceedParams{
+	params := jobs.SucceedParams{
 		JobID: j.ID, Worker: w.cfg.Name, Output: res.Text, Parsed: res.Output, Model: res.Model,
 		Usage: jobs.Usage{
 			PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens,
 			TotalTokens: res.Usage.TotalTokens, CachedTokens: res.Usage.CachedTokens, ReasoningTokens: res.Usage.ReasoningTokens,
 			Known: known(usage),
 		},
-	})
-	w.logFinal("succeed", j, err)
+	}
+	w.finalize("succeed", j, func() error { _, err := w.store.Succeed(fin, params); return err })
 }
 
 // known says which usage counts the provider reported, from the run's
@@ -434,23 +434,38 @@ func (w *Worker) finishFailure(ctx context.Context, j jobs.Job, d Decision, msg 
 }
 
 func (w *Worker) requeue(ctx context.Context, j jobs.Job, at time.Time, kind jobs.ErrorKind, msg string, handback bool) {
-	_, err := w.store.Requeue(ctx, jobs.RequeueParams{JobID: j.ID, Worker: w.cfg.Name, AvailableAt: at, Kind: kind, Message: msg, Handback: handback})
-	w.logFinal("requeue", j, err)
+	p := jobs.RequeueParams{JobID: j.ID, Worker: w.cfg.Name, AvailableAt: at, Kind: kind, Message: msg, Handback: handback}
+	w.finalize("requeue", j, func() error { _, err := w.store.Requeue(ctx, p); return err })
 }
 
 func (w *Worker) fail(ctx context.Context, j jobs.Job, kind jobs.ErrorKind, msg string) {
-	_, err := w.store.Fail(ctx, jobs.FailParams{JobID: j.ID, Worker: w.cfg.Name, Kind: kind, Message: msg})
-	w.logFinal("fail", j, err)
+	p := jobs.FailParams{JobID: j.ID, Worker: w.cfg.Name, Kind: kind, Message: msg}
+	w.finalize("fail", j, func() error { _, err := w.store.Fail(ctx, p); return err })
 }
 
-func (w *Worker) logFinal(op string, j jobs.Job, err error) {
-	switch {
-	case err == nil:
-	case errors.Is(err, jobs.ErrNotClaimed):
-		// Another writer won (cancel, reclaim): our result is discarded.
-		w.log.Info("job finalization discarded: no longer claimed", "op", op, "job", j.ID)
-	default:
-		w.log.Error("job finalization failed", "op", op, "job", j.ID, "err", err)
+// finalizeWaits are the pauses between tries of a finalizing write that
+// failed for a reason other than a lost claim (a database hiccup): the
+// result is in hand, and without it the job would sit in running until
+// the reclaim loop runs it again.
+var finalizeWaits = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+
+// finalize runs a finalizing write, retrying transient failures.
+func (w *Worker) finalize(op string, j jobs.Job, write func() error) {
+	for i := 0; ; i++ {
+		err := write()
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, jobs.ErrNotClaimed):
+			// Another writer won (cancel, reclaim): our result is discarded.
+			w.log.Info("job finalization discarded: no longer claimed", "op", op, "job", j.ID)
+			return
+		case errors.Is(err, jobs.ErrInvalid) || i == len(finalizeWaits):
+			w.log.Error("job finalization failed; the reclaim loop will run the job again", "op", op, "job", j.ID, "err", err)
+			return
+		}
+		w.log.Warn("job finalization failed; retrying", "op", op, "job", j.ID, "err", err)
+		time.Sleep(finalizeWaits[i])
 	}
 }
 
