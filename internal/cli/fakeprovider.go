@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -51,7 +52,7 @@ the server answers at most N requests per second and 429 past that.`,
 				return err
 			case <-cmd.Context().Done():
 			}
-			shutdown, cancel := contextWithTimeout(5 * time.Second)
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := srv.Shutdown(shutdown); err != nil {
 				return err

@@ -287,11 +287,7 @@ func (g *gate) until() time.Time {
 	return g.pausedUntil
 }
 
-func (g *gate) pauseLeft(now time.Time) time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pausedUntil.Sub(now)
-}
+func (g *gate) pauseLeft(now time.Time) time.Duration { return g.until().Sub(now) }
 
 // pause makes every caller of the backend wait until t.
 func (s *Scheduler) pause(backend string, t time.Time) {

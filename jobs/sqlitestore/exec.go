@@ -236,11 +236,8 @@ func (s *Store) AppendAttempt(ctx context.Context, p jobs.AttemptParams) error {
 func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, error) {
 	var j jobs.Job
 	err := s.write(ctx, "cancel", func(w *wtx) error {
-		old, err := scanJob(w.queryRow(qJobForUpdate, p.JobID, p.OrgID))
+		old, err := w.jobFor(p.JobID, p.OrgID, jobs.Cancelled)
 		if err != nil {
-			return notFound(err)
-		}
-		if err := jobs.CheckTransition(old.State, jobs.Cancelled); err != nil {
 			return err
 		}
 		if j, err = scanJob(w.queryRow(qCancel, w.now, p.JobID)); err != nil {
@@ -259,11 +256,8 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 	}
 	var j jobs.Job
 	err := s.write(ctx, "retry", func(w *wtx) error {
-		old, err := scanJob(w.queryRow(qJobForUpdate, p.JobID, p.OrgID))
+		old, err := w.jobFor(p.JobID, p.OrgID, jobs.Superseded)
 		if err != nil {
-			return notFound(err)
-		}
-		if err := jobs.CheckTransition(old.State, jobs.Superseded); err != nil {
 			return err
 		}
 		if _, err := w.exec(qSupersede, w.now, old.ID); err != nil {
@@ -347,4 +341,14 @@ func (w *wtx) finishRunning(to jobs.State, q string, args ...any) (jobs.Job, err
 	}
 	w.transition(j, jobs.Running, to)
 	return j, nil
+}
+
+// jobFor loads a job of the org for an operator transition to to, and
+// checks that the state machine allows it.
+func (w *wtx) jobFor(jobID, orgID string, to jobs.State) (jobs.Job, error) {
+	j, err := scanJob(w.queryRow(qJobForUpdate, jobID, orgID))
+	if err != nil {
+		return j, notFound(err)
+	}
+	return j, jobs.CheckTransition(j.State, to)
 }
