@@ -19,26 +19,28 @@ func notified(changed string) string {
 }
 
 // claimSQL claims for a run of Claim calls (with one priority ceiling) in
-// one statement: pick the sum of their limits with SKIP LOCKED, hand the
-// picked jobs out in claim order (the first call gets the first $slot
-// entries, and so on: the same jobs the calls would get one after the
-// other), update, append events, notify. It runs under the event lock;
-// SKIP LOCKED means it never waits for a row another transaction holds, so
-// it cannot deadlock with a transaction waiting for the lock. A job whose
-// dependency is queued or running waits; one whose dependency is terminal,
-// or was archived, is claimable (the worker checks the dependency's
-// outcome).
+// one statement: pick the sum of their limits from job_queue in claim
+// order with SKIP LOCKED, hand the picked jobs out in claim order (the
+// first call gets the first $slot entries, and so on: the same jobs the
+// calls would get one after the other), move them from job_queue to
+// job_running, update them (a HOT update: no indexed column changes, see
+// migration 00002), append events, notify. It runs under the event lock;
+// SKIP LOCKED (on the queue row and on the job row, which another
+// transaction may hold locked while it waits for the event lock, to cancel
+// the job say) means it never waits for a row, so it cannot deadlock with
+// a transaction waiting for the lock. A job whose dependency is queued or
+// running waits; one whose dependency is terminal, or was archived, is
+// claimable (the worker checks the dependency's outcome).
 //
 // $slot has one entry per picked position up to the last call's first:
 // the 1-based index into $worker of the call that position goes to; the
 // positions after it go to the last call (so one call with a huge limit
 // costs no huge array). One statement per batch
 // rather than one per call matters because the whole batch runs inside
-// the serialized section: each statement is a scan of the claim index,
-// an event insert and a pg_notify.
+// the serialized section.
 //
 // The statement runs with a generic plan (see write), so its shape must
-// not depend on row estimates: the update joins the picked IDs as an
+// not depend on row estimates: the writes join the picked IDs as an
 // unnest of an array (estimated like the finish statement's unnest:
 // primary-key lookups; a join against the CTE may become a hash join over
 // the whole table when LIMIT is unknown), and the dependency test is a
@@ -46,19 +48,25 @@ func notified(changed string) string {
 // a hash of every queued job.
 var claimSQL = named(`
 	WITH picked AS (
-		SELECT id FROM jobs
-		WHERE state = 'queued' AND available_at <= $now AND priority <= $ceiling
-			AND (depends_on IS NULL OR coalesce(
-				(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = jobs.depends_on), true))
-		ORDER BY priority, available_at, created_at, id
+		SELECT q.job_id FROM job_queue q JOIN jobs j ON j.id = q.job_id
+		WHERE q.available_at <= $now AND q.priority <= $ceiling
+			AND (q.depends_on IS NULL OR coalesce(
+				(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = q.depends_on), true))
+		ORDER BY q.priority, q.available_at, q.created_at, q.job_id
 		LIMIT $limit
-		FOR UPDATE SKIP LOCKED
+		FOR UPDATE OF q, j SKIP LOCKED
+	), ids AS (
+		SELECT ARRAY(SELECT job_id FROM picked) AS a
+	), dequeued AS (
+		DELETE FROM job_queue WHERE job_id = ANY ((SELECT a FROM ids)::text[])
 	), claimed AS (
 		UPDATE jobs SET state = 'running', worker_claim = ($worker::text[])[`+claimCall+`],
 			claimed_at = $now, started_at = $now, running_heartbeat_at = $now, updated_at = $now
-		FROM unnest(ARRAY(SELECT id FROM picked)) WITH ORDINALITY AS u(id, pos)
+		FROM unnest((SELECT a FROM ids)::text[]) WITH ORDINALITY AS u(id, pos)
 		WHERE jobs.id = u.id
 		RETURNING jobs.*, `+claimCall+` AS call
+	), running AS (
+		INSERT INTO job_running (job_id) SELECT id FROM claimed
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT id, prompt_id, org_id, 'transition', 'queued', 'running',
@@ -110,7 +118,7 @@ type claimReq struct {
 // An empty answer is as of the gate's time, which is a valid moment for
 // the Claim to have happened.
 const claimGateSQL = `
-	SELECT CASE WHEN EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= $2 AND priority <= $3)
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM job_queue WHERE available_at <= $2 AND priority <= $3)
 		THEN (SELECT true FROM pg_advisory_xact_lock($1)) ELSE false END`
 
 // runClaim runs claims in one transaction of their own, which takes the
@@ -217,15 +225,17 @@ func (s *Store) Heartbeat(ctx context.Context, p jobs.HeartbeatParams) (int, err
 }
 
 // reclaimSQL handles lost heartbeats in one statement under the event
-// lock; SKIP LOCKED leaves alone jobs another transaction is finishing.
+// lock: it finds running jobs through job_running (the running set, small
+// next to the history), moves them back to job_queue or leaves them failed,
+// and SKIP LOCKED leaves alone jobs another transaction is finishing.
 // Every SET expression reads the row's old values, so the requeue test is
 // the same in each.
 var reclaimSQL = named(`
 	WITH picked AS (
-		SELECT id, worker_claim FROM jobs
-		WHERE state = 'running' AND running_heartbeat_at < $heartbeat_cutoff
-		ORDER BY running_heartbeat_at, id
-		FOR UPDATE SKIP LOCKED
+		SELECT j.id, j.worker_claim FROM job_running r JOIN jobs j ON j.id = r.job_id
+		WHERE j.state = 'running' AND j.running_heartbeat_at < $heartbeat_cutoff
+		ORDER BY j.running_heartbeat_at, j.id
+		FOR UPDATE OF j SKIP LOCKED
 	), moved AS (
 		UPDATE jobs SET
 			state = CASE WHEN `+requeueTest+` THEN 'queued' ELSE 'failed' END,
@@ -241,7 +251,13 @@ var reclaimSQL = named(`
 			started_at = CASE WHEN `+requeueTest+` THEN NULL ELSE started_at END,
 			updated_at = $now
 		WHERE id = ANY (ARRAY(SELECT id FROM picked))
-		RETURNING jobs.id, jobs.prompt_id, jobs.org_id, jobs.state, jobs.error_kind
+		RETURNING jobs.id, jobs.prompt_id, jobs.org_id, jobs.state, jobs.error_kind, jobs.priority,
+			jobs.available_at, jobs.created_at, jobs.depends_on
+	), stopped AS (
+		DELETE FROM job_running WHERE job_id = ANY (ARRAY(SELECT id FROM moved))
+	), requeued AS (
+		INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
+		SELECT id, priority, available_at, created_at, depends_on FROM moved WHERE state = 'queued'
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT moved.id, prompt_id, org_id, 'transition', 'running', state,

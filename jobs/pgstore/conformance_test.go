@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"go.uber.org/goleak"
 
 	"github.com/promptkit/promptkit/internal/pgtest"
@@ -20,6 +22,7 @@ var harness = jobstest.Harness{
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
+		t.Cleanup(func() { checkSideTables(t, dsn) })
 		return s, dsn
 	},
 	Reopen: func(dsn string, opts jobs.Options) (jobs.Store, error) {
@@ -39,4 +42,35 @@ func TestMain(m *testing.M) {
 func TestConformance(t *testing.T) {
 	pgtest.BaseURL(t)
 	jobstest.Run(t, harness)
+}
+
+// sideTablesMismatch counts the rows that break the side tables' contract
+// (migration 00002): a job is in job_queue, with its claim-order columns,
+// exactly when it is queued, and in job_running exactly when it is running.
+const sideTablesMismatch = `
+	SELECT
+		(SELECT count(*) FROM jobs j WHERE
+			(j.state = 'queued') <> EXISTS (SELECT 1 FROM job_queue q WHERE q.job_id = j.id
+				AND q.priority = j.priority AND q.available_at = j.available_at
+				AND q.created_at = j.created_at AND q.depends_on IS NOT DISTINCT FROM j.depends_on)
+			OR (j.state = 'running') <> EXISTS (SELECT 1 FROM job_running r WHERE r.job_id = j.id))
+		+ (SELECT count(*) FROM job_queue q WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = q.job_id))
+		+ (SELECT count(*) FROM job_running r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id))`
+
+// checkSideTables runs after a suite test (and after its stores closed)
+// and fails it if the side tables disagree with jobs.state.
+func checkSideTables(t *testing.T, dsn string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Errorf("side tables: connect: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	var bad int
+	if err := conn.QueryRow(ctx, sideTablesMismatch).Scan(&bad); err != nil {
+		t.Errorf("side tables: %v", err)
+	} else if bad != 0 {
+		t.Errorf("%d jobs disagree with job_queue / job_running", bad)
+	}
 }

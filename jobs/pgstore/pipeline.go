@@ -129,7 +129,11 @@ func (s *Store) writeIf(ctx context.Context, pre func(*phase), gate *lockGate, l
 	// re-plan the batched CTE statements on every execution (their unnest
 	// arrays make a custom plan look cheaper), which costs more than running
 	// them, inside the serialized section. Reads keep the default mode.
-	first.exec("SET LOCAL plan_cache_mode = force_generic_plan")
+	// Sequential scans are off for the same reason: the side tables
+	// (job_queue, job_running) are small or empty when a plan is made, so
+	// a generic plan would scan them whole, dead rows included, where an
+	// index lookup by job ID is what every writing statement wants.
+	first.exec("SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)")
 	if pre != nil {
 		pre(&first)
 	}

@@ -204,9 +204,13 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 	out.AsOf = s.clock().Add(-time.Microsecond)
 	var read phase
 	read.exec("COMMIT")
+	// jobs has no index on updated_at (it would keep transitions from being
+	// HOT updates, see migration 00002); every change of updated_at appends
+	// an event stamped with the same time, so the events find the jobs.
 	read.query(`
 		SELECT `+jobCols+` FROM jobs
-		WHERE updated_at > $1 AND ($2 = '' OR org_id = $2)
+		WHERE id IN (SELECT job_id FROM job_events WHERE at > $1)
+			AND updated_at > $1 AND ($2 = '' OR org_id = $2)
 		ORDER BY updated_at, id LIMIT $3`, []any{since, orgID, limit}, func(rows pgx.Rows) error {
 		var err error
 		out.Jobs, err = collectJobs(rows)
@@ -223,7 +227,8 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 	last := out.Jobs[len(out.Jobs)-1]
 	rows, err := conn.Query(ctx, `
 		SELECT `+jobCols+` FROM jobs
-		WHERE updated_at = $1 AND id > $2 AND ($3 = '' OR org_id = $3)
+		WHERE id IN (SELECT job_id FROM job_events WHERE at = $1)
+			AND updated_at = $1 AND id > $2 AND ($3 = '' OR org_id = $3)
 		ORDER BY id`, last.UpdatedAt, last.ID, orgID)
 	if err != nil {
 		return out, err
@@ -346,25 +351,34 @@ func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics
 const archiveChunk = 5000
 
 // Archive deletes terminal jobs finished before before, with their events
-// and responses, and prompts left without jobs. It skips
-// jobs another transaction holds. See jobs.Store.
+// and responses, and prompts left without jobs. It skips jobs another
+// transaction holds. jobs has no index on finished_at (it would keep the
+// finishing update from being a HOT update, see migration 00002), so
+// Archive walks the table once in primary-key order, a chunk of rows per
+// transaction. See jobs.Store.
 func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 	before = before.UTC().Truncate(time.Microsecond)
 	total := 0
+	after := ""
 	for {
 		var n int
+		var last *string
 		err := s.pool.QueryRow(ctx, `
-			WITH doomed AS (
+			WITH scanned AS (
+				SELECT id, state, finished_at FROM jobs WHERE id > $3 ORDER BY id LIMIT $2
+			), doomed AS (
+				-- A terminal job never changes state or finished_at again,
+				-- so the test made before the lock still holds under it.
 				SELECT id FROM jobs
-				WHERE finished_at < $1 AND state IN ('succeeded', 'failed', 'cancelled', 'superseded')
-				LIMIT $2
+				WHERE id = ANY (ARRAY(SELECT id FROM scanned
+					WHERE finished_at < $1 AND state IN ('succeeded', 'failed', 'cancelled', 'superseded')))
 				FOR UPDATE SKIP LOCKED
 			), gone AS (
-				DELETE FROM jobs WHERE id = ANY (ARRAY(SELECT id FROM doomed)) RETURNING id, prompt_id
+				DELETE FROM jobs WHERE id = ANY (ARRAY(SELECT id FROM doomed)) RETURNING id, prompt_id, response_id
 			), events AS (
 				DELETE FROM job_events WHERE job_id = ANY (ARRAY(SELECT id FROM gone))
 			), responses AS (
-				DELETE FROM responses WHERE job_id = ANY (ARRAY(SELECT id FROM gone))
+				DELETE FROM responses WHERE id = ANY (ARRAY(SELECT response_id FROM gone))
 			), orphans AS (
 				-- Every sub-statement sees the snapshot before the delete,
 				-- so the jobs being deleted are excluded by hand.
@@ -373,13 +387,14 @@ func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 					AND NOT EXISTS (SELECT 1 FROM jobs j
 						WHERE j.prompt_id = p.id AND j.id <> ALL (ARRAY(SELECT id FROM gone)))
 			)
-			SELECT count(*) FROM gone`, before, archiveChunk).Scan(&n)
+			SELECT (SELECT count(*) FROM gone), (SELECT max(id) FROM scanned)`, before, archiveChunk, after).Scan(&n, &last)
 		if err != nil {
 			return total, fmt.Errorf("pgstore: archive: %w", err)
 		}
 		total += n
-		if n < archiveChunk {
+		if last == nil {
 			return total, nil
 		}
+		after = *last
 	}
 }
