@@ -6,11 +6,25 @@
 // version table live there, it is created when missing, and two stores on
 // different schemas of one database do not see or wait for each other.
 //
+// # Tables
+//
+// jobs holds every job, with indexes only on columns that never change
+// (id, org and creation time, prompt), and half of each page left free:
+// so a transition (claim, finish, requeue, heartbeat) is a HOT update
+// that writes no index entry. Two narrow side tables mirror jobs.state
+// and carry the indexes the hot paths need: job_queue holds exactly the
+// queued jobs with their claim order (priority, then not-before time, then
+// age), job_running exactly the running ones (for Reclaim). Both are
+// written only under the event lock (below), so no statement waits for
+// one of their rows. Migration 00002 explains the measurements behind
+// this layout.
+//
 // # Claims
 //
-// Claim is one statement: a CTE picks queued jobs in claim order with
-// FOR UPDATE SKIP LOCKED, an UPDATE moves them to running, and the same
-// statement appends their events and notifies. A job whose DependsOn job
+// Claim is one statement: a CTE picks job_queue entries in claim order
+// with FOR UPDATE SKIP LOCKED (on the entry and on its job row), the
+// entries move to job_running, an UPDATE moves the jobs to running, and
+// the same statement appends their events and notifies. A job whose DependsOn job
 // is queued or running waits; one whose dependency is terminal (or was
 // archived) is claimable, and the worker checks the outcome. Every
 // finalizing write first locks the job row and checks state = running AND
@@ -20,7 +34,8 @@
 // # Event ordering
 //
 // Readers page through job_events by seq ("after N") and poll jobs by
-// updated_at ("since T"). A sequence value is allocated when a row is
+// updated_at ("since T"; found through job_events.at, which every change of
+// updated_at writes with the same time). A sequence value is allocated when a row is
 // inserted, not when its transaction commits, so with plain inserts a
 // transaction could commit seq 7 after a reader had already seen seq 8 and
 // moved past it. The store closes that gap by making allocation order equal
@@ -47,14 +62,16 @@
 // (the contract allows repeats) instead of being missed.
 //
 // Step 3 touches only rows this transaction already locked in step 1, rows
-// it inserts, and rows it claims with SKIP LOCKED (Claim and Reclaim do
-// all their work there, as one statement that never waits for a row lock),
+// it inserts, rows it claims with SKIP LOCKED (Claim and Reclaim do all
+// their work there, as one statement that never waits for a row lock), and
+// side-table rows, which only transactions holding the event lock write;
 // so a transaction holding the event lock never waits for one that wants
 // it: no deadlock.
 //
 // The event lock serializes the end of writing transactions, including
-// their commit's WAL flush; keeping step 3 to one statement (batched with
-// unnest arrays) keeps that section short. Heartbeats neither change
+// their commit's WAL flush; keeping step 3 to one statement per kind of
+// change (batched with unnest arrays), and those statements to HOT updates
+// and narrow inserts, keeps that section short. Heartbeats neither change
 // updated_at nor append events, so they never take it.
 //
 // # Throughput
@@ -65,13 +82,17 @@
 // locked statement and COMMIT in the other. A group of Claim calls is one
 // statement (one skip-locked scan for the sum of their limits, handed out
 // in call order), and a group of only claims takes the event lock only if
-// a queued job may be claimable, so idle polling serializes with nobody. Concurrent calls are group-committed: Enqueue calls that
-// arrive while a transaction is in flight run together in the next one, as
-// do Claim calls, and Succeed, Fail, Requeue and AppendAttempt calls (one
-// set-based statement); each call still gets its own result or error, and
-// an idle store adds no delay. The statements run with generic plans
-// (plan_cache_mode), because re-planning the batched statements on every
-// execution would cost more than running them.
+// a queued job may be claimable, so idle polling serializes with nobody.
+// Concurrent calls are group-committed: Enqueue calls that arrive while a
+// transaction is in flight run together in the next one, as do Claim
+// calls, and Succeed, Fail, Requeue and AppendAttempt calls (one set-based
+// statement); each call still gets its own result or error, and an idle
+// store adds no delay. Before cutting the next batch the group yields once,
+// so the callers it just released can submit their next call in time to
+// join it. The writing statements run with generic plans (plan_cache_mode),
+// because re-planning the batched statements on every execution would cost
+// more than running them, and with sequential scans off, because the side
+// tables are small or empty when a plan is made.
 //
 // # Notifications
 //
