@@ -356,8 +356,8 @@ func (b *enqueueBatch) lookupFirstJobs(p *phase) {
 }
 
 // insertJobs inserts the fresh items' jobs (into jobs and job_queue) and
-// their first events under the event lock: created_at is the pre-lock time the prompts got,
-// updated_at the stamp taken under the lock.
+// their first events under the event lock: created_at is the pre-lock time
+// the prompts got, updated_at the stamp taken under the lock.
 func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time, schema string) {
 	n := len(fresh)
 	ids, pids, opts, deps, orgs, bys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
