@@ -76,6 +76,14 @@ var claimSQL = named(`
 	SELECT `+jobCols+`, call FROM claimed, notified ORDER BY call, priority, available_at, created_at, id`,
 	"now", "ceiling", "limit", "worker", "slot", "schema")
 
+// queueRows is the insert that puts the queued jobs among the rows of the
+// CTE named rows (which returns jobs columns) into job_queue, keeping the
+// side table's mirror of their claim order (see migration 00002).
+func queueRows(rows string) string {
+	return `INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
+		SELECT id, priority, available_at, created_at, depends_on FROM ` + rows + ` WHERE state = 'queued'`
+}
+
 // claimCall is the index into $worker of the call that picked position
 // u.pos goes to.
 const claimCall = `coalesce(($slot::int[])[u.pos], cardinality($worker::text[]))`
@@ -256,8 +264,7 @@ var reclaimSQL = named(`
 	), stopped AS (
 		DELETE FROM job_running WHERE job_id = ANY (ARRAY(SELECT id FROM moved))
 	), requeued AS (
-		INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
-		SELECT id, priority, available_at, created_at, depends_on FROM moved WHERE state = 'queued'
+		`+queueRows("moved")+`
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT moved.id, prompt_id, org_id, 'transition', 'running', state,

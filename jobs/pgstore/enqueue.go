@@ -375,10 +375,9 @@ func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time,
 			FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
 				WITH ORDINALITY AS u(id, pid, prio, maxa, opts, dep, org, by, avail, ord)
 			ORDER BY u.ord
-			RETURNING id, prompt_id, org_id, priority, available_at, depends_on
+			RETURNING id, prompt_id, org_id, state, priority, available_at, created_at, depends_on
 		), q AS (
-			INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
-			SELECT id, priority, available_at, $10, depends_on FROM j
+			`+queueRows("j")+`
 		), ev AS (
 			INSERT INTO job_events (job_id, prompt_id, org_id, type, to_state, at)
 			SELECT id, prompt_id, org_id, 'transition', 'queued', $11 FROM j

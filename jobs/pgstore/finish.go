@@ -58,8 +58,7 @@ var finishSQL = named(`
 	), stopped AS (
 		DELETE FROM job_running WHERE job_id = ANY (ARRAY(SELECT id FROM done))
 	), requeued AS (
-		INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
-		SELECT id, priority, available_at, created_at, depends_on FROM done WHERE state = 'queued'
+		`+queueRows("done")+`
 	), resp AS (
 		-- The response IDs cannot collide: each job is running and locked
 		-- by this transaction, so the insert cannot wait under the lock.
@@ -339,8 +338,7 @@ var retrySQL = named(`
 		FROM old
 		RETURNING jobs.*
 	), queued AS (
-		INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
-		SELECT id, priority, available_at, created_at, depends_on FROM fresh
+		`+queueRows("fresh")+`
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
 		SELECT id, prompt_id, org_id, 'transition', $from::text, 'superseded', $now FROM old
