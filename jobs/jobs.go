@@ -35,6 +35,7 @@
 package jobs
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,9 +237,12 @@ type Response struct {
 // responseNamespace scopes deterministic response IDs.
 var responseNamespace = uuid.MustParse("6f2b4c1e-8d3a-5b7f-9e0c-2a1d4f6b8c3e")
 
-// ResponseID is the deterministic response ID for a prompt's job.
+// ResponseID is the deterministic response ID for a prompt's job: a
+// name-based UUIDv8 from SHA-256 of the namespace and "promptID/jobID"
+// (PostgreSQL computes the same ID inside the statement that writes the
+// response; its core has SHA-256 but no SHA-1).
 func ResponseID(promptID, jobID string) string {
-	return uuid.NewSHA1(responseNamespace, []byte(promptID+"/"+jobID)).String()
+	return uuid.NewHash(sha256.New(), responseNamespace, []byte(promptID+"/"+jobID), 8).String()
 }
 
 // NewID returns a new time-ordered ID (UUIDv7).

@@ -94,7 +94,11 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 	}
 	err := errInvalidBatch
 	if eb != nil || len(enqs) == 0 {
-		err = s.write(ctx, func(p *phase) {
+		write := s.writeOnce
+		if eb != nil && eb.readsFirst() {
+			write = s.write
+		}
+		err = write(ctx, func(p *phase) {
 			if eb != nil {
 				eb.pre(p)
 			}
@@ -134,6 +138,7 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 	if fb != nil {
 		spread(fIdx, fb.errs)
 	}
+	cb.remember(&s.prompts)
 	if (eb != nil && eb.changed()) || cb.claimed() > 0 || (fb != nil && fb.changed) {
 		s.broadcast()
 	}

@@ -147,6 +147,7 @@ func (s *Store) runClaim(ctx context.Context, reqs []*claimReq) []error {
 		}
 	}
 	if err == nil && b.claimed() > 0 {
+		b.remember(&s.prompts)
 		s.broadcast()
 	}
 	return errs
@@ -196,6 +197,15 @@ func (b *claimBatch) locked(p *phase, now time.Time) {
 			return nil
 		})
 		i = j
+	}
+}
+
+// remember records the claimed jobs' prompts (after the commit).
+func (b *claimBatch) remember(c *promptCache) {
+	for _, r := range b.reqs {
+		for _, j := range r.out {
+			c.put(j.ID, j.PromptID)
+		}
 	}
 }
 
@@ -294,7 +304,7 @@ func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaim
 		return jobs.Reclaimed{}, fmt.Errorf("pgstore: reclaim: negative threshold: %w", jobs.ErrInvalid)
 	}
 	var out jobs.Reclaimed
-	err := s.write(ctx, nil, func(ph *phase, now time.Time) {
+	err := s.writeOnce(ctx, nil, func(ph *phase, now time.Time) {
 		ph.query(reclaimSQL.q, reclaimSQL.args(now, now.Add(-after), now.Add(-stuck), s.schema), func(rows pgx.Rows) error {
 			for rows.Next() {
 				var id, state string

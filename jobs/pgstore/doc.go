@@ -46,27 +46,38 @@
 //     that may conflict on a unique index.
 //  2. At its end it takes pg_advisory_xact_lock(K), where K is a constant
 //     derived from the schema name (the "event lock").
-//  3. Only then it reads the store clock, stamps updated_at with that time
-//     on the rows it changes, and inserts its job_events (seq from an
-//     identity sequence), in one statement per kind of change.
+//  3. Only then it stamps updated_at on the rows it changes and inserts
+//     its job_events (seq from an identity sequence), in one statement per
+//     kind of change.
 //  4. COMMIT. PostgreSQL releases transaction locks only after the commit
 //     is visible to other sessions.
 //
 // So a later seq always belongs to a transaction that became visible later,
 // and EventsAfter needs no lock: every event with a seq below one it can see
 // is already visible. ChangesSince takes the same lock (shared, so readers
-// do not wait for each other) and reads the clock T while holding it: every
-// writer that stamped a time before T has committed, and every writer that
-// has not yet stamped will stamp T or later. It returns AsOf = T − 1µs, so
-// changes stamped in T's microsecond are returned again by the next call
-// (the contract allows repeats) instead of being missed.
+// do not wait for each other), reads the clock T while holding it and
+// raises a floor (the one-row table change_floor) to T: every writer that
+// stamped a time before T has committed, and no writer that takes the lock
+// afterwards stamps below T. It returns AsOf = T − 1µs, so changes stamped
+// in T's microsecond are returned again by the next call (the contract
+// allows repeats) instead of being missed.
+//
+// The stamp is the store clock, read before the transaction is sent (most
+// writes are one round trip, see Throughput), and checked in step 3: if a
+// ChangesSince has raised the floor above it in the meantime, the check
+// raises SQLSTATE PKS01, the transaction (which has written nothing) rolls
+// back, and it runs again in two round trips, the second sent once the lock
+// is held, stamping max(clock, floor). The floor also keeps since-polling
+// whole across processes whose clocks disagree: a writer behind a reader's
+// clock stamps the reader's time, not its own.
 //
 // Step 3 touches only rows this transaction already locked in step 1, rows
 // it inserts, rows it claims with SKIP LOCKED (Claim and Reclaim do all
 // their work there, as one statement that never waits for a row lock), and
-// side-table rows, which only transactions holding the event lock write;
-// so a transaction holding the event lock never waits for one that wants
-// it: no deadlock.
+// side-table rows, which only transactions holding the event lock write
+// (change_floor, which ChangesSince writes under the shared lock, writers
+// only read); so a transaction holding the event lock never waits for one
+// that wants it: no deadlock.
 //
 // The event lock serializes the end of writing transactions, including
 // their commit's WAL flush; keeping step 3 to one statement per kind of
@@ -77,22 +88,32 @@
 // # Throughput
 //
 // Because of that serialization, the store spends as few round trips and
-// commits per job as it can. A writing transaction is two pipelined round
-// trips: BEGIN, the pre-lock statements and the lock request in one; the
-// locked statement and COMMIT in the other. A group of Claim calls is one
-// statement (one skip-locked scan for the sum of their limits, handed out
-// in call order), and a group of only claims takes the event lock only if
-// a queued job may be claimable, so idle polling serializes with nobody.
-// Concurrent calls are group-committed: Enqueue calls that arrive while a
-// transaction is in flight run together in the next one, as do Claim
-// calls, and Succeed, Fail, Requeue and AppendAttempt calls (one set-based
-// statement); each call still gets its own result or error, and an idle
-// store adds no delay. Before cutting the next batch the group yields once,
-// so the callers it just released can submit their next call in time to
-// join it. The writing statements run with generic plans (plan_cache_mode),
-// because re-planning the batched statements on every execution would cost
-// more than running them, and with sequential scans off, because the side
-// tables are small or empty when a plan is made.
+// commits per job as it can. Claims, finishing writes, enqueues without
+// idempotency keys or references, and Reclaim are one pipelined round
+// trip: BEGIN, the pre-lock statements, the lock request, the stamp check,
+// the locked statements and COMMIT, so no network wait falls inside the
+// serialized section. They can be, because their locked statements do not
+// depend on what the pre-lock ones read: a finishing write checks the
+// claim in SQL, and names a succeeded job's response with jobs.ResponseID
+// of the prompt the store remembered when it claimed the job, or derives
+// the same ID in SQL (response_id) when another process claimed it.
+// Cancel, Retry and keyed or referencing enqueues, whose second half does
+// depend on the first, take two round trips.
+//
+// A group of Claim calls is one statement (one skip-locked scan for the
+// sum of their limits, handed out in call order), and a group of only
+// claims takes the event lock only if a queued job may be claimable, so
+// idle polling serializes with nobody. Concurrent calls are
+// group-committed: Enqueue calls that arrive while a transaction is in
+// flight run together in the next one, as do Claim calls, and Succeed,
+// Fail, Requeue and AppendAttempt calls (one set-based statement); each
+// call still gets its own result or error, and an idle store adds no
+// delay. Before cutting the next batch the group yields once, so the
+// callers it just released can submit their next call in time to join it.
+// The writing statements run with generic plans (plan_cache_mode),
+// because re-planning the batched statements on every execution would
+// cost more than running them, with sequential scans off, because the side
+// tables are small or empty when a plan is made, and without JIT.
 //
 // # Notifications
 //

@@ -88,7 +88,11 @@ func (s *Store) enqueue(ctx context.Context, ps []jobs.EnqueueParams) ([]jobs.En
 	if err != nil {
 		return nil, err
 	}
-	if err := s.write(ctx, b.pre, b.locked); err != nil {
+	write := s.writeOnce
+	if b.readsFirst() {
+		write = s.write
+	}
+	if err := write(ctx, b.pre, b.locked); err != nil {
 		return nil, err
 	}
 	if b.changed() {
@@ -140,6 +144,12 @@ func newEnqueueBatch(ps []jobs.EnqueueParams, now time.Time, schema string) (*en
 	}
 	return b, nil
 }
+
+// readsFirst reports whether the locked statements depend on what the
+// pre-lock ones read (which idempotency keys matched), or the pre-lock
+// reads may reject the batch (a missing parent or dependency): then the
+// transaction takes two round trips (see write).
+func (b *enqueueBatch) readsFirst() bool { return b.rows.hasKeys || b.rows.hasRefs }
 
 func (b *enqueueBatch) pre(p *phase) {
 	if b.rows.hasRefs {
@@ -292,14 +302,11 @@ func (b *enqueueBatch) insertPrompts(p *phase) {
 		}
 		return out
 	}
-	// Rows go in (org, key) order so concurrent batches sharing keys lock
-	// them in the same order and cannot deadlock.
 	q := `
 		INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs, profile, idempotency_key, created_at)
 		SELECT u.id, u.org, u.by, NULLIF(u.parent, ''), u.corr, u.text, u.ref, NULLIF(u.inputs, '')::json, u.profile, u.key, $11
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key)
-		ORDER BY u.org, u.key`
+			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key)`
 	args := []any{col(r.promptID), col(r.org), col(r.by), col(r.parent), col(r.corr), col(r.text), col(r.ref),
 		col(r.inputs), col(r.profile), col(r.key), b.now}
 	if !r.hasKeys {
@@ -307,7 +314,10 @@ func (b *enqueueBatch) insertPrompts(p *phase) {
 		p.exec(q, args...)
 		return
 	}
+	// Rows go in (org, key) order so concurrent batches sharing keys lock
+	// them in the same order and cannot deadlock.
 	q += `
+		ORDER BY u.org, u.key
 		ON CONFLICT (org_id, idempotency_key) WHERE idempotency_key <> ''
 		DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
 		RETURNING id, org_id, idempotency_key`

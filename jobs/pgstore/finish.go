@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +17,8 @@ import (
 type finishReq struct {
 	op            string // "succeed", "fail", "requeue" or "attempt"
 	jobID, worker string
-	output, model string // succeed
+	output, model string  // succeed
+	response      *string // succeed: the response ID, when the prompt is known
 	parsed, usage *string
 	kind, message string // fail, requeue
 	inc           int    // requeue: attempts spent (0 for a handback)
@@ -26,23 +28,27 @@ type finishReq struct {
 	job           jobs.Job
 }
 
-// finishSQL applies a batch of finishing writes to jobs this transaction
-// has locked and checked, in one statement under the event lock: the
-// transitions (HOT updates, see migration 00002; each job leaves
-// job_running, and a requeued one goes back into job_queue), the responses
-// of succeeded jobs, one event per call in call order, and a notification
-// when a job changed state.
+// finishSQL applies a batch of finishing writes in one statement under the
+// event lock. A call takes effect only when its job is running under its
+// worker (the transaction locked the jobs before the lock, so this cannot
+// change under it); the statement returns the calls that did, by ord, and
+// every other call gets jobs.ErrNotClaimed. It writes the transitions (HOT
+// updates, see migration 00002; each job leaves job_running, and a
+// requeued one goes back into job_queue), the responses of succeeded jobs
+// (IDs from response_id, migration 00003), one event per call in call
+// order, and a notification when a job changed state.
 var finishSQL = named(`
 	WITH u AS (
-		SELECT * FROM unnest($op::text[], $id::text[], $response::text[], $output::text[], $parsed::text[],
+		SELECT * FROM unnest($op::text[], $id::text[], $worker::text[], $output::text[], $parsed::text[],
 			$model::text[], $usage::text[], $inc::int[], $available::timestamptz[], $kind::text[],
-			$message::text[], $handback::bool[], $data::text[])
-			WITH ORDINALITY AS u(op, id, response, output, parsed, model, usage, inc, available, kind,
-				message, handback, data, ord)
+			$message::text[], $handback::bool[], $data::text[], $response::text[])
+			WITH ORDINALITY AS u(op, id, worker, output, parsed, model, usage, inc, available, kind,
+				message, handback, data, response, ord)
 	), done AS (
 		UPDATE jobs SET
 			state = CASE u.op WHEN 'succeed' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'queued' END,
-			response_id = CASE WHEN u.op = 'succeed' THEN u.response ELSE jobs.response_id END,
+			response_id = CASE WHEN u.op = 'succeed'
+				THEN coalesce(u.response, response_id(jobs.prompt_id, jobs.id)) ELSE jobs.response_id END,
 			finished_at = CASE WHEN u.op = 'requeue' THEN NULL ELSE $now::timestamptz END,
 			attempt = jobs.attempt + u.inc,
 			available_at = CASE WHEN u.op = 'requeue' THEN COALESCE(u.available, $now::timestamptz) ELSE jobs.available_at END,
@@ -53,8 +59,13 @@ var finishSQL = named(`
 			error_kind = CASE WHEN u.op = 'succeed' THEN NULL ELSE NULLIF(u.kind, '') END,
 			error_message = CASE WHEN u.op = 'succeed' THEN NULL ELSE NULLIF(u.message, '') END,
 			updated_at = $now::timestamptz
-		FROM u WHERE jobs.id = u.id AND u.op <> 'attempt'
-		RETURNING jobs.*, u.ord
+		FROM u WHERE jobs.id = u.id AND u.op <> 'attempt' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
+		-- The call's own columns come along, so no later CTE joins u again
+		-- (the generic plan's row estimates would make that a nested loop).
+		RETURNING jobs.*, u.ord, u.op, u.output, u.parsed, u.model, u.usage, u.kind, u.message, u.handback
+	), att AS (
+		SELECT jobs.*, u.ord, u.data FROM u JOIN jobs ON jobs.id = u.id
+		WHERE u.op = 'attempt' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 	), stopped AS (
 		DELETE FROM job_running WHERE job_id = ANY (ARRAY(SELECT id FROM done))
 	), requeued AS (
@@ -63,32 +74,32 @@ var finishSQL = named(`
 		-- The response IDs cannot collide: each job is running and locked
 		-- by this transaction, so the insert cannot wait under the lock.
 		INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at)
-		SELECT u.response, done.prompt_id, done.id, u.output, u.parsed::json, u.model, u.usage::json, $now::timestamptz
-		FROM done JOIN u ON u.ord = done.ord WHERE u.op = 'succeed'
+		SELECT response_id, prompt_id, id, output, parsed::json, model, usage::json, $now::timestamptz
+		FROM done WHERE op = 'succeed'
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT job_id, prompt_id, org_id, type, from_state, to_state, data, $now::timestamptz FROM (
-			SELECT done.id AS job_id, done.prompt_id, done.org_id, 'transition' AS type,
-				'running' AS from_state, done.state AS to_state,
-				CASE u.op
+			SELECT id AS job_id, prompt_id, org_id, 'transition' AS type, 'running' AS from_state, state AS to_state,
+				CASE op
 					WHEN 'succeed' THEN NULL
-					WHEN 'fail' THEN jsonb_build_object('error_kind', u.kind, 'error_message', u.message)::json
-					ELSE jsonb_build_object('error_kind', u.kind, 'error_message', u.message, 'handback', u.handback)::json
-				END AS data, u.ord
-			FROM done JOIN u ON u.ord = done.ord
+					WHEN 'fail' THEN jsonb_build_object('error_kind', kind, 'error_message', message)::json
+					ELSE jsonb_build_object('error_kind', kind, 'error_message', message, 'handback', handback)::json
+				END AS data, ord
+			FROM done
 			UNION ALL
-			SELECT jobs.id, jobs.prompt_id, jobs.org_id, 'attempt', NULL, NULL, u.data::json, u.ord
-			FROM u JOIN jobs ON jobs.id = u.id WHERE u.op = 'attempt'
+			SELECT id, prompt_id, org_id, 'attempt', NULL, NULL, data::json, ord FROM att
 		) e ORDER BY ord
 	), `+notified("done")+`
-	SELECT `+jobCols+`, ord FROM done, notified`,
-	"op", "id", "response", "output", "parsed", "model", "usage", "inc", "available", "kind", "message",
-	"handback", "data", "now", "schema")
+	SELECT `+jobCols+`, ord FROM done, notified
+	UNION ALL
+	SELECT `+jobCols+`, ord FROM att`,
+	"op", "id", "worker", "output", "parsed", "model", "usage", "inc", "available", "kind", "message",
+	"handback", "data", "response", "now", "schema")
 
 // runFinish runs finishing writes in one transaction of their own.
 func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
 	b := newFinishBatch(reqs, s.schema)
-	if err := s.write(ctx, b.pre, b.locked); err != nil {
+	if err := s.writeOnce(ctx, b.pre, b.locked); err != nil {
 		for i := range b.errs {
 			b.errs[i] = err
 		}
@@ -102,20 +113,16 @@ func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
 
 // finishBatch is the part of a writing transaction that finishes jobs: it
 // locks the jobs before the event lock (in ID order, so concurrent batches
-// cannot deadlock), checks each call's claim, and applies the valid calls
-// in one statement under the lock. A call whose job is not running under
-// its worker gets jobs.ErrNotClaimed and changes nothing. The calls name
-// distinct jobs (the group commit's key sees to it).
+// cannot deadlock) and applies the calls in one statement under the lock
+// (finishSQL), which checks each call's claim. A call whose job is not
+// running under its worker gets jobs.ErrNotClaimed and changes nothing.
+// The calls name distinct jobs (the group commit's key sees to it).
 type finishBatch struct {
 	reqs    []*finishReq
 	errs    []error
 	schema  string
-	held    map[string]heldJob
 	changed bool // a job changed state
 }
-
-// heldJob is a job row as the batch locked it.
-type heldJob struct{ promptID, state, claim string }
 
 func newFinishBatch(reqs []*finishReq, schema string) *finishBatch {
 	return &finishBatch{reqs: reqs, errs: make([]error, len(reqs)), schema: schema}
@@ -126,69 +133,52 @@ func (b *finishBatch) pre(p *phase) {
 	for i, r := range b.reqs {
 		ids[i] = r.jobID
 	}
-	p.query(`SELECT id, prompt_id, state, coalesce(worker_claim, '') FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`,
-		[]any{ids}, func(rows pgx.Rows) error {
-			b.held = make(map[string]heldJob, len(ids))
-			for rows.Next() {
-				var id string
-				var h heldJob
-				if err := rows.Scan(&id, &h.promptID, &h.state, &h.claim); err != nil {
-					return err
-				}
-				b.held[id] = h
-			}
-			return nil
-		})
+	p.exec(`SELECT 1 FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 }
 
 func (b *finishBatch) locked(p *phase, now time.Time) {
+	n := len(b.reqs)
 	var (
-		valid                                          []int
-		op, id, response, output, model, kind, message []string
-		parsed, usage, data                            []*string
-		inc                                            []int
-		avail                                          []*time.Time
-		handback                                       []bool
+		op, id, worker, output = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		model, kind, message   = make([]string, n), make([]string, n), make([]string, n)
+		parsed, usage, data    = make([]*string, n), make([]*string, n), make([]*string, n)
+		response               = make([]*string, n)
+		inc                    = make([]int, n)
+		avail                  = make([]*time.Time, n)
+		handback               = make([]bool, n)
 	)
 	b.changed = false
 	for i, r := range b.reqs {
-		b.errs[i] = nil
-		h, ok := b.held[r.jobID]
-		if !ok || jobs.State(h.state) != jobs.Running || r.worker == "" || h.claim != r.worker {
-			b.errs[i] = jobs.ErrNotClaimed
-			continue
-		}
-		rid := ""
-		if r.op == "succeed" {
-			rid = jobs.ResponseID(h.promptID, r.jobID)
-		}
-		if r.op != "attempt" {
-			b.changed = true
-		}
-		valid = append(valid, i)
-		op, id, response, output, model = append(op, r.op), append(id, r.jobID), append(response, rid), append(output, r.output), append(model, r.model)
-		kind, message, parsed, usage, data = append(kind, r.kind), append(message, r.message), append(parsed, r.parsed), append(usage, r.usage), append(data, r.data)
-		inc, avail, handback = append(inc, r.inc), append(avail, r.avail), append(handback, r.handback)
+		b.errs[i] = jobs.ErrNotClaimed // until the statement returns the call
+		op[i], id[i], worker[i], output[i], model[i] = r.op, r.jobID, r.worker, r.output, r.model
+		kind[i], message[i], parsed[i], usage[i], data[i] = r.kind, r.message, r.parsed, r.usage, r.data
+		inc[i], avail[i], handback[i], response[i] = r.inc, r.avail, r.handback, r.response
 	}
-	if len(valid) == 0 {
-		return
-	}
-	p.query(finishSQL.q, finishSQL.args(op, id, response, output, parsed, model, usage, inc, avail, kind,
-		message, handback, data, now, b.schema), func(rows pgx.Rows) error {
+	p.query(finishSQL.q, finishSQL.args(op, id, worker, output, parsed, model, usage, inc, avail, kind,
+		message, handback, data, response, now, b.schema), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
 			j, err := scanJob(rows, &ord)
 			if err != nil {
 				return err
 			}
-			b.reqs[valid[ord-1]].job = j
+			r := b.reqs[ord-1]
+			r.job, b.errs[ord-1] = j, nil
+			b.changed = b.changed || r.op != "attempt"
 		}
 		return nil
 	})
 }
 
-// finish runs one finishing write through the group commit.
+// finish runs one finishing write through the group commit. A call that
+// ends the claim forgets the job's prompt; a Succeed names its response
+// with it.
 func (s *Store) finish(ctx context.Context, r *finishReq) (jobs.Job, error) {
+	if r.op != "attempt" {
+		if pid := s.prompts.take(r.jobID); pid != "" && r.op == "succeed" {
+			r.response = new(jobs.ResponseID(pid, r.jobID))
+		}
+	}
 	if err := s.writes.do(ctx, &writeReq{finish: r}); err != nil {
 		return jobs.Job{}, err
 	}
@@ -368,4 +358,41 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 	}
 	s.broadcast()
 	return out, nil
+}
+
+// promptCache maps the jobs this store claimed to their prompts, until a
+// finishing call for the job. A Succeed then sends its response ID
+// (jobs.ResponseID of prompt and job) with the statement; without it the
+// statement derives the ID itself (response_id, migration 00003), which
+// costs about 5µs a row inside the serialized section, where Go's is
+// nearly free. A job's prompt never changes, so an entry cannot be wrong;
+// it can only be missing (claimed by another process, or the cache was
+// reset), and then the statement falls back. Entries of jobs never
+// finished through this store (cancelled, or reclaimed and never reported)
+// would accumulate, so the cache starts over when it reaches its bound.
+type promptCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// promptCacheMax bounds the cache: far more jobs than one process runs at
+// once.
+const promptCacheMax = 1 << 16
+
+func (c *promptCache) put(jobID, promptID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= promptCacheMax {
+		c.m = make(map[string]string)
+	}
+	c.m[jobID] = promptID
+}
+
+// take returns and forgets a job's prompt ("" when unknown).
+func (c *promptCache) take(jobID string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.m[jobID]
+	delete(c.m, jobID)
+	return p
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -74,13 +75,100 @@ func (p *phase) send(ctx context.Context, conn *pgxpool.Conn) error {
 // rollback.
 var errCommitRolledBack = errors.New("commit rolled back")
 
-// write runs one writing transaction in two round trips, in the order
-// the package doc describes:
+// commit queues COMMIT and checks that it committed.
+func (p *phase) commit() {
+	p.b.Queue("COMMIT")
+	p.reads = append(p.reads, func(br pgx.BatchResults) error {
+		ct, err := br.Exec()
+		if err == nil && ct.String() != "COMMIT" {
+			err = fmt.Errorf("%w (%s)", errCommitRolledBack, ct.String())
+		}
+		return err
+	})
+}
+
+// writeSettings opens every writing transaction. The writing statements
+// are prepared once per connection (pgx's statement cache), and their
+// shapes are chosen to be right whatever the row estimates (primary-key
+// lookups, ANY arrays, ordered scans of the index their ORDER BY matches).
+// Left to itself PostgreSQL would re-plan the batched CTE statements on
+// every execution (their unnest arrays make a custom plan look cheaper),
+// which costs more than running them, inside the serialized section. Reads
+// keep the default mode. Sequential scans are off for the same reason: the
+// side tables (job_queue, job_running) are small or empty when a plan is
+// made, so a generic plan would scan them whole, dead rows included, where
+// an index lookup by job ID is what every writing statement wants. JIT is
+// off because a disabled sequential scan, where one is the only path, costs
+// 1e10 and would make PostgreSQL compile the plan on every execution
+// (measured: 20-200 ms each).
+const writeSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
+	set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
+
+// checkStampSQL fails the transaction with SQLSTATE stampBelowFloor when a
+// ChangesSince has raised change_floor above the stamp $1 (migration 00003).
+const checkStampSQL = `SELECT stamp_below_floor() FROM change_floor WHERE one AND at > $1`
+
+const stampBelowFloor = "PKS01"
+
+// inTx runs send on a pooled connection and rolls back whatever
+// transaction an error leaves open, so no connection goes back to the
+// pool inside one (holding the event lock, say). If the rollback fails,
+// the pool discards the connection on Release because it is not idle.
+func (s *Store) inTx(ctx context.Context, send func(conn *pgxpool.Conn) error) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if err := send(conn); err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		conn.Exec(rctx, "ROLLBACK") //nolint:errcheck // best effort, see above
+		return err
+	}
+	return nil
+}
+
+// writeOnce runs a writing transaction in one round trip, in the order
+// the package doc describes: BEGIN; pre's statements (validation, row
+// locks, inserts that may wait on a unique key); the event lock; the
+// stamp check; locked's statements (stamps and events; none may wait for
+// another transaction's row); COMMIT. The stamp is the store clock read
+// before sending, so locked must not depend on anything pre reads, and
+// pre's reads may fail only with a database error (which aborts the
+// transaction before it commits).
 //
-//  1. BEGIN; pre's statements (validation, row locks, inserts that may
-//     wait on a unique key); pg_advisory_xact_lock(event lock)
-//  2. the store clock is read only now; locked's statements (stamps and
-//     events; none may wait for another transaction's row); COMMIT
+// If a ChangesSince took the event lock between the clock reading and
+// this transaction's turn, and its clock read later, the stamp check fails;
+// the transaction, which wrote nothing, runs again through write.
+func (s *Store) writeOnce(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
+	stamp := s.clock()
+	err := s.inTx(ctx, func(conn *pgxpool.Conn) error {
+		var p phase
+		p.exec("BEGIN")
+		p.exec(writeSettings)
+		if pre != nil {
+			pre(&p)
+		}
+		p.exec(`SELECT pg_advisory_xact_lock($1)`, s.lockKey)
+		p.exec(checkStampSQL, stamp)
+		locked(&p, stamp)
+		p.commit()
+		return p.send(ctx, conn)
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == stampBelowFloor {
+		return s.write(ctx, pre, locked)
+	}
+	return err
+}
+
+// write runs a writing transaction whose locked statements depend on what
+// pre reads, in two round trips:
+//
+//  1. BEGIN; pre's statements; the event lock; the change floor
+//  2. the stamp: the store clock read only now, or the floor if that is
+//     later; locked's statements; COMMIT
 //
 // An error from any reader rolls the transaction back.
 func (s *Store) write(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
@@ -102,70 +190,38 @@ type lockGate struct {
 // nothing) just commits, so it serializes with nobody; took reports which
 // happened.
 func (s *Store) writeIf(ctx context.Context, pre func(*phase), gate *lockGate, locked func(p *phase, now time.Time)) (took bool, err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Release()
-	open := false
-	defer func() {
-		if err != nil && open {
-			// Never leave a connection inside a transaction; if the
-			// rollback fails, the pool discards the connection on Release
-			// because it is not idle.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			conn.Exec(rctx, "ROLLBACK") //nolint:errcheck // best effort, see above
+	err = s.inTx(ctx, func(conn *pgxpool.Conn) error {
+		var first phase
+		first.exec("BEGIN")
+		first.exec(writeSettings)
+		if pre != nil {
+			pre(&first)
 		}
-	}()
-
-	var first phase
-	first.exec("BEGIN")
-	open = true
-	// The writing statements are prepared once per connection (pgx's
-	// statement cache), and their shapes are chosen to be right whatever
-	// the row estimates (primary-key lookups, ANY arrays, ordered scans of
-	// the index their ORDER BY matches). Left to itself PostgreSQL would
-	// re-plan the batched CTE statements on every execution (their unnest
-	// arrays make a custom plan look cheaper), which costs more than running
-	// them, inside the serialized section. Reads keep the default mode.
-	// Sequential scans are off for the same reason: the side tables
-	// (job_queue, job_running) are small or empty when a plan is made, so
-	// a generic plan would scan them whole, dead rows included, where an
-	// index lookup by job ID is what every writing statement wants.
-	first.exec("SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_seqscan', 'off', true)")
-	if pre != nil {
-		pre(&first)
-	}
-	took = true
-	if gate == nil {
-		first.exec(`SELECT pg_advisory_xact_lock($1)`, s.lockKey)
-	} else {
-		first.queryRow(gate.sql, append([]any{s.lockKey}, gate.args...), func(row pgx.Row) error {
-			return row.Scan(&took)
+		took = true
+		if gate == nil {
+			first.exec(`SELECT pg_advisory_xact_lock($1)`, s.lockKey)
+		} else {
+			first.queryRow(gate.sql, append([]any{s.lockKey}, gate.args...), func(row pgx.Row) error {
+				return row.Scan(&took)
+			})
+		}
+		var floor *time.Time
+		first.queryRow(`SELECT max(at) FROM change_floor`, nil, func(row pgx.Row) error {
+			return row.Scan(&floor)
 		})
-	}
-	if err := first.send(ctx, conn); err != nil {
-		return false, err
-	}
-
-	var second phase
-	if took {
-		locked(&second, s.clock())
-	}
-	var tag string
-	second.b.Queue("COMMIT")
-	second.reads = append(second.reads, func(br pgx.BatchResults) error {
-		ct, err := br.Exec()
-		tag = ct.String()
-		return err
+		if err := first.send(ctx, conn); err != nil {
+			return err
+		}
+		var second phase
+		if took {
+			stamp := s.clock()
+			if floor != nil && floor.After(stamp) {
+				stamp = floor.UTC()
+			}
+			locked(&second, stamp)
+		}
+		second.commit()
+		return second.send(ctx, conn)
 	})
-	if err := second.send(ctx, conn); err != nil {
-		return false, err
-	}
-	open = false
-	if tag != "COMMIT" {
-		return false, fmt.Errorf("%w (%s)", errCommitRolledBack, tag)
-	}
-	return took, nil
+	return took && err == nil, err
 }

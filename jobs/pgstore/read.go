@@ -163,9 +163,11 @@ func decodeCursor(c string) (time.Time, string, error) {
 
 // ChangesSince returns jobs changed after Since, oldest change first,
 // and the AsOf to pass next. It takes the event lock (shared, so readers do
-// not wait for each other) and reads the clock T while holding it: every
-// change stamped before T has committed by then, and every later one will
-// be stamped at or after T (see the package doc). The lock is released
+// not wait for each other), reads the clock T while holding it and raises
+// change_floor to T: every change stamped before T has committed by then,
+// and every later one will be stamped at or after T, also by a writer that
+// read its clock earlier or in a process whose clock is behind (see the
+// package doc). The lock is released
 // before the read, so a large page never holds writers up; the read's
 // snapshot is taken after the lock was granted, so it sees every change
 // stamped before T. AsOf is T − 1µs, so a change stamped in T's
@@ -194,15 +196,24 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 	defer conn.Release()
 	var lock phase
 	lock.exec("BEGIN")
-	lock.exec(`SELECT pg_advisory_xact_lock_shared($1)`, s.lockKey)
+	// The floor only has to be visible to writers that take the event lock
+	// after this transaction, not to survive a crash: no need to wait for
+	// the flush.
+	lock.exec(`SELECT pg_advisory_xact_lock_shared($1), set_config('synchronous_commit', 'off', true)`, s.lockKey)
 	if err := lock.send(ctx, conn); err != nil {
 		// Leave no transaction open on a connection going back to the
 		// pool (it would hold the lock).
 		conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // best effort; the pool drops a connection left in a transaction
 		return out, err
 	}
-	out.AsOf = s.clock().Add(-time.Microsecond)
+	t := s.clock()
+	out.AsOf = t.Add(-time.Microsecond)
 	var read phase
+	// Writers that read their clock before this and take the lock after it
+	// must not stamp below T (see writeOnce).
+	read.exec(`
+		INSERT INTO change_floor (at) VALUES ($1)
+		ON CONFLICT (one) DO UPDATE SET at = EXCLUDED.at WHERE change_floor.at < EXCLUDED.at`, t)
 	read.exec("COMMIT")
 	// jobs has no index on updated_at (it would keep transitions from being
 	// HOT updates, see migration 00002); every change of updated_at appends

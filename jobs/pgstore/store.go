@@ -42,6 +42,9 @@ type Store struct {
 
 	// writes group-commits concurrent Enqueue, Claim and finishing calls.
 	writes group[*writeReq]
+	// prompts remembers the prompts of the jobs this store claimed, so a
+	// Succeed can name its response (see promptCache).
+	prompts promptCache
 
 	mu         sync.Mutex
 	closed     bool
