@@ -69,7 +69,8 @@
 // back, and it runs again in two round trips, the second sent once the lock
 // is held, stamping max(clock, floor). The floor also keeps since-polling
 // whole across processes whose clocks disagree: a writer behind a reader's
-// clock stamps the reader's time, not its own.
+// clock stamps the reader's time, not its own (taking the two-round-trip
+// path each time, so keep the clocks in sync).
 //
 // Step 3 touches only rows this transaction already locked in step 1, rows
 // it inserts, rows it claims with SKIP LOCKED (Claim and Reclaim do all

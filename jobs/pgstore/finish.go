@@ -35,8 +35,9 @@ type finishReq struct {
 // every other call gets jobs.ErrNotClaimed. It writes the transitions (HOT
 // updates, see migration 00002; each job leaves job_running, and a
 // requeued one goes back into job_queue), the responses of succeeded jobs
-// (IDs from response_id, migration 00003), one event per call in call
-// order, and a notification when a job changed state.
+// (with the ID the call brings, or one response_id derives, see
+// promptCache), one event per call in call order, and a notification when
+// a job changed state.
 var finishSQL = named(`
 	WITH u AS (
 		SELECT * FROM unnest($op::text[], $id::text[], $worker::text[], $output::text[], $parsed::text[],
