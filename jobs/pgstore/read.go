@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/promptkit/promptkit/jobs"
 )
@@ -189,70 +190,63 @@ func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Ch
 }
 
 func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string, limit int) (out jobs.Changes, err error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return out, err
-	}
-	defer conn.Release()
-	var lock phase
-	lock.exec("BEGIN")
-	// The floor only has to be visible to writers that take the event lock
-	// after this transaction, not to survive a crash: no need to wait for
-	// the flush.
-	lock.exec(`SELECT pg_advisory_xact_lock_shared($1), set_config('synchronous_commit', 'off', true)`, s.lockKey)
-	if err := lock.send(ctx, conn); err != nil {
-		// Leave no transaction open on a connection going back to the
-		// pool (it would hold the lock).
-		conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // best effort; the pool drops a connection left in a transaction
-		return out, err
-	}
-	t := s.clock()
-	out.AsOf = t.Add(-time.Microsecond)
-	var read phase
-	// Writers that read their clock before this and take the lock after it
-	// must not stamp below T (see writeOnce).
-	read.exec(`
-		INSERT INTO change_floor (at) VALUES ($1)
-		ON CONFLICT (one) DO UPDATE SET at = EXCLUDED.at WHERE change_floor.at < EXCLUDED.at`, t)
-	read.exec("COMMIT")
-	// jobs has no index on updated_at (it would keep transitions from being
-	// HOT updates, see migration 00002); every change of updated_at appends
-	// an event stamped with the same time, so the events find the jobs.
-	read.query(`
-		SELECT `+jobCols+` FROM jobs
-		WHERE id IN (SELECT job_id FROM job_events WHERE at > $1)
-			AND updated_at > $1 AND ($2 = '' OR org_id = $2)
-		ORDER BY updated_at, id LIMIT $3`, []any{since, orgID, limit}, func(rows pgx.Rows) error {
-		var err error
-		out.Jobs, err = collectJobs(rows)
-		return err
+	err = s.inTx(ctx, func(conn *pgxpool.Conn) error {
+		var lock phase
+		lock.exec("BEGIN")
+		// The floor only has to be visible to writers that take the event
+		// lock after this transaction, not to survive a crash: no need to
+		// wait for the flush.
+		lock.exec(`SELECT pg_advisory_xact_lock_shared($1), set_config('synchronous_commit', 'off', true)`, s.lockKey)
+		if err := lock.send(ctx, conn); err != nil {
+			return err
+		}
+		t := s.clock()
+		out.AsOf = t.Add(-time.Microsecond)
+		var read phase
+		// Writers that read their clock before this and take the lock after
+		// it must not stamp below T (see writeOnce).
+		read.exec(`
+			INSERT INTO change_floor (at) VALUES ($1)
+			ON CONFLICT (one) DO UPDATE SET at = EXCLUDED.at WHERE change_floor.at < EXCLUDED.at`, t)
+		read.commit()
+		// jobs has no index on updated_at (it would keep transitions from
+		// being HOT updates, see migration 00002); every change of updated_at
+		// appends an event stamped with the same time, so the events find
+		// the jobs.
+		read.query(`
+			SELECT `+jobCols+` FROM jobs
+			WHERE id IN (SELECT job_id FROM job_events WHERE at > $1)
+				AND updated_at > $1 AND ($2 = '' OR org_id = $2)
+			ORDER BY updated_at, id LIMIT $3`, []any{since, orgID, limit}, func(rows pgx.Rows) error {
+			var err error
+			out.Jobs, err = collectJobs(rows)
+			return err
+		})
+		if err := read.send(ctx, conn); err != nil || len(out.Jobs) < limit {
+			return err
+		}
+		// Finish the last timestamp: every change stamped at it is visible
+		// (it was stamped before T), so AsOf can move past it.
+		last := out.Jobs[len(out.Jobs)-1]
+		rows, err := conn.Query(ctx, `
+			SELECT `+jobCols+` FROM jobs
+			WHERE id IN (SELECT job_id FROM job_events WHERE at = $1)
+				AND updated_at = $1 AND id > $2 AND ($3 = '' OR org_id = $3)
+			ORDER BY id`, last.UpdatedAt, last.ID, orgID)
+		if err != nil {
+			return err
+		}
+		more, err := collectJobs(rows)
+		if err != nil {
+			return err
+		}
+		out.Jobs = append(out.Jobs, more...)
+		if last.UpdatedAt.Before(out.AsOf) {
+			out.AsOf = last.UpdatedAt
+		}
+		return nil
 	})
-	if err := read.send(ctx, conn); err != nil {
-		return out, err
-	}
-	if len(out.Jobs) < limit {
-		return out, nil
-	}
-	// Finish the last timestamp: every change stamped at it is visible
-	// (it was stamped before T), so AsOf can move past it.
-	last := out.Jobs[len(out.Jobs)-1]
-	rows, err := conn.Query(ctx, `
-		SELECT `+jobCols+` FROM jobs
-		WHERE id IN (SELECT job_id FROM job_events WHERE at = $1)
-			AND updated_at = $1 AND id > $2 AND ($3 = '' OR org_id = $3)
-		ORDER BY id`, last.UpdatedAt, last.ID, orgID)
-	if err != nil {
-		return out, err
-	}
-	more, err := collectJobs(rows)
-	if err != nil {
-		return out, err
-	}
-	out.Jobs = append(out.Jobs, more...)
-	if last.UpdatedAt.Before(out.AsOf) {
-		out.AsOf = last.UpdatedAt
-	}
-	return out, nil
+	return out, err
 }
 
 // EventsAfter pages through the event log by seq. It needs no lock: seq
