@@ -94,11 +94,7 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 	}
 	err := errInvalidBatch
 	if eb != nil || len(enqs) == 0 {
-		write := s.writeOnce
-		if eb != nil && eb.readsFirst() {
-			write = s.write
-		}
-		err = write(ctx, func(p *phase) {
+		err = s.writeWith(eb != nil && eb.readsFirst())(ctx, func(p *phase) {
 			if eb != nil {
 				eb.pre(p)
 			}

@@ -88,11 +88,7 @@ func (s *Store) enqueue(ctx context.Context, ps []jobs.EnqueueParams) ([]jobs.En
 	if err != nil {
 		return nil, err
 	}
-	write := s.writeOnce
-	if b.readsFirst() {
-		write = s.write
-	}
-	if err := write(ctx, b.pre, b.locked); err != nil {
+	if err := s.writeWith(b.readsFirst())(ctx, b.pre, b.locked); err != nil {
 		return nil, err
 	}
 	if b.changed() {
@@ -148,7 +144,7 @@ func newEnqueueBatch(ps []jobs.EnqueueParams, now time.Time, schema string) (*en
 // readsFirst reports whether the locked statements depend on what the
 // pre-lock ones read (which idempotency keys matched), or the pre-lock
 // reads may reject the batch (a missing parent or dependency): then the
-// transaction takes two round trips (see write).
+// transaction takes two round trips (see writeWith).
 func (b *enqueueBatch) readsFirst() bool { return b.rows.hasKeys || b.rows.hasRefs }
 
 func (b *enqueueBatch) pre(p *phase) {

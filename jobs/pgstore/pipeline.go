@@ -104,6 +104,29 @@ func (p *phase) commit() {
 const writeSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
 
+// lockSQL takes the event lock ($1 is the store's key).
+const lockSQL = `SELECT pg_advisory_xact_lock($1)`
+
+// begin queues what opens every writing transaction: BEGIN, the settings,
+// pre's statements (if any).
+func begin(p *phase, pre func(*phase)) {
+	p.exec("BEGIN")
+	p.exec(writeSettings)
+	if pre != nil {
+		pre(p)
+	}
+}
+
+// writeWith returns write when the locked statements depend on what the
+// pre-lock ones read (or those reads may reject the transaction), else
+// writeOnce.
+func (s *Store) writeWith(readsFirst bool) func(context.Context, func(*phase), func(*phase, time.Time)) error {
+	if readsFirst {
+		return s.write
+	}
+	return s.writeOnce
+}
+
 // checkStampSQL fails the transaction with SQLSTATE stampBelowFloor when a
 // ChangesSince has raised change_floor above the stamp $1 (migration 00003).
 const checkStampSQL = `SELECT stamp_below_floor() FROM change_floor WHERE one AND at > $1`
@@ -145,12 +168,8 @@ func (s *Store) writeOnce(ctx context.Context, pre func(*phase), locked func(p *
 	stamp := s.clock()
 	err := s.inTx(ctx, func(conn *pgxpool.Conn) error {
 		var p phase
-		p.exec("BEGIN")
-		p.exec(writeSettings)
-		if pre != nil {
-			pre(&p)
-		}
-		p.exec(`SELECT pg_advisory_xact_lock($1)`, s.lockKey)
+		begin(&p, pre)
+		p.exec(lockSQL, s.lockKey)
 		p.exec(checkStampSQL, stamp)
 		locked(&p, stamp)
 		p.commit()
@@ -192,14 +211,10 @@ type lockGate struct {
 func (s *Store) writeIf(ctx context.Context, pre func(*phase), gate *lockGate, locked func(p *phase, now time.Time)) (took bool, err error) {
 	err = s.inTx(ctx, func(conn *pgxpool.Conn) error {
 		var first phase
-		first.exec("BEGIN")
-		first.exec(writeSettings)
-		if pre != nil {
-			pre(&first)
-		}
+		begin(&first, pre)
 		took = true
 		if gate == nil {
-			first.exec(`SELECT pg_advisory_xact_lock($1)`, s.lockKey)
+			first.exec(lockSQL, s.lockKey)
 		} else {
 			first.queryRow(gate.sql, append([]any{s.lockKey}, gate.args...), func(row pgx.Row) error {
 				return row.Scan(&took)
