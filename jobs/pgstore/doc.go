@@ -17,7 +17,9 @@
 // age), job_running exactly the running ones (for Reclaim). Both are
 // written only under the event lock (below), so no statement waits for
 // one of their rows. Migration 00002 explains the measurements behind
-// this layout.
+// this layout. IDs, orgs, users and keys are COLLATE "C" (migration
+// 00004): they are opaque, and byte order makes every index step a memcmp
+// whatever the database's collation.
 //
 // # Claims
 //
