@@ -6,10 +6,11 @@
 //     then work them off with each worker count, timing both phases;
 //   - steady state: P producers insert one job per transaction for a
 //     fixed time while workers run; insert latency and insert → worker
-//     start latency. Our store runs it twice: N independent claimers
-//     ("promptkit"), and one claimer feeding N workers
-//     ("promptkit-1claimer", the shape of jobs/worker and River's
-//     producer).
+//     start latency.
+//
+// Our store runs both twice: N independent claimers ("promptkit"), and
+// one claimer feeding N workers ("promptkit-1claimer", the shape of
+// jobs/worker and River's producer).
 //
 // Every trial gets a fresh PostgreSQL schema or a fresh SQLite file, and
 // the systems, databases and worker counts are interleaved round-robin
@@ -103,7 +104,7 @@ func main() {
 	workers := flag.String("workers", "10,100", "worker counts for the bulk work-off")
 	flag.IntVar(&o.ClaimLimit, "claim-limit", 10, "promptkit: Claim Limit per worker loop")
 	dbs := flag.String("db", "postgres,sqlite", "databases")
-	systems := flag.String("only", "River,promptkit,promptkit-1claimer", "systems (promptkit-1claimer: steady state only, one claimer feeding the workers)")
+	systems := flag.String("only", "River,promptkit,promptkit-1claimer", "systems (promptkit-1claimer: one claimer feeding the workers, the shape of jobs/worker)")
 	flag.DurationVar(&o.Steady, "steady", 10*time.Second, "steady-state duration per trial (0: skip)")
 	flag.IntVar(&o.Producers, "producers", 8, "steady-state producers")
 	flag.IntVar(&o.SteadyWork, "steady-workers", 100, "steady-state workers")
@@ -174,9 +175,6 @@ func run(o options, pgURL string, jsonOut bool, cpuProfile string) error {
 		for _, db := range o.DBs {
 			for _, w := range o.Workers {
 				for _, s := range order {
-					if steadyOnly(s) {
-						continue
-					}
 					t, err := bulkTrial(ctx, e, s, db, w, run, rep.Setups)
 					if err != nil {
 						return fmt.Errorf("run %d, %s on %s, %d workers: %w", run, s.Name(), db, w, err)
@@ -205,11 +203,6 @@ func run(o options, pgURL string, jsonOut bool, cpuProfile string) error {
 	}
 	rep.markdown(os.Stdout, all)
 	return nil
-}
-
-func steadyOnly(s system) bool {
-	so, ok := s.(interface{ SteadyOnly() bool })
-	return ok && so.SteadyOnly()
 }
 
 type bulkResult struct {

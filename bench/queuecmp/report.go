@@ -45,12 +45,9 @@ func ratio(a, b float64) string {
 }
 
 func (r report) markdown(w io.Writer, systems []system) {
-	var names, all []string // names: systems in the bulk table
+	var names []string
 	for _, s := range systems {
-		all = append(all, s.Name())
-		if !steadyOnly(s) {
-			names = append(names, s.Name())
-		}
+		names = append(names, s.Name())
 	}
 	o := r.Options
 	fmt.Fprintf(w, "%s, %d cores, %s. %d runs; bulk: %d jobs, batches of %d; promptkit Claim Limit %d.\n\n",
@@ -116,7 +113,7 @@ func (r report) markdown(w io.Writer, systems []system) {
 		fmt.Fprintln(w, "| database | system | inserts/s | insert p50 | insert p99 | insert→start p50 | insert→start p99 | not started (max) |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 		for _, db := range o.DBs {
-			for _, n := range all {
+			for _, n := range names {
 				var ips, ip50, ip99, sp50, sp99 []float64
 				ns := 0
 				for _, s := range r.Steady {
