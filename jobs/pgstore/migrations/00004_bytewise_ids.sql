@@ -1,9 +1,9 @@
 -- IDs, orgs, users and keys compare byte by byte. They are opaque strings,
 -- so the database's collation has nothing to say about their order, yet a
--- text column under a libc collation (en_US.UTF-8, and C.UTF-8 before
--- PostgreSQL 17) compares through strcoll, with both values copied to
--- NUL-terminated buffers first: on every step of every index descent and
--- every index insert. COLLATE "C" is a memcmp: on an ICU en-US database,
+-- text column under any collation but C or POSIX (en_US.UTF-8, ICU, and
+-- C.UTF-8 before PostgreSQL 17) compares through the collation library:
+-- on every step of every index descent and every index insert.
+-- COLLATE "C" is a memcmp: on an ICU en-US database,
 -- bulk insert and work-off gained 11-14 %; on C.UTF-8 the gain is within
 -- noise (BENCHMARKS.md, fourth PostgreSQL round). Byte order is also the
 -- order SQLite's BINARY collation gives, so keyset pages break ties the
