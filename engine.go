@@ -18,6 +18,7 @@ import (
 	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/internal/observe"
 	"github.com/promptkit/promptkit/internal/openai"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Engine runs prompts. It is safe for concurrent use; create one per
@@ -33,15 +34,17 @@ type Engine struct {
 
 	// Test seams; production uses the defaults set in New.
 	now    func() time.Time
+	newID  func() (string, error)
 	getenv func(string) string
 }
 
-// seams are the private test hooks: clock, jitter and cancellable wait.
-// Zero fields select the real ones.
+// seams are the private test hooks: clock, jitter, cancellable wait and
+// run IDs. Zero fields select the real ones.
 type seams struct {
 	now    func() time.Time
 	jitter func(time.Duration) time.Duration
 	wait   func(context.Context, time.Duration) error
+	newID  func() (string, error)
 }
 
 type backendRuntime struct {
@@ -122,6 +125,7 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 	if sm.now != nil {
 		e.now = sm.now
 	}
+	e.newID = sm.newID
 	if cfg.TransientRetries != nil {
 		e.retries = uint64(*cfg.TransientRetries) // validated non-negative
 	}
@@ -137,6 +141,7 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 			NoPause:           b.PauseOnRetryAfter != nil && !*b.PauseOnRetryAfter,
 		}
 		e.backends[b.ID] = &backendRuntime{Backend: b, endpoint: openai.Endpoint{
+			BackendID:  b.ID,
 			BaseURL:    b.BaseURL,
 			APIKeyEnv:  b.APIKeyEnv,
 			Timeout:    b.Timeout,
@@ -205,14 +210,14 @@ type plan struct {
 	prompt   *promptRuntime // nil for ad-hoc text
 	profile  Profile
 	backend  *backendRuntime // nil when an injected client runs without backends
-	request  llm.Request
+	request  GenerateRequest
 	validate bool
 	info     PreparedRun
 	retries  uint64
 	noWait   bool
-	// observer is the run's adapted observer; a prepared plan retains it
-	// until claimed or discarded.
-	observer func(observe.Event)
+	// observer is the run's observer; a prepared plan retains it until
+	// claimed or discarded.
+	observer ExecutionObserver
 }
 
 func (p *plan) identity() observe.Identity {
@@ -252,20 +257,23 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		profileID = e.defaultProfile
 	}
 	profile, ok := e.profiles[profileID]
-	if !ok {
+	switch {
+	case !ok && req.ProfileID == "":
+		// Nothing was named that could be missing: the request selects no
+		// profile.
+		return nil, fmt.Errorf("%w: no profile selected and no default profile %q", ErrInvalidRequest, profileID)
+	case !ok:
 		return nil, fmt.Errorf("%w: %q", ErrProfileNotFound, profileID)
 	}
 	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline}
 	if profile.Backend != "" {
 		p.backend = e.backends[profile.Backend]
 	}
-	var msgs []llm.Message
+	var msgs []Message
 	if profile.System != "" {
-		msgs = append(msgs, llm.Message{Role: RoleSystem, Content: profile.System})
+		msgs = append(msgs, Message{Role: RoleSystem, Content: profile.System})
 	}
-	for _, m := range req.History {
-		msgs = append(msgs, llm.Message{Role: m.Role, Content: m.Content})
-	}
+	msgs = append(msgs, req.History...)
 	user := req.Text
 	if req.PromptID != "" {
 		pr, ok := e.prompts[req.PromptID]
@@ -278,12 +286,13 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 			return nil, err
 		}
 	}
-	msgs = append(msgs, llm.Message{Role: RoleUser, Content: user})
+	msgs = append(msgs, Message{Role: RoleUser, Content: user})
 	model := profile.Model
 	if req.Model != "" {
 		model = req.Model
 	}
-	p.request = llm.Request{
+	p.request = GenerateRequest{
+		BackendID:   profile.Backend,
 		Model:       model,
 		Messages:    msgs,
 		Temperature: profile.Temperature,
@@ -292,14 +301,14 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		Stop:        profile.Stop,
 	}
 	if p.prompt != nil && p.prompt.output != nil && (profile.StructuredOutput == nil || *profile.StructuredOutput) {
-		p.request.ResponseSchema = p.prompt.OutputSchema
-		p.request.SchemaName = schemaName(p.prompt.ID)
+		p.request.OutputSchema = p.prompt.OutputSchema
+		p.request.OutputSchemaName = schemaName(p.prompt.ID)
 	}
 	p.info = PreparedRun{
 		ProfileID:  profile.ID,
 		BackendID:  profile.Backend,
 		PromptHash: hashRequest(p.request),
-		Request:    e.publicRequest(p, p.request),
+		Request:    cloneRequest(p.request),
 	}
 	if p.prompt != nil {
 		p.info.PromptID, p.info.PromptVersion = p.prompt.ID, p.prompt.Version
@@ -354,48 +363,54 @@ func schemaName(id string) string {
 	return string(b)
 }
 
-func hashRequest(r llm.Request) string {
+// hashRequest hashes what reaches the provider. Its canonical form is
+// fixed here, apart from the request's own JSON tags, so that equal
+// requests keep equal hashes across releases.
+func hashRequest(r GenerateRequest) string {
+	type message struct{ Role, Content string }
+	msgs := make([]message, len(r.Messages))
+	for i, m := range r.Messages {
+		msgs[i] = message(m)
+	}
 	canon := struct {
 		Model       string          `json:"model"`
-		Messages    []llm.Message   `json:"messages"`
+		Messages    []message       `json:"messages"`
 		Temperature *float64        `json:"temperature"`
 		TopP        *float64        `json:"top_p"`
 		MaxTokens   *int            `json:"max_tokens"`
 		Stop        []string        `json:"stop"`
 		Schema      json.RawMessage `json:"schema"`
-	}{r.Model, r.Messages, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.ResponseSchema}
+	}{r.Model, msgs, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.OutputSchema}
 	b, _ := json.Marshal(canon) // cannot fail: plain values only
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-func (e *Engine) publicRequest(p *plan, r llm.Request) GenerateRequest {
-	msgs := make([]Message, len(r.Messages))
-	for i, m := range r.Messages {
-		msgs[i] = Message{Role: m.Role, Content: m.Content}
-	}
-	return GenerateRequest{
-		BackendID:    p.profile.Backend,
-		Model:        r.Model,
-		Messages:     msgs,
-		Temperature:  clonePtr(r.Temperature),
-		TopP:         clonePtr(r.TopP),
-		MaxTokens:    clonePtr(r.MaxTokens),
-		Stop:         append([]string(nil), r.Stop...),
-		OutputSchema: bytes.Clone(r.ResponseSchema),
-	}
+// cloneRequest returns a deep copy, so that what a caller or an injected
+// client receives cannot change the engine's request.
+func cloneRequest(r GenerateRequest) GenerateRequest {
+	r.Messages = append([]Message(nil), r.Messages...)
+	r.Temperature = clonePtr(r.Temperature)
+	r.TopP = clonePtr(r.TopP)
+	r.MaxTokens = clonePtr(r.MaxTokens)
+	r.Stop = append([]string(nil), r.Stop...)
+	r.OutputSchema = bytes.Clone(r.OutputSchema)
+	return r
 }
 
 // Run renders and executes req: admission, generation with transient
 // retries, output validation and repair. It returns an error only when no
 // result could be produced; there are no partial results.
 func (e *Engine) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
-	now := time.Now
+	now, newID := time.Now, observe.NewRunID
 	if e != nil {
-		now = e.now
+		now, newID = e.now, e.newID
 	}
-	rec := observe.New(now, adaptObserver(req.Observer))
+	rec := observe.New(now, newID, req.Observer)
 	rec.Begin()
+	if rec.RunID() == "" {
+		return nil, finish(rec, nil, errNoRunID)
+	}
 	p, err := e.resolve(req)
 	if err != nil {
 		return nil, finish(rec, nil, err)
@@ -405,16 +420,20 @@ func (e *Engine) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	return res, finish(rec, res, err)
 }
 
+// errNoRunID ends a run whose ID could not be made: a run without an
+// identity could not be told apart from others in its events.
+var errNoRunID = errors.New("promptkit: cannot make a run ID")
+
 // finish emits the finished event after execution released everything,
 // and returns err. It is not deferred: no callback runs during a panic.
 func finish(rec *observe.Recorder, res *RunResult, err error) error {
 	switch {
 	case err != nil:
-		rec.Finish(observe.OutcomeError, classify(err), errors.Is(err, ErrRetriesExhausted))
+		rec.Finish(ExecutionOutcomeError, pktype.Classify(err), errors.Is(err, ErrRetriesExhausted))
 	case res.Validation.Status == ValidationInvalid:
-		rec.Finish(observe.OutcomeInvalidOutput, observe.FailureNone, false)
+		rec.Finish(ExecutionOutcomeInvalidOutput, ExecutionFailureNone, false)
 	default:
-		rec.Finish(observe.OutcomeSuccess, observe.FailureNone, false)
+		rec.Finish(ExecutionOutcomeSuccess, ExecutionFailureNone, false)
 	}
 	return err
 }
@@ -462,7 +481,7 @@ func (e *Engine) PrepareExecution(ctx context.Context, req RunRequest) (*Prepare
 	if err != nil {
 		return nil, err
 	}
-	p.observer = adaptObserver(req.Observer)
+	p.observer = req.Observer
 	return &PreparedExecution{engine: e, info: p.info, payload: p}, nil
 }
 
@@ -476,10 +495,13 @@ func (e *Engine) RunPrepared(ctx context.Context, h *PreparedExecution) (*RunRes
 	if err != nil {
 		return nil, err
 	}
-	rec := observe.New(e.now, p.observer)
+	rec := observe.New(e.now, e.newID, p.observer)
 	p.observer = nil // the recorder owns it now
 	rec.SetIdentity(p.identity())
 	rec.Begin()
+	if rec.RunID() == "" {
+		return nil, finish(rec, nil, errNoRunID)
+	}
 	res, err := e.execute(ctx, p, rec)
 	return res, finish(rec, res, err)
 }
@@ -523,7 +545,6 @@ func (h *PreparedExecution) take(e *Engine) (*plan, error) {
 
 // execute runs a resolved plan under admission.
 func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*RunResult, error) {
-	ctx = observe.NewContext(ctx, rec)
 	release, admissionWait, err := e.sched.Admit(ctx)
 	if err != nil {
 		return nil, err
@@ -541,7 +562,7 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 	}
 	req := p.request
 	for gen := uint64(1); ; gen++ {
-		resp, err := e.generate(ctx, p, req, gen)
+		resp, err := e.generate(ctx, p, req, gen, rec)
 		if err != nil {
 			return nil, err
 		}
@@ -569,7 +590,7 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 		req = repairRequest(p, resp.Text, diags)
 	}
 	t := rec.Totals()
-	res.Usage = publicUsage(t.Usage)
+	res.Usage = Usage{TokenUsage: t.Usage, Known: rec.ObservedUsage().Usage().Known}
 	res.Attempts = int(t.Attempts)
 	res.RepairCalls = int(t.RepairCalls)
 	res.Timings = Timings{
@@ -584,7 +605,7 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 // repairRequest shows the model its invalid output and the validator's
 // diagnostics, on top of the original conversation (not the previous
 // repair), so the request size stays bounded.
-func repairRequest(p *plan, invalid string, diags []string) llm.Request {
+func repairRequest(p *plan, invalid string, diags []string) GenerateRequest {
 	r := p.request
 	var b strings.Builder
 	b.WriteString("Your previous reply does not satisfy the required JSON Schema:\n")
@@ -595,35 +616,35 @@ func repairRequest(p *plan, invalid string, diags []string) llm.Request {
 	}
 	b.WriteString("Reply again with only a JSON value that satisfies this schema, and nothing else:\n")
 	b.Write(p.prompt.OutputSchema)
-	msgs := make([]llm.Message, 0, len(r.Messages)+2)
+	msgs := make([]Message, 0, len(r.Messages)+2)
 	msgs = append(msgs, r.Messages...)
 	msgs = append(msgs,
-		llm.Message{Role: RoleAssistant, Content: invalid},
-		llm.Message{Role: RoleUser, Content: b.String()})
+		Message{Role: RoleAssistant, Content: invalid},
+		Message{Role: RoleUser, Content: b.String()})
 	r.Messages = msgs
 	return r
 }
 
 // generate runs one generation sequence and maps its failure to the public
 // error contract.
-func (e *Engine) generate(ctx context.Context, p *plan, req llm.Request, gen uint64) (*llm.Response, error) {
-	seq := dispatch.Sequence{Backend: p.profile.Backend, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait}
+func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen uint64, rec *observe.Recorder) (*GenerateResponse, error) {
+	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec}
 	if e.client != nil {
-		pub := e.publicRequest(p, req)
-		seq.Attempt = func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, pub) }
+		frozen := cloneRequest(req)
+		seq.Attempt = func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, cloneRequest(frozen)) }
 	} else {
 		frozen, err := openai.Prepare(p.backend.endpoint, req)
 		if err != nil {
 			// A missing credential or an unencodable request: the
 			// request cannot be sent as configured.
-			return nil, &opError{op: fmt.Sprintf("backend %q", p.backend.ID), cause: fmt.Errorf("%w: %w", ErrInvalidRequest, err)}
+			return nil, &opError{op: fmt.Sprintf("backend %q", p.backend.ID), cause: err}
 		}
 		seq.Attempt = frozen.Execute
 		seq.Retries = p.retries // injected clients own their retries
 	}
 	out := e.sched.Generate(ctx, seq)
 	if out.Err != nil {
-		return nil, &opError{op: fmt.Sprintf("profile %q: generation %d", p.profile.ID, gen), cause: publicError(p.profile.Backend, out.Err)}
+		return nil, &opError{op: fmt.Sprintf("profile %q: generation %d", p.profile.ID, gen), cause: out.Err}
 	}
 	return out.Response, nil
 }
@@ -635,32 +656,14 @@ func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outc
 		return llm.Outcome{Err: &injectedError{cause: err}}
 	}
 	if resp == nil {
-		return llm.Outcome{Err: &llm.Failure{Kind: llm.ErrMalformed, Cause: errors.New("injected client returned a nil response")}}
+		return llm.Outcome{Err: &llm.Failure{Kind: ErrMalformedResponse, Cause: errors.New("injected client returned a nil response")}}
 	}
-	u := llm.Usage(resp.Usage)
-	var pr llm.Presence
-	if resp.UsagePresence != nil {
-		pr = llm.Presence(*resp.UsagePresence)
-	} else {
-		pr = llm.Presence{
-			PromptTokens:     u.PromptTokens != 0,
-			CompletionTokens: u.CompletionTokens != 0,
-			TotalTokens:      u.TotalTokens != 0,
-			CachedTokens:     u.CachedTokens != 0,
-			ReasoningTokens:  u.ReasoningTokens != 0,
-		}
-	}
-	r := &llm.Response{Text: resp.Text, Model: resp.Model, FinishReason: resp.FinishReason, Usage: u, Presence: pr}
-	return llm.Outcome{Response: r, Usage: u, Presence: pr}
-}
-
-func publicUsage(u llm.Usage) TokenUsage {
-	return TokenUsage(u)
+	return llm.Outcome{Response: resp, Usage: resp.Usage, Presence: resp.Presence()}
 }
 
 // estimateTokens is a deliberately rough cost for tokens-per-minute pacing:
 // about four bytes per token, plus the completion budget.
-func estimateTokens(r llm.Request) int {
+func estimateTokens(r GenerateRequest) int {
 	n := 0
 	for _, m := range r.Messages {
 		n += len(m.Content)

@@ -148,7 +148,7 @@ func TestRepairThenValid(t *testing.T) {
 		t.Fatalf("repair instruction lacks diagnostics or schema: %q", repair[3].Content)
 	}
 	want := promptkit.TokenUsage{PromptTokens: 30, CompletionTokens: 8, TotalTokens: 38, CachedTokens: 4, ReasoningTokens: 2}
-	if res.Usage != want {
+	if res.Usage.TokenUsage != want {
 		t.Fatalf("usage = %+v, want the sum of both generations %+v", res.Usage, want)
 	}
 }

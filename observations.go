@@ -1,202 +1,50 @@
 package promptkit
 
-import (
-	"time"
+import "github.com/promptkit/promptkit/pktype"
 
-	"github.com/promptkit/promptkit/internal/observe"
+// Execution observation: RunRequest.Observer receives a run's events. The
+// types are pktype's; see docs/observation.md for the whole contract.
+type (
+	ExecutionObserver    = pktype.ExecutionObserver
+	ExecutionEvent       = pktype.ExecutionEvent
+	ExecutionEventKind   = pktype.ExecutionEventKind
+	ExecutionOutcome     = pktype.ExecutionOutcome
+	ExecutionFailureKind = pktype.ExecutionFailureKind
+	ObservedTokenCount   = pktype.ObservedTokenCount
+	ObservedTokenUsage   = pktype.ObservedTokenUsage
 )
 
-// ExecutionObserver receives a run's execution events, synchronously and
-// in order, on the goroutine that called Run or RunPrepared.
-//
-// Events of one run never overlap; events of different runs may arrive
-// concurrently, so an observer shared by runs must synchronize itself. The
-// engine holds no lock and no backend permit while it calls the observer,
-// but the run cannot progress until the observer returns, and the run's
-// admission slot stays taken meanwhile: never block on work that needs the
-// same run's admission. A panic in the observer propagates to the caller
-// of Run; no further events are delivered for that run. Events carry
-// metadata only: no URLs, headers, keys, bodies, diagnostics or provider
-// text (identifiers such as prompt IDs can still be sensitive).
-type ExecutionObserver func(ExecutionEvent)
-
-// ExecutionEventKind says what an event reports.
-type ExecutionEventKind string
-
-// Event kinds. A run emits ExecutionStarted once, then ExecutionAttempt
-// after every attempt to acquire a permit and call the provider,
-// ExecutionRetryDelay after every transient-retry wait that started, and
-// ExecutionFinished once when it returns normally.
+// Event kinds.
 const (
-	ExecutionStarted    ExecutionEventKind = "started"
-	ExecutionAttempt    ExecutionEventKind = "attempt"
-	ExecutionRetryDelay ExecutionEventKind = "retry_delay"
-	ExecutionFinished   ExecutionEventKind = "finished"
+	ExecutionStarted    = pktype.ExecutionStarted
+	ExecutionAttempt    = pktype.ExecutionAttempt
+	ExecutionRetryDelay = pktype.ExecutionRetryDelay
+	ExecutionFinished   = pktype.ExecutionFinished
 )
 
-// ExecutionOutcome is the outcome of an attempt or a run.
-type ExecutionOutcome string
-
-// Outcomes. For an attempt, success means the generation succeeded, not
-// that its output later passed validation.
+// Outcomes.
 const (
-	ExecutionOutcomeNone          ExecutionOutcome = ""
-	ExecutionOutcomeSuccess       ExecutionOutcome = "success"
-	ExecutionOutcomeInvalidOutput ExecutionOutcome = "invalid_output"
-	ExecutionOutcomeError         ExecutionOutcome = "error"
+	ExecutionOutcomeNone          = pktype.ExecutionOutcomeNone
+	ExecutionOutcomeSuccess       = pktype.ExecutionOutcomeSuccess
+	ExecutionOutcomeInvalidOutput = pktype.ExecutionOutcomeInvalidOutput
+	ExecutionOutcomeError         = pktype.ExecutionOutcomeError
 )
-
-// ExecutionFailureKind classifies a failure without quoting it. Context
-// identities come first (a canceled wait is canceled, not capacity), then
-// specific causes before broad categories.
-type ExecutionFailureKind string
 
 // Failure kinds.
 const (
-	ExecutionFailureNone            ExecutionFailureKind = ""
-	ExecutionFailureCanceled        ExecutionFailureKind = "canceled"
-	ExecutionFailureDeadline        ExecutionFailureKind = "deadline"
-	ExecutionFailureTransport       ExecutionFailureKind = "transport"
-	ExecutionFailureProviderStatus  ExecutionFailureKind = "provider_status"
-	ExecutionFailureMalformed       ExecutionFailureKind = "malformed_response"
-	ExecutionFailureCapacity        ExecutionFailureKind = "capacity"
-	ExecutionFailureInvalidConfig   ExecutionFailureKind = "invalid_config"
-	ExecutionFailureInvalidRequest  ExecutionFailureKind = "invalid_request"
-	ExecutionFailurePromptNotFound  ExecutionFailureKind = "prompt_not_found"
-	ExecutionFailureProfileNotFound ExecutionFailureKind = "profile_not_found"
-	ExecutionFailurePromptLoad      ExecutionFailureKind = "prompt_load"
-	ExecutionFailureProfileLoad     ExecutionFailureKind = "profile_load"
-	ExecutionFailureArtifactLoad    ExecutionFailureKind = "artifact_load"
-	ExecutionFailurePromptRender    ExecutionFailureKind = "prompt_render"
-	ExecutionFailureValidation      ExecutionFailureKind = "validation"
-	ExecutionFailureGeneration      ExecutionFailureKind = "generation"
-	ExecutionFailureOther           ExecutionFailureKind = "other"
+	ExecutionFailureNone            = pktype.ExecutionFailureNone
+	ExecutionFailureCanceled        = pktype.ExecutionFailureCanceled
+	ExecutionFailureDeadline        = pktype.ExecutionFailureDeadline
+	ExecutionFailureTransport       = pktype.ExecutionFailureTransport
+	ExecutionFailureProviderStatus  = pktype.ExecutionFailureProviderStatus
+	ExecutionFailureMalformed       = pktype.ExecutionFailureMalformed
+	ExecutionFailureCapacity        = pktype.ExecutionFailureCapacity
+	ExecutionFailureInvalidConfig   = pktype.ExecutionFailureInvalidConfig
+	ExecutionFailureInvalidRequest  = pktype.ExecutionFailureInvalidRequest
+	ExecutionFailurePromptNotFound  = pktype.ExecutionFailurePromptNotFound
+	ExecutionFailureProfileNotFound = pktype.ExecutionFailureProfileNotFound
+	ExecutionFailurePromptRender    = pktype.ExecutionFailurePromptRender
+	ExecutionFailureValidation      = pktype.ExecutionFailureValidation
+	ExecutionFailureGeneration      = pktype.ExecutionFailureGeneration
+	ExecutionFailureOther           = pktype.ExecutionFailureOther
 )
-
-// ObservedTokenCount is one observed token count. On an attempt, Known and
-// Complete are both true exactly when the provider reported the field as a
-// non-null integer. On a finished event, Value sums the known
-// contributions, Known means at least one attempt reported the field, and
-// Complete means every dispatched attempt did. A run with no dispatched
-// attempt reports known, complete zeros. Unknown counts have Value 0.
-type ObservedTokenCount struct {
-	Value    int
-	Known    bool
-	Complete bool
-}
-
-// ObservedTokenUsage is usage as observed, telling unknown from zero.
-// It is observation metadata, not complete cost accounting: a provider may
-// bill for calls it did not report usage for.
-type ObservedTokenUsage struct {
-	PromptTokens     ObservedTokenCount
-	CompletionTokens ObservedTokenCount
-	TotalTokens      ObservedTokenCount
-	CachedTokens     ObservedTokenCount
-	ReasoningTokens  ObservedTokenCount
-}
-
-// ExecutionEvent is one observation. It holds values only and has no
-// stable serialized form: translate it into your own records.
-type ExecutionEvent struct {
-	Kind ExecutionEventKind
-	// RunID equals the RunResult's RunID. Empty only if no ID could be made.
-	RunID string
-	Time  time.Time
-
-	// Identities resolved so far. An ordinary Run's started event has none;
-	// a prepared run's has its prepared snapshot. Requested but unresolved
-	// values are never reported.
-	PromptID      string
-	PromptVersion string
-	ProfileID     string
-	BackendID     string
-	Model         string
-
-	// Generation is 1 for the initial generation and 2 for the first
-	// repair; Attempt is 1-based within a generation. Zero on started and
-	// finished events. Dispatched says the provider (or injected client)
-	// was called; false when the permit wait was interrupted.
-	Generation uint64
-	Attempt    uint64
-	Dispatched bool
-
-	// CapacityWait is time spent acquiring a backend permit (including a
-	// provider-requested pause and pacing); GenerationDuration is dispatch
-	// through response decoding; RetryDelay is a transient-retry wait.
-	// On finished events these are sums over the run, and Duration is the
-	// run's wall time (which also includes rendering, validation and
-	// callbacks). On attempt events Duration is CapacityWait plus
-	// GenerationDuration; on retry_delay events it equals RetryDelay.
-	CapacityWait       time.Duration
-	GenerationDuration time.Duration
-	RetryDelay         time.Duration
-	Duration           time.Duration
-
-	Outcome ExecutionOutcome
-	Failure ExecutionFailureKind
-	// StatusCode is the provider's HTTP status, 0 when none.
-	StatusCode int
-	// RetriesExhausted is set on a finished event whose error is
-	// ErrRetriesExhausted; Failure still says provider_status.
-	RetriesExhausted bool
-
-	Usage ObservedTokenUsage
-
-	// Totals, on finished events only: Attempts counts dispatched calls,
-	// TransientRetries dispatched attempts numbered above 1, RepairCalls
-	// repair generations that dispatched at least once.
-	Attempts         uint64
-	TransientRetries uint64
-	RepairCalls      uint64
-}
-
-// adaptObserver converts internal events to public ones; nil stays nil so
-// the recorder can skip delivery.
-func adaptObserver(o ExecutionObserver) func(observe.Event) {
-	if o == nil {
-		return nil
-	}
-	return func(ev observe.Event) { o(publicEvent(ev)) }
-}
-
-func publicEvent(ev observe.Event) ExecutionEvent {
-	return ExecutionEvent{
-		Kind:               ExecutionEventKind(ev.Kind),
-		RunID:              ev.RunID,
-		Time:               ev.Time,
-		PromptID:           ev.PromptID,
-		PromptVersion:      ev.PromptVersion,
-		ProfileID:          ev.ProfileID,
-		BackendID:          ev.BackendID,
-		Model:              ev.Model,
-		Generation:         ev.Generation,
-		Attempt:            ev.Attempt,
-		Dispatched:         ev.Dispatched,
-		CapacityWait:       ev.CapacityWait,
-		GenerationDuration: ev.GenerationDuration,
-		RetryDelay:         ev.RetryDelay,
-		Duration:           ev.Duration,
-		Outcome:            ExecutionOutcome(ev.Outcome),
-		Failure:            ExecutionFailureKind(ev.Failure),
-		StatusCode:         ev.StatusCode,
-		RetriesExhausted:   ev.RetriesExhausted,
-		Usage:              publicObservedUsage(ev.Usage),
-		Attempts:           ev.Attempts,
-		TransientRetries:   ev.TransientRetries,
-		RepairCalls:        ev.RepairCalls,
-	}
-}
-
-func publicObservedUsage(u observe.Usage) ObservedTokenUsage {
-	c := func(x observe.Count) ObservedTokenCount {
-		return ObservedTokenCount{Value: x.Value, Known: x.Known, Complete: x.Complete}
-	}
-	return ObservedTokenUsage{
-		PromptTokens:     c(u.PromptTokens),
-		CompletionTokens: c(u.CompletionTokens),
-		TotalTokens:      c(u.TotalTokens),
-		CachedTokens:     c(u.CachedTokens),
-		ReasoningTokens:  c(u.ReasoningTokens),
-	}
-}

@@ -430,9 +430,13 @@ func TestObserveInjectedUsage(t *testing.T) {
 			if evs[1].Usage != c.want || evs[2].Usage != c.want {
 				t.Errorf("usage attempt %+v, finished %+v\nwant %+v", evs[1].Usage, evs[2].Usage, c.want)
 			}
-			// Result accounting ignores presence.
-			if res.Usage != c.resp.Usage {
+			// Result counts sum what was returned; which of them are known
+			// is what the finished event says.
+			if res.Usage.TokenUsage != c.resp.Usage {
 				t.Errorf("result usage = %+v, want %+v", res.Usage, c.resp.Usage)
+			}
+			if res.Usage.Known != c.want.Usage().Known {
+				t.Errorf("result usage known = %+v, want %+v", res.Usage.Known, c.want.Usage().Known)
 			}
 		})
 	}

@@ -27,8 +27,10 @@ type RunResult struct {
 	Output     json.RawMessage `json:"output,omitempty"`
 	Validation Validation      `json:"validation"`
 	// Usage sums the token counts of every generation attempt, repairs
-	// included. Counts a provider did not report add zero.
-	Usage TokenUsage `json:"usage"`
+	// included, and says which counts the provider reported (on at least
+	// one attempt); an unreported count is unknown, not zero, and is null
+	// in JSON.
+	Usage Usage `json:"usage"`
 	// Attempts counts provider calls actually made.
 	Attempts int `json:"attempts"`
 	// RepairCalls counts repair generations that made a provider call.

@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // State is a job's lifecycle state.
@@ -201,37 +203,18 @@ type Job struct {
 	AvailableAt      time.Time       `json:"available_at"`
 }
 
-// Usage is a response's token usage; Known says which counts the provider
-// reported. Counts and flags are stored as given.
-type Usage struct {
-	PromptTokens     int   `json:"prompt_tokens"`
-	CompletionTokens int   `json:"completion_tokens"`
-	TotalTokens      int   `json:"total_tokens"`
-	CachedTokens     int   `json:"cached_tokens"`
-	ReasoningTokens  int   `json:"reasoning_tokens"`
-	Known            Known `json:"known"`
-}
-
-// Known says, per usage field, whether it was reported.
-type Known struct {
-	PromptTokens     bool `json:"prompt_tokens"`
-	CompletionTokens bool `json:"completion_tokens"`
-	TotalTokens      bool `json:"total_tokens"`
-	CachedTokens     bool `json:"cached_tokens"`
-	ReasoningTokens  bool `json:"reasoning_tokens"`
-}
-
 // Response is a job's answer. Its ID is ResponseID(PromptID, JobID), so a
 // second write for the same job collides on the primary key.
 type Response struct {
-	ID        string          `json:"id"`
-	PromptID  string          `json:"prompt_id"`
-	JobID     string          `json:"job_id"`
-	Output    string          `json:"output"`
-	Parsed    json.RawMessage `json:"parsed,omitempty"`
-	Model     string          `json:"model,omitempty"`
-	Usage     Usage           `json:"usage"`
-	CreatedAt time.Time       `json:"created_at"`
+	ID       string          `json:"id"`
+	PromptID string          `json:"prompt_id"`
+	JobID    string          `json:"job_id"`
+	Output   string          `json:"output"`
+	Parsed   json.RawMessage `json:"parsed,omitempty"`
+	Model    string          `json:"model,omitempty"`
+	// Usage is the run's token usage; an unknown count is null in JSON.
+	Usage     pktype.Usage `json:"usage"`
+	CreatedAt time.Time    `json:"created_at"`
 }
 
 // responseNamespace scopes deterministic response IDs.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Store persists prompts, jobs, responses and events. Implementations:
@@ -192,7 +194,7 @@ type SucceedParams struct {
 	Output string
 	Parsed json.RawMessage
 	Model  string
-	Usage  Usage
+	Usage  pktype.Usage
 }
 
 // RequeueParams puts a running job back in the queue.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -67,8 +68,10 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	return root
 }
 
+// oneLine is the error's first line, without the "promptkit: " that
+// library errors start with (Run prints its own).
 func oneLine(err error) string {
-	s := err.Error()
+	s := strings.TrimPrefix(err.Error(), "promptkit: ")
 	for i := 0; i < len(s); i++ {
 		if s[i] == '\n' || s[i] == '\r' {
 			return s[:i]

@@ -115,7 +115,7 @@ func TestRunErrors(t *testing.T) {
 		{[]string{"run"}, 2, "exactly one of --prompt and --text"},
 		{[]string{"run", "--text", "x", "--bogus"}, 2, "unknown flag"},
 		{[]string{"run", "--config", cfg, "--prompt", "nope"}, 1, "prompt not found"},
-		{[]string{"run", "--config", cfg, "--prompt", "summarize"}, 1, "invalid request"},
+		{[]string{"run", "--config", cfg, "--prompt", "summarize"}, 1, "inputs fail the input schema"},
 		{[]string{"run", "--config", cfg, "--text", "x", "--input-json", "a=}"}, 2, "not valid JSON"},
 		{[]string{"run", "--config", filepath.Join(t.TempDir(), "missing.yaml"), "--text", "x"}, 1, "missing.yaml"},
 		{[]string{"run", "--config", cfg, "--text", "x"}, 1, "HTTP 400"},
@@ -128,6 +128,9 @@ func TestRunErrors(t *testing.T) {
 		}
 		if strings.Count(stderr, "\n") != 1 || strings.Contains(stderr, marker) {
 			t.Errorf("%v: stderr must be one line without provider text: %q", c.args, stderr)
+		}
+		if n := strings.Count(stderr, "promptkit:"); n != 1 {
+			t.Errorf("%v: stderr says \"promptkit:\" %d times, want once: %q", c.args, n, stderr)
 		}
 	}
 }

@@ -26,13 +26,11 @@ import (
 
 	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/internal/observe"
+	"github.com/promptkit/promptkit/pktype"
 )
 
-// ErrCapacity marks a run refused or interrupted by a capacity limit.
-var ErrCapacity = errors.New("promptkit: capacity unavailable")
-
 // CapacityError is returned when waiting for admission or a permit ends
-// without one. It matches ErrCapacity and, through Unwrap, the context error
+// without one. It matches pktype.ErrCapacity and, through Unwrap, the context error
 // that ended the wait (if any).
 type CapacityError struct {
 	What  string // "admission" or "backend permit"
@@ -43,15 +41,15 @@ type CapacityError struct {
 }
 
 func (e *CapacityError) Error() string {
-	msg := ErrCapacity.Error() + ": " + e.What
+	msg := pktype.ErrCapacity.Error() + ": " + e.What
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
 	}
 	return msg
 }
 
-// Is reports ErrCapacity.
-func (e *CapacityError) Is(target error) bool { return target == ErrCapacity }
+// Is reports pktype.ErrCapacity.
+func (e *CapacityError) Is(target error) bool { return target == pktype.ErrCapacity }
 
 // Unwrap returns the context error that ended the wait.
 func (e *CapacityError) Unwrap() error { return e.Cause }
@@ -325,6 +323,9 @@ type Sequence struct {
 	NoWaitPastDeadline bool
 	// Attempt performs exactly one attempt. It must be safe to call again.
 	Attempt func(context.Context) llm.Outcome
+	// Recorder receives every attempt and retry wait, with no permit
+	// held. Nil records nothing.
+	Recorder *observe.Recorder
 }
 
 // Backoff returns the local delay before retry k (k >= 1): equal jitter in
@@ -344,17 +345,17 @@ func (s *Scheduler) Backoff(k uint64) time.Duration {
 // Generate runs seq and returns the outcome that ends it: the first
 // success, the first failure that is not retry-eligible, a stopped
 // context, or — when all R+1 attempts (R > 0) failed with eligible
-// statuses — the last failure wrapped in *llm.ExhaustedError.
+// statuses — the last failure wrapped in *pktype.RetryExhaustedError.
 //
-// Each attempt and each retry wait is recorded on the context's recorder
-// with no permit held. A provider not-before time (Retry-After on 429 or
+// Each attempt and each retry wait is recorded on seq.Recorder with no
+// permit held. A provider not-before time (Retry-After on 429 or
 // 503) pauses the whole backend until then.
 func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
-	rec := observe.FromContext(ctx)
+	rec := seq.Recorder
 	for n := uint64(1); ; n++ {
 		out, a := s.attempt(ctx, seq, n)
 		rec.RecordAttempt(a)
-		if out.Err == nil || !a.Dispatched || !llm.Eligible(out.StatusCode) || !isStatus(out.Err) {
+		if out.Err == nil || !a.Dispatched || !pktype.RetryableStatus(out.StatusCode) || !isStatus(out.Err) {
 			return out
 		}
 		// n counts dispatched attempts (n <= R means a retry is left); a
@@ -363,7 +364,7 @@ func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 			if seq.Retries == 0 {
 				return out
 			}
-			out.Err = &llm.ExhaustedError{Attempts: n, Cause: out.Err}
+			out.Err = pktype.NewRetryExhaustedError(n, out.Err)
 			return out
 		}
 		if err := ctx.Err(); err != nil {
@@ -393,8 +394,8 @@ func pastDeadline(ctx context.Context, t time.Time) bool {
 }
 
 func isStatus(err error) bool {
-	var se *llm.StatusError
-	return errors.As(err, &se)
+	var ge *pktype.GenerationError
+	return errors.As(err, &ge)
 }
 
 // attempt acquires a permit, dispatches once and releases the permit before
@@ -402,10 +403,7 @@ func isStatus(err error) bool {
 func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Outcome, observe.Attempt) {
 	a := observe.Attempt{Generation: seq.Generation, Attempt: n}
 	fail := func(err error) (llm.Outcome, observe.Attempt) {
-		a.Failure = observe.Classify(err)
-		if a.Failure == observe.FailureOther && errors.Is(err, ErrCapacity) {
-			a.Failure = observe.FailureCapacity
-		}
+		a.Failure = pktype.Classify(err)
 		return llm.Outcome{Err: err}, a
 	}
 	if err := ctx.Err(); err != nil {
@@ -438,6 +436,6 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 	a.StatusCode = out.StatusCode
 	a.Usage = out.Usage
 	a.Presence = out.Presence
-	a.Failure = observe.Classify(out.Err)
+	a.Failure = pktype.Classify(out.Err)
 	return out, a
 }

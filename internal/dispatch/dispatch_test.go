@@ -9,6 +9,7 @@ import (
 
 	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/internal/observe"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // waitSignal returns a scheduler whose blocking waits are announced on the
@@ -38,7 +39,7 @@ func TestAdmitWaitCanceledIsCapacityAndContext(t *testing.T) {
 	}
 	cancel()
 	err = <-errc
-	if !errors.Is(err, ErrCapacity) || !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, pktype.ErrCapacity) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want ErrCapacity and context.Canceled", err)
 	}
 	release()
@@ -72,7 +73,7 @@ func TestAdmitQueueLimit(t *testing.T) {
 		got <- err
 	}()
 	<-waiting
-	if _, _, err := s.Admit(context.Background()); !errors.Is(err, ErrCapacity) || errors.Is(err, context.Canceled) {
+	if _, _, err := s.Admit(context.Background()); !errors.Is(err, pktype.ErrCapacity) || errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want an immediate ErrCapacity", err)
 	}
 	release()
@@ -91,7 +92,7 @@ func TestPermitReleasedAfterEachAttempt(t *testing.T) {
 	seq := Sequence{Backend: "b", Generation: 1, Attempt: func(context.Context) llm.Outcome {
 		inAttempt <- struct{}{}
 		<-finish
-		return llm.Outcome{Response: &llm.Response{Text: "ok"}}
+		return llm.Outcome{Response: &pktype.GenerateResponse{Text: "ok"}}
 	}}
 	done := make(chan llm.Outcome, 2)
 	go func() { done <- s.Generate(context.Background(), seq) }()
@@ -118,7 +119,7 @@ func TestPermitReleasedOnPanic(t *testing.T) {
 		s.Generate(context.Background(), Sequence{Backend: "b", Attempt: func(context.Context) llm.Outcome { panic("boom") }})
 	}()
 	out := s.Generate(ctxWithTimeout(t), Sequence{Backend: "b", Attempt: func(context.Context) llm.Outcome {
-		return llm.Outcome{Response: &llm.Response{}}
+		return llm.Outcome{Response: &pktype.GenerateResponse{}}
 	}})
 	if out.Err != nil {
 		t.Fatalf("permit leaked by a panicking attempt: %v", out.Err)
@@ -148,11 +149,11 @@ func TestCanceledPermitWaitIsRecordedUndispatched(t *testing.T) {
 	go s.Generate(context.Background(), holder)
 	<-entered
 
-	rec := observe.New(time.Now, nil)
-	ctx, cancel := context.WithCancel(observe.NewContext(context.Background(), rec))
+	rec := observe.New(time.Now, nil, nil)
+	ctx, cancel := context.WithCancel(context.Background())
 	outc := make(chan llm.Outcome, 1)
 	go func() {
-		outc <- s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Attempt: func(context.Context) llm.Outcome {
+		outc <- s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Recorder: rec, Attempt: func(context.Context) llm.Outcome {
 			calls.Add(1)
 			return llm.Outcome{}
 		}})
@@ -160,7 +161,7 @@ func TestCanceledPermitWaitIsRecordedUndispatched(t *testing.T) {
 	<-waiting
 	cancel()
 	out := <-outc
-	if !errors.Is(out.Err, ErrCapacity) || !errors.Is(out.Err, context.Canceled) {
+	if !errors.Is(out.Err, pktype.ErrCapacity) || !errors.Is(out.Err, context.Canceled) {
 		t.Fatalf("err = %v", out.Err)
 	}
 	if tot := rec.Totals(); tot.Attempts != 0 || calls.Load() != 1 {

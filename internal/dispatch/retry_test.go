@@ -14,6 +14,7 @@ import (
 
 	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/internal/observe"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // These tests drive Generate, acquire and Backoff through the private seams
@@ -126,41 +127,41 @@ func failStatus(code int) llm.Outcome { return statusAt(code, time.Time{}) }
 
 func statusAt(code int, notBefore time.Time) llm.Outcome {
 	return llm.Outcome{
-		Err:        &llm.StatusError{StatusCode: code, NotBefore: notBefore},
+		Err:        pktype.NewGenerationError("b", code, "", notBefore),
 		StatusCode: code,
 		NotBefore:  notBefore,
 	}
 }
 
 func success() llm.Outcome {
-	return llm.Outcome{Response: &llm.Response{Text: "ok"}, StatusCode: 200}
+	return llm.Outcome{Response: &pktype.GenerateResponse{Text: "ok"}, StatusCode: 200}
 }
 
-// withRecorder puts a recorder on c into ctx; events are appended to the
-// returned slice (on the Generate goroutine) after also calling extra.
-func withRecorder(ctx context.Context, c *fakeClock, extra func(observe.Event)) (context.Context, *observe.Recorder, *[]observe.Event) {
-	evs := new([]observe.Event)
-	rec := observe.New(c.Now, func(e observe.Event) {
+// newRecorder returns a recorder on c; events are appended to the returned
+// slice (on the Generate goroutine) after also calling extra.
+func newRecorder(c *fakeClock, extra func(pktype.ExecutionEvent)) (*observe.Recorder, *[]pktype.ExecutionEvent) {
+	evs := new([]pktype.ExecutionEvent)
+	rec := observe.New(c.Now, nil, func(e pktype.ExecutionEvent) {
 		*evs = append(*evs, e)
 		if extra != nil {
 			extra(e)
 		}
 	})
-	return observe.NewContext(ctx, rec), rec, evs
+	return rec, evs
 }
 
-func evString(e observe.Event) string {
+func evString(e pktype.ExecutionEvent) string {
 	switch e.Kind {
-	case observe.AttemptEnd:
+	case pktype.ExecutionAttempt:
 		return fmt.Sprintf("attempt g%d a%d dispatched=%t failure=%q status=%d outcome=%q cw=%v",
 			e.Generation, e.Attempt, e.Dispatched, e.Failure, e.StatusCode, e.Outcome, e.CapacityWait)
-	case observe.RetryDelay:
+	case pktype.ExecutionRetryDelay:
 		return fmt.Sprintf("retry_delay g%d a%d delay=%v", e.Generation, e.Attempt, e.RetryDelay)
 	}
 	return string(e.Kind)
 }
 
-func evStrings(evs []observe.Event) []string {
+func evStrings(evs []pktype.ExecutionEvent) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = evString(e)
@@ -183,8 +184,8 @@ func sameWaits(t *testing.T, got []time.Duration, want ...time.Duration) {
 }
 
 func isExhausted(err error) bool {
-	var ee *llm.ExhaustedError
-	return errors.As(err, &ee) || errors.Is(err, llm.ErrRetriesExhausted)
+	var ee *pktype.RetryExhaustedError
+	return errors.As(err, &ee) || errors.Is(err, pktype.ErrRetriesExhausted)
 }
 
 // 1. Only 429, 500, 502, 503 and 504 are retried.
@@ -202,7 +203,7 @@ func TestRetryStatusTable(t *testing.T) {
 			if calls.Load() != 2 {
 				t.Fatalf("%d attempts, want 2", calls.Load())
 			}
-			if !errors.Is(out.Err, llm.ErrRetriesExhausted) {
+			if !errors.Is(out.Err, pktype.ErrRetriesExhausted) {
 				t.Fatalf("err = %v, want exhaustion", out.Err)
 			}
 			sameWaits(t, c.Waits(), 250*time.Millisecond)
@@ -218,17 +219,17 @@ func TestRetryStatusTable(t *testing.T) {
 			if calls.Load() != 1 {
 				t.Fatalf("%d attempts, want 1", calls.Load())
 			}
-			var se *llm.StatusError
-			if !errors.As(out.Err, &se) || se.StatusCode != code || isExhausted(out.Err) {
+			var se *pktype.GenerationError
+			if !errors.As(out.Err, &se) || se.StatusCode() != code || isExhausted(out.Err) {
 				t.Fatalf("err = %v, want the plain HTTP %d StatusError", out.Err, code)
 			}
 			sameWaits(t, c.Waits())
 		})
 	}
 	others := map[string]llm.Outcome{
-		"transport":           {Err: &llm.Failure{Kind: llm.ErrTransport, Cause: errors.New("connection refused")}},
-		"transport_deadline":  {Err: &llm.Failure{Kind: llm.ErrTransport, Cause: context.DeadlineExceeded}},
-		"malformed":           {Err: &llm.Failure{Kind: llm.ErrMalformed}, StatusCode: 200},
+		"transport":           {Err: &llm.Failure{Kind: pktype.ErrTransport, Cause: errors.New("connection refused")}},
+		"transport_deadline":  {Err: &llm.Failure{Kind: pktype.ErrTransport, Cause: context.DeadlineExceeded}},
+		"malformed":           {Err: &llm.Failure{Kind: pktype.ErrMalformedResponse}, StatusCode: 200},
 		"arbitrary":           {Err: errors.New("injected client failed")},
 		"arbitrary_status503": {Err: errors.New("not a StatusError"), StatusCode: 503},
 	}
@@ -282,16 +283,16 @@ func TestExhaustionAfterAllAttempts(t *testing.T) {
 	if calls.Load() != 3 {
 		t.Fatalf("%d attempts, want 3", calls.Load())
 	}
-	var ee *llm.ExhaustedError
-	if !errors.As(out.Err, &ee) || ee.Attempts != 3 {
+	var ee *pktype.RetryExhaustedError
+	if !errors.As(out.Err, &ee) || ee.Attempts() != 3 {
 		t.Fatalf("err = %#v, want *ExhaustedError with Attempts 3", out.Err)
 	}
-	if !errors.Is(out.Err, llm.ErrRetriesExhausted) || !errors.Is(out.Err, llm.ErrGenerate) {
+	if !errors.Is(out.Err, pktype.ErrRetriesExhausted) || !errors.Is(out.Err, pktype.ErrLLMGenerate) {
 		t.Fatalf("err = %v does not match ErrRetriesExhausted and ErrGenerate", out.Err)
 	}
-	var se *llm.StatusError
-	if !errors.As(out.Err, &se) || se.StatusCode != 503 || ee.Cause != last.Err {
-		t.Fatalf("cause = %v, want the last (503) failure", ee.Cause)
+	var se *pktype.GenerationError
+	if !errors.As(out.Err, &se) || se.StatusCode() != 503 || ee.Unwrap() != last.Err {
+		t.Fatalf("cause = %v, want the last (503) failure", ee.Unwrap())
 	}
 	if out.StatusCode != 503 {
 		t.Fatalf("StatusCode = %d, want 503", out.StatusCode)
@@ -463,7 +464,7 @@ func TestHugeRetryAfterSaturates(t *testing.T) {
 	})
 	att2, calls2 := outcomes(success())
 	out = s.Generate(ctx2, Sequence{Backend: "b", Generation: 1, Attempt: att2})
-	if !errors.Is(out.Err, ErrCapacity) || !errors.Is(out.Err, context.Canceled) || calls2.Load() != 0 {
+	if !errors.Is(out.Err, pktype.ErrCapacity) || !errors.Is(out.Err, context.Canceled) || calls2.Load() != 0 {
 		t.Fatalf("calls %d, err %v: want a canceled pause wait", calls2.Load(), out.Err)
 	}
 	sameWaits(t, c.Waits()[1:], time.Duration(math.MaxInt64))
@@ -484,11 +485,11 @@ func TestCancelDuringRetryWait(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ctx, rec, evs := withRecorder(ctx, c, nil)
+	rec, evs := newRecorder(c, nil)
 	att, calls := outcomes(failStatus(503))
 	done := make(chan llm.Outcome, 1)
 	go func() {
-		done <- s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 5, Attempt: att})
+		done <- s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 5, Attempt: att, Recorder: rec})
 	}()
 	if d := <-inWait; d != 250*time.Millisecond {
 		t.Errorf("retry wait = %v, want 250ms", d)
@@ -518,9 +519,9 @@ func TestContextDoneBeforeFirstAttempt(t *testing.T) {
 	for name, ctx := range map[string]context.Context{"canceled": ctxDone(), "deadline": expired} {
 		c := newClock()
 		s, waiting := fakeSched(t, c, jitterNone, map[string]Backend{"b": {MaxActive: 1}})
-		rctx, rec, _ := withRecorder(ctx, c, nil)
+		rec, _ := newRecorder(c, nil)
 		att, calls := outcomes(success())
-		out := s.Generate(rctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att})
+		out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att, Recorder: rec})
 		if !errors.Is(out.Err, ctx.Err()) || calls.Load() != 0 || rec.Totals().Attempts != 0 {
 			t.Fatalf("%s: err %v, calls %d, attempts %d: want no dispatch", name, out.Err, calls.Load(), rec.Totals().Attempts)
 		}
@@ -537,13 +538,13 @@ func TestObserverCancelStopsRetries(t *testing.T) {
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {MaxActive: 1}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ctx, _, evs := withRecorder(ctx, c, func(e observe.Event) {
-		if e.Kind == observe.AttemptEnd {
+	rec, evs := newRecorder(c, func(e pktype.ExecutionEvent) {
+		if e.Kind == pktype.ExecutionAttempt {
 			cancel()
 		}
 	})
 	att, calls := outcomes(failStatus(503))
-	out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att})
+	out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att, Recorder: rec})
 	if !errors.Is(out.Err, context.Canceled) || isExhausted(out.Err) || calls.Load() != 1 {
 		t.Fatalf("err %v, calls %d: want one attempt and context.Canceled", out.Err, calls.Load())
 	}
@@ -579,7 +580,7 @@ func TestGenerateEventsOutsidePermit(t *testing.T) {
 		}
 		release()
 	}
-	ctx, rec, evs := withRecorder(context.Background(), c, func(observe.Event) { probe() })
+	rec, evs := newRecorder(c, func(pktype.ExecutionEvent) { probe() })
 	att, calls := steps(
 		func() llm.Outcome { return failStatus(503) },
 		func() llm.Outcome { return failStatus(503) },
@@ -591,7 +592,7 @@ func TestGenerateEventsOutsidePermit(t *testing.T) {
 			}
 			return success()
 		})
-	out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att})
+	out := s.Generate(context.Background(), Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att, Recorder: rec})
 	if out.Err != nil || calls.Load() != 3 {
 		t.Fatalf("err %v, calls %d", out.Err, calls.Load())
 	}
@@ -685,9 +686,9 @@ func TestProviderPauseIsBackendWide(t *testing.T) {
 	}
 	sameWaits(t, c.Waits())
 
-	ctx, rec, evs := withRecorder(context.Background(), c, nil)
+	rec, evs := newRecorder(c, nil)
 	attB, callsB := outcomes(success())
-	if out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Attempt: attB}); out.Err != nil || callsB.Load() != 1 {
+	if out := s.Generate(context.Background(), Sequence{Backend: "b", Generation: 1, Attempt: attB, Recorder: rec}); out.Err != nil || callsB.Load() != 1 {
 		t.Fatalf("B: err %v", out.Err)
 	}
 	sameStrings(t, "announced", announced(waiting), []string{"backend pause"})
@@ -714,10 +715,10 @@ func TestCanceledPauseWait(t *testing.T) {
 		cancel()
 		return ctx.Err()
 	})
-	ctx, rec, evs := withRecorder(ctx, c, nil)
+	rec, evs := newRecorder(c, nil)
 	attB, callsB := outcomes(success())
-	out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: attB})
-	if !errors.Is(out.Err, ErrCapacity) || !errors.Is(out.Err, context.Canceled) || callsB.Load() != 0 {
+	out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: attB, Recorder: rec})
+	if !errors.Is(out.Err, pktype.ErrCapacity) || !errors.Is(out.Err, context.Canceled) || callsB.Load() != 0 {
 		t.Fatalf("err %v, calls %d: want ErrCapacity and context.Canceled, no dispatch", out.Err, callsB.Load())
 	}
 	sameStrings(t, "announced", announced(waiting), []string{"backend pause"})
@@ -773,8 +774,8 @@ func TestPauseSeenByPermitWaiter(t *testing.T) {
 	bDispatched := make(chan struct{}, 1)
 	aIn, aGo := make(chan struct{}), make(chan struct{})
 	verdict := make(chan string, 1)
-	ctxA, _, _ := withRecorder(context.Background(), c, func(e observe.Event) {
-		if e.Kind != observe.AttemptEnd {
+	recA, _ := newRecorder(c, func(e pktype.ExecutionEvent) {
+		if e.Kind != pktype.ExecutionAttempt {
 			return
 		}
 		// A's permit is free now; B (queued on it) must see the pause.
@@ -788,7 +789,7 @@ func TestPauseSeenByPermitWaiter(t *testing.T) {
 	doneA := make(chan struct{})
 	go func() {
 		defer close(doneA)
-		s.Generate(ctxA, Sequence{Backend: "b", Generation: 1, Attempt: func(context.Context) llm.Outcome {
+		s.Generate(context.Background(), Sequence{Backend: "b", Generation: 1, Recorder: recA, Attempt: func(context.Context) llm.Outcome {
 			close(aIn)
 			<-aGo
 			return statusAt(429, c.Now().Add(10*time.Second))
@@ -869,7 +870,7 @@ func TestCanceledPacingWaitReturnsReservation(t *testing.T) {
 	})
 	_, err = s.acquire(ctx, "b", 1, false)
 	var ce *CapacityError
-	if !errors.Is(err, ErrCapacity) || !errors.Is(err, context.Canceled) || !errors.As(err, &ce) || ce.What != "backend pacing" {
+	if !errors.Is(err, pktype.ErrCapacity) || !errors.Is(err, context.Canceled) || !errors.As(err, &ce) || ce.What != "backend pacing" {
 		t.Fatalf("err = %v, want a canceled backend pacing CapacityError", err)
 	}
 
@@ -921,9 +922,9 @@ func TestTokenPacingChargesUnderestimate(t *testing.T) {
 			c := newClock()
 			s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {TokensPerMinute: 60}})
 			att, _ := outcomes(llm.Outcome{
-				Response: &llm.Response{Text: "ok"}, StatusCode: 200,
-				Usage:    llm.Usage{TotalTokens: tc.total},
-				Presence: llm.Presence{TotalTokens: tc.presence},
+				Response: &pktype.GenerateResponse{Text: "ok"}, StatusCode: 200,
+				Usage:    pktype.TokenUsage{TotalTokens: tc.total},
+				Presence: pktype.TokenUsagePresence{TotalTokens: tc.presence},
 			})
 			if out := s.Generate(context.Background(), Sequence{Backend: "b", Generation: 1, Tokens: 30, Attempt: att}); out.Err != nil {
 				t.Fatal(out.Err)
@@ -951,15 +952,15 @@ func TestObserverPanicPropagatesWithoutLeak(t *testing.T) {
 	t.Parallel()
 	c := newClock()
 	s := New(Config{Backends: map[string]Backend{"b": {MaxActive: 1}}, Now: c.Now, Jitter: jitterNone, Wait: c.Wait})
-	ctx, _, _ := withRecorder(context.Background(), c, func(e observe.Event) {
-		if e.Kind == observe.AttemptEnd {
+	rec, _ := newRecorder(c, func(e pktype.ExecutionEvent) {
+		if e.Kind == pktype.ExecutionAttempt {
 			panic("observer boom")
 		}
 	})
 	att, calls := outcomes(failStatus(503))
 	got := func() (r any) {
 		defer func() { r = recover() }()
-		s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att})
+		s.Generate(context.Background(), Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att, Recorder: rec})
 		return nil
 	}()
 	if got != "observer boom" || calls.Load() != 1 {

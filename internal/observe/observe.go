@@ -4,84 +4,18 @@
 //
 // A Recorder belongs to one run and is used from that run's goroutine only,
 // so it needs no lock; nothing global is kept and nothing is delivered
-// asynchronously. The scheduler finds it through the context, which keeps
-// recording out of every internal signature. Callers release every lock
-// and permit before calling a method that may emit an event.
+// asynchronously. The engine passes it to the scheduler with each
+// generation sequence. Callers release every lock and permit before
+// calling a method that may emit an event.
 package observe
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
-
-// Kind is an event kind.
-type Kind string
-
-// Event kinds, in the order a run emits them.
-const (
-	Started    Kind = "started"
-	AttemptEnd Kind = "attempt"
-	RetryDelay Kind = "retry_delay"
-	Finished   Kind = "finished"
-)
-
-// Outcome of an attempt or a run.
-type Outcome string
-
-// Outcomes.
-const (
-	OutcomeNone          Outcome = ""
-	OutcomeSuccess       Outcome = "success"
-	OutcomeInvalidOutput Outcome = "invalid_output"
-	OutcomeError         Outcome = "error"
-)
-
-// Failure is a normalized failure category; never an error string.
-type Failure string
-
-// Failure categories.
-const (
-	FailureNone            Failure = ""
-	FailureCanceled        Failure = "canceled"
-	FailureDeadline        Failure = "deadline"
-	FailureTransport       Failure = "transport"
-	FailureProviderStatus  Failure = "provider_status"
-	FailureMalformed       Failure = "malformed_response"
-	FailureCapacity        Failure = "capacity"
-	FailureInvalidConfig   Failure = "invalid_config"
-	FailureInvalidRequest  Failure = "invalid_request"
-	FailurePromptNotFound  Failure = "prompt_not_found"
-	FailureProfileNotFound Failure = "profile_not_found"
-	FailurePromptLoad      Failure = "prompt_load"
-	FailureProfileLoad     Failure = "profile_load"
-	FailureArtifactLoad    Failure = "artifact_load"
-	FailurePromptRender    Failure = "prompt_render"
-	FailureValidation      Failure = "validation"
-	FailureGeneration      Failure = "generation"
-	FailureOther           Failure = "other"
-)
-
-// Count is one observed token count.
-type Count struct {
-	Value    int
-	Known    bool
-	Complete bool
-}
-
-// Usage is observed usage: per field, what is known and whether every
-// dispatched attempt reported it.
-type Usage struct {
-	PromptTokens     Count
-	CompletionTokens Count
-	TotalTokens      Count
-	CachedTokens     Count
-	ReasoningTokens  Count
-}
 
 // Identity is what the run has resolved so far.
 type Identity struct {
@@ -90,34 +24,6 @@ type Identity struct {
 	ProfileID     string
 	BackendID     string
 	Model         string
-}
-
-// Event is one execution event. It holds values only.
-type Event struct {
-	Kind  Kind
-	RunID string
-	Time  time.Time
-	Identity
-
-	Generation uint64
-	Attempt    uint64
-	Dispatched bool
-
-	CapacityWait       time.Duration
-	GenerationDuration time.Duration
-	RetryDelay         time.Duration
-	Duration           time.Duration
-
-	Outcome          Outcome
-	Failure          Failure
-	StatusCode       int
-	RetriesExhausted bool
-
-	Usage Usage
-
-	Attempts         uint64
-	TransientRetries uint64
-	RepairCalls      uint64
 }
 
 // Attempt describes one acquisition attempt: a permit was sought and, when
@@ -129,9 +35,9 @@ type Attempt struct {
 	CapacityWait time.Duration
 	Duration     time.Duration // dispatch through response decoding
 	StatusCode   int
-	Usage        llm.Usage
-	Presence     llm.Presence
-	Failure      Failure // FailureNone on success
+	Usage        pktype.TokenUsage
+	Presence     pktype.TokenUsagePresence
+	Failure      pktype.ExecutionFailureKind // none on success
 }
 
 // Totals are the run's aggregate counters. Only dispatched attempts count.
@@ -139,7 +45,7 @@ type Totals struct {
 	Attempts         uint64
 	TransientRetries uint64
 	RepairCalls      uint64
-	Usage            llm.Usage
+	Usage            pktype.TokenUsage
 	CapacityWait     time.Duration
 	Generation       time.Duration
 	RetryDelay       time.Duration
@@ -150,10 +56,10 @@ type Recorder struct {
 	runID    string
 	now      func() time.Time
 	start    time.Time
-	observer func(Event)
+	observer pktype.ExecutionObserver
 	identity Identity
 	totals   Totals
-	observed Usage
+	observed pktype.ObservedTokenUsage
 	// lastRepairGen remembers the highest generation above 1 that
 	// dispatched, so a repair generation counts once however many
 	// attempts it took.
@@ -162,20 +68,33 @@ type Recorder struct {
 	finished      bool
 }
 
+// NewRunID makes a run ID: a UUIDv7, unique and time-ordered.
+func NewRunID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
 // New starts a recorder now. observer may be nil: then nothing is
-// delivered but the counts still work. If no run ID can be made, RunID is
-// empty rather than invented.
-func New(now func() time.Time, observer func(Event)) *Recorder {
+// delivered but the counts still work. newID makes the run ID (nil:
+// NewRunID); if it fails, RunID is empty rather than invented, and the
+// caller ends the run.
+func New(now func() time.Time, newID func() (string, error), observer pktype.ExecutionObserver) *Recorder {
 	if now == nil {
 		now = time.Now
 	}
+	if newID == nil {
+		newID = NewRunID
+	}
 	r := &Recorder{now: now, start: now(), observer: observer}
-	if id, err := uuid.NewV7(); err == nil {
-		r.runID = id.String()
+	if id, err := newID(); err == nil {
+		r.runID = id
 	}
 	// Zero dispatched attempts: every field is a known, complete zero.
-	for _, c := range r.fields() {
-		*c = Count{Known: true, Complete: true}
+	for _, c := range r.observed.Counts() {
+		*c = pktype.ObservedTokenCount{Known: true, Complete: true}
 	}
 	return r
 }
@@ -195,7 +114,7 @@ func (r *Recorder) SetIdentity(id Identity) {
 
 // Begin emits the started event.
 func (r *Recorder) Begin() {
-	r.emit(Event{Kind: Started})
+	r.emit(pktype.ExecutionEvent{Kind: pktype.ExecutionStarted})
 }
 
 // RecordAttempt adds one attempt to the totals and emits its event. Call
@@ -206,8 +125,8 @@ func (r *Recorder) RecordAttempt(a Attempt) {
 	}
 	r.totals.CapacityWait += a.CapacityWait
 	r.lastStatus = a.StatusCode
-	ev := Event{
-		Kind:               AttemptEnd,
+	ev := pktype.ExecutionEvent{
+		Kind:               pktype.ExecutionAttempt,
 		Generation:         a.Generation,
 		Attempt:            a.Attempt,
 		Dispatched:         a.Dispatched,
@@ -216,10 +135,10 @@ func (r *Recorder) RecordAttempt(a Attempt) {
 		Duration:           a.CapacityWait + a.Duration,
 		Failure:            a.Failure,
 		StatusCode:         a.StatusCode,
-		Outcome:            OutcomeSuccess,
+		Outcome:            pktype.ExecutionOutcomeSuccess,
 	}
-	if a.Failure != FailureNone {
-		ev.Outcome = OutcomeError
+	if a.Failure != pktype.ExecutionFailureNone {
+		ev.Outcome = pktype.ExecutionOutcomeError
 	}
 	if a.Dispatched {
 		r.totals.Attempts++
@@ -245,24 +164,24 @@ func (r *Recorder) RecordDelay(gen, attempt uint64, elapsed time.Duration) {
 		return
 	}
 	r.totals.RetryDelay += elapsed
-	r.emit(Event{Kind: RetryDelay, Generation: gen, Attempt: attempt, RetryDelay: elapsed, Duration: elapsed})
+	r.emit(pktype.ExecutionEvent{Kind: pktype.ExecutionRetryDelay, Generation: gen, Attempt: attempt, RetryDelay: elapsed, Duration: elapsed})
 }
 
 // Finish emits the finished event with the totals, once. A run failing
 // with a provider status reports the last attempt's status.
-func (r *Recorder) Finish(outcome Outcome, failure Failure, exhausted bool) {
+func (r *Recorder) Finish(outcome pktype.ExecutionOutcome, failure pktype.ExecutionFailureKind, exhausted bool) {
 	if r == nil || r.finished {
 		return
 	}
 	r.finished = true
 	t := r.totals
 	status := 0
-	if failure == FailureProviderStatus {
+	if failure == pktype.ExecutionFailureProviderStatus {
 		status = r.lastStatus
 	}
-	r.emit(Event{
+	r.emit(pktype.ExecutionEvent{
 		StatusCode:         status,
-		Kind:               Finished,
+		Kind:               pktype.ExecutionFinished,
 		CapacityWait:       t.CapacityWait,
 		GenerationDuration: t.Generation,
 		RetryDelay:         t.RetryDelay,
@@ -281,33 +200,28 @@ func (r *Recorder) Finish(outcome Outcome, failure Failure, exhausted bool) {
 func (r *Recorder) Totals() Totals { return r.totals }
 
 // ObservedUsage returns the aggregate observed usage so far.
-func (r *Recorder) ObservedUsage() Usage { return r.observed }
+func (r *Recorder) ObservedUsage() pktype.ObservedTokenUsage { return r.observed }
 
-func (r *Recorder) emit(ev Event) {
+func (r *Recorder) emit(ev pktype.ExecutionEvent) {
 	if r == nil || r.observer == nil {
 		return
 	}
 	ev.RunID = r.runID
 	ev.Time = r.now()
-	ev.Identity = r.identity
+	id := r.identity
+	ev.PromptID, ev.PromptVersion, ev.ProfileID, ev.BackendID, ev.Model = id.PromptID, id.PromptVersion, id.ProfileID, id.BackendID, id.Model
 	r.observer(ev)
-}
-
-func (r *Recorder) fields() [5]*Count {
-	u := &r.observed
-	return [5]*Count{&u.PromptTokens, &u.CompletionTokens, &u.TotalTokens, &u.CachedTokens, &u.ReasoningTokens}
 }
 
 // aggregate folds one dispatched attempt's usage into the run's: values of
 // known fields add up, Known means some attempt reported the field, and
 // Complete means every dispatched attempt did.
-func (r *Recorder) aggregate(u Usage) {
+func (r *Recorder) aggregate(u pktype.ObservedTokenUsage) {
 	first := r.totals.Attempts == 1
-	in := [5]Count{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.ReasoningTokens}
-	for i, c := range r.fields() {
+	in := u.Counts()
+	for i, c := range r.observed.Counts() {
 		if first {
-			*c = Count{} // drop the zero-attempt defaults
-			c.Complete = true
+			*c = pktype.ObservedTokenCount{Complete: true} // drop the zero-attempt defaults
 		}
 		if in[i].Known {
 			c.Value += in[i].Value
@@ -318,55 +232,20 @@ func (r *Recorder) aggregate(u Usage) {
 	}
 }
 
-func attemptUsage(u llm.Usage, p llm.Presence) Usage {
-	count := func(v int, known bool) Count {
+// attemptUsage is one dispatched attempt's observed usage: a field is
+// known and complete exactly when the provider reported it.
+func attemptUsage(u pktype.TokenUsage, p pktype.TokenUsagePresence) pktype.ObservedTokenUsage {
+	count := func(v int, known bool) pktype.ObservedTokenCount {
 		if !known {
-			return Count{}
+			return pktype.ObservedTokenCount{}
 		}
-		return Count{Value: v, Known: true, Complete: true}
+		return pktype.ObservedTokenCount{Value: v, Known: true, Complete: true}
 	}
-	return Usage{
+	return pktype.ObservedTokenUsage{
 		PromptTokens:     count(u.PromptTokens, p.PromptTokens),
 		CompletionTokens: count(u.CompletionTokens, p.CompletionTokens),
 		TotalTokens:      count(u.TotalTokens, p.TotalTokens),
 		CachedTokens:     count(u.CachedTokens, p.CachedTokens),
 		ReasoningTokens:  count(u.ReasoningTokens, p.ReasoningTokens),
 	}
-}
-
-type ctxKey struct{}
-
-// NewContext returns ctx carrying r.
-func NewContext(ctx context.Context, r *Recorder) context.Context {
-	return context.WithValue(ctx, ctxKey{}, r)
-}
-
-// FromContext returns the recorder in ctx, or nil. Recorder methods used
-// by the scheduler accept a nil receiver.
-func FromContext(ctx context.Context) *Recorder {
-	r, _ := ctx.Value(ctxKey{}).(*Recorder)
-	return r
-}
-
-// Classify normalizes a generation-layer error: context identities first,
-// then specific causes before broad categories.
-func Classify(err error) Failure {
-	var se *llm.StatusError
-	switch {
-	case err == nil:
-		return FailureNone
-	case errors.Is(err, context.Canceled):
-		return FailureCanceled
-	case errors.Is(err, context.DeadlineExceeded):
-		return FailureDeadline
-	case errors.As(err, &se):
-		return FailureProviderStatus
-	case errors.Is(err, llm.ErrTransport):
-		return FailureTransport
-	case errors.Is(err, llm.ErrMalformed):
-		return FailureMalformed
-	case errors.Is(err, llm.ErrGenerate):
-		return FailureGeneration
-	}
-	return FailureOther
 }

@@ -1,13 +1,11 @@
 package observe
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // manualClock reads what the test set.
@@ -18,23 +16,28 @@ func (c *manualClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 func newClock() *manualClock { return &manualClock{t: time.Unix(1000, 0)} }
 
-type sink struct{ evs []Event }
+// cnt is an observed count.
+func cnt(v int, known, complete bool) pktype.ObservedTokenCount {
+	return pktype.ObservedTokenCount{Value: v, Known: known, Complete: complete}
+}
 
-func (s *sink) observe(ev Event) { s.evs = append(s.evs, ev) }
+type sink struct{ evs []pktype.ExecutionEvent }
 
-func all(c Count) Usage {
-	return Usage{PromptTokens: c, CompletionTokens: c, TotalTokens: c, CachedTokens: c, ReasoningTokens: c}
+func (s *sink) observe(ev pktype.ExecutionEvent) { s.evs = append(s.evs, ev) }
+
+func all(c pktype.ObservedTokenCount) pktype.ObservedTokenUsage {
+	return pktype.ObservedTokenUsage{PromptTokens: c, CompletionTokens: c, TotalTokens: c, CachedTokens: c, ReasoningTokens: c}
 }
 
 var (
-	fullPresence = llm.Presence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true, ReasoningTokens: true}
-	knownZero    = Count{Known: true, Complete: true}
+	fullPresence = pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true, ReasoningTokens: true}
+	knownZero    = pktype.ObservedTokenCount{Known: true, Complete: true}
 )
 
 func TestTotalsCountDispatchedOnly(t *testing.T) {
 	t.Parallel()
-	r := New(func() time.Time { return time.Unix(100, 0) }, nil)
-	u := llm.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
+	r := New(func() time.Time { return time.Unix(100, 0) }, nil, nil)
+	u := pktype.TokenUsage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, CapacityWait: time.Second, Usage: u, Presence: fullPresence}) // canceled before dispatch
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 2, Dispatched: true, Duration: 2 * time.Second, Usage: u})
 	r.RecordAttempt(Attempt{Generation: 2, Attempt: 1, Dispatched: true, Duration: time.Second, Usage: u})
@@ -47,7 +50,7 @@ func TestTotalsCountDispatchedOnly(t *testing.T) {
 		Attempts:         3,
 		TransientRetries: 2,
 		RepairCalls:      1,
-		Usage:            llm.Usage{PromptTokens: 6, CompletionTokens: 4, TotalTokens: 10},
+		Usage:            pktype.TokenUsage{PromptTokens: 6, CompletionTokens: 4, TotalTokens: 10},
 		CapacityWait:     time.Second,
 		Generation:       4 * time.Second,
 		RetryDelay:       7 * time.Second,
@@ -59,7 +62,7 @@ func TestTotalsCountDispatchedOnly(t *testing.T) {
 
 func TestRepairCountedOncePerGeneration(t *testing.T) {
 	t.Parallel()
-	r := New(nil, nil)
+	r := New(nil, nil, nil)
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true})
 	r.RecordAttempt(Attempt{Generation: 2, Attempt: 1}) // undispatched first try
 	r.RecordAttempt(Attempt{Generation: 2, Attempt: 2, Dispatched: true})
@@ -76,71 +79,71 @@ func TestUsageAggregation(t *testing.T) {
 	t.Parallel()
 	type in struct {
 		dispatched bool
-		u          llm.Usage
-		p          llm.Presence
+		u          pktype.TokenUsage
+		p          pktype.TokenUsagePresence
 	}
 	cases := []struct {
 		name     string
 		attempts []in
-		want     Usage
+		want     pktype.ObservedTokenUsage
 	}{
 		{"no attempts", nil, all(knownZero)},
-		{"only undispatched", []in{{false, llm.Usage{PromptTokens: 9}, fullPresence}}, all(knownZero)},
-		{"complete zeros", []in{{true, llm.Usage{}, fullPresence}}, all(knownZero)},
-		{"nothing reported", []in{{true, llm.Usage{PromptTokens: 7}, llm.Presence{}}}, all(Count{})},
-		{"unknown value is dropped", []in{{true, llm.Usage{PromptTokens: 7, CompletionTokens: 2}, llm.Presence{CompletionTokens: true}}},
-			Usage{CompletionTokens: Count{Value: 2, Known: true, Complete: true}}},
+		{"only undispatched", []in{{false, pktype.TokenUsage{PromptTokens: 9}, fullPresence}}, all(knownZero)},
+		{"complete zeros", []in{{true, pktype.TokenUsage{}, fullPresence}}, all(knownZero)},
+		{"nothing reported", []in{{true, pktype.TokenUsage{PromptTokens: 7}, pktype.TokenUsagePresence{}}}, all(pktype.ObservedTokenCount{})},
+		{"unknown value is dropped", []in{{true, pktype.TokenUsage{PromptTokens: 7, CompletionTokens: 2}, pktype.TokenUsagePresence{CompletionTokens: true}}},
+			pktype.ObservedTokenUsage{CompletionTokens: pktype.ObservedTokenCount{Value: 2, Known: true, Complete: true}}},
 		{"partial then full", []in{
-			{true, llm.Usage{PromptTokens: 5, CompletionTokens: 2}, llm.Presence{PromptTokens: true, CompletionTokens: true}},
-			{true, llm.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10, CachedTokens: 1, ReasoningTokens: 4}, fullPresence},
-		}, Usage{
-			PromptTokens:     Count{12, true, true},
-			CompletionTokens: Count{5, true, true},
-			TotalTokens:      Count{10, true, false},
-			CachedTokens:     Count{1, true, false},
-			ReasoningTokens:  Count{4, true, false},
+			{true, pktype.TokenUsage{PromptTokens: 5, CompletionTokens: 2}, pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true}},
+			{true, pktype.TokenUsage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10, CachedTokens: 1, ReasoningTokens: 4}, fullPresence},
+		}, pktype.ObservedTokenUsage{
+			PromptTokens:     cnt(12, true, true),
+			CompletionTokens: cnt(5, true, true),
+			TotalTokens:      cnt(10, true, false),
+			CachedTokens:     cnt(1, true, false),
+			ReasoningTokens:  cnt(4, true, false),
 		}},
 		{"full then nothing", []in{
-			{true, llm.Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}, fullPresence},
-			{true, llm.Usage{}, llm.Presence{}},
-		}, Usage{
-			PromptTokens:     Count{1, true, false},
-			CompletionTokens: Count{1, true, false},
-			TotalTokens:      Count{2, true, false},
-			CachedTokens:     Count{0, true, false},
-			ReasoningTokens:  Count{0, true, false},
+			{true, pktype.TokenUsage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}, fullPresence},
+			{true, pktype.TokenUsage{}, pktype.TokenUsagePresence{}},
+		}, pktype.ObservedTokenUsage{
+			PromptTokens:     cnt(1, true, false),
+			CompletionTokens: cnt(1, true, false),
+			TotalTokens:      cnt(2, true, false),
+			CachedTokens:     cnt(0, true, false),
+			ReasoningTokens:  cnt(0, true, false),
 		}},
 		{"undispatched does not spoil completeness", []in{
-			{false, llm.Usage{}, llm.Presence{}},
-			{true, llm.Usage{PromptTokens: 2, CompletionTokens: 2, TotalTokens: 4}, fullPresence},
-			{false, llm.Usage{PromptTokens: 100}, llm.Presence{}},
-		}, Usage{
-			PromptTokens:     Count{2, true, true},
-			CompletionTokens: Count{2, true, true},
-			TotalTokens:      Count{4, true, true},
+			{false, pktype.TokenUsage{}, pktype.TokenUsagePresence{}},
+			{true, pktype.TokenUsage{PromptTokens: 2, CompletionTokens: 2, TotalTokens: 4}, fullPresence},
+			{false, pktype.TokenUsage{PromptTokens: 100}, pktype.TokenUsagePresence{}},
+		}, pktype.ObservedTokenUsage{
+			PromptTokens:     cnt(2, true, true),
+			CompletionTokens: cnt(2, true, true),
+			TotalTokens:      cnt(4, true, true),
 			CachedTokens:     knownZero,
 			ReasoningTokens:  knownZero,
 		}},
 		{"values are not reconciled", []in{
-			{true, llm.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 100}, llm.Presence{PromptTokens: true, CompletionTokens: true, TotalTokens: true}},
-		}, Usage{
-			PromptTokens:     Count{3, true, true},
-			CompletionTokens: Count{4, true, true},
-			TotalTokens:      Count{100, true, true},
+			{true, pktype.TokenUsage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 100}, pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true}},
+		}, pktype.ObservedTokenUsage{
+			PromptTokens:     cnt(3, true, true),
+			CompletionTokens: cnt(4, true, true),
+			TotalTokens:      cnt(100, true, true),
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			var s sink
-			r := New(nil, s.observe)
+			r := New(nil, nil, s.observe)
 			for i, a := range c.attempts {
 				r.RecordAttempt(Attempt{Generation: 1, Attempt: uint64(i + 1), Dispatched: a.dispatched, Usage: a.u, Presence: a.p})
 			}
 			if got := r.ObservedUsage(); got != c.want {
 				t.Fatalf("observed usage = %+v\nwant %+v", got, c.want)
 			}
-			r.Finish(OutcomeSuccess, FailureNone, false)
+			r.Finish(pktype.ExecutionOutcomeSuccess, pktype.ExecutionFailureNone, false)
 			if fin := s.evs[len(s.evs)-1]; fin.Usage != c.want {
 				t.Fatalf("finished usage = %+v\nwant %+v", fin.Usage, c.want)
 			}
@@ -151,15 +154,15 @@ func TestUsageAggregation(t *testing.T) {
 func TestAttemptEventUsage(t *testing.T) {
 	t.Parallel()
 	var s sink
-	r := New(nil, s.observe)
-	u := llm.Usage{PromptTokens: 3, CompletionTokens: 0, TotalTokens: 8, CachedTokens: 1}
-	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true, Usage: u, Presence: llm.Presence{PromptTokens: true, CompletionTokens: true}})
+	r := New(nil, nil, s.observe)
+	u := pktype.TokenUsage{PromptTokens: 3, CompletionTokens: 0, TotalTokens: 8, CachedTokens: 1}
+	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true, Usage: u, Presence: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true}})
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 2, Usage: u, Presence: fullPresence}) // undispatched
-	want := Usage{PromptTokens: Count{3, true, true}, CompletionTokens: knownZero}
+	want := pktype.ObservedTokenUsage{PromptTokens: cnt(3, true, true), CompletionTokens: knownZero}
 	if got := s.evs[0].Usage; got != want {
 		t.Fatalf("dispatched attempt usage = %+v, want %+v", got, want)
 	}
-	if got := s.evs[1].Usage; got != all(Count{}) {
+	if got := s.evs[1].Usage; got != all(pktype.ObservedTokenCount{}) {
 		t.Fatalf("undispatched attempt usage = %+v, want unknown", got)
 	}
 }
@@ -168,23 +171,23 @@ func TestEventOrderAndFields(t *testing.T) {
 	t.Parallel()
 	clock := newClock()
 	var s sink
-	r := New(clock.now, s.observe)
+	r := New(clock.now, nil, s.observe)
 	clock.advance(time.Second)
 	r.Begin()
 	id := Identity{PromptID: "p", PromptVersion: "1", ProfileID: "prof", BackendID: "b", Model: "m"}
 	r.SetIdentity(id)
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true, CapacityWait: 2 * time.Second, Duration: 3 * time.Second,
-		StatusCode: 503, Failure: FailureProviderStatus})
+		StatusCode: 503, Failure: pktype.ExecutionFailureProviderStatus})
 	clock.advance(time.Second)
 	r.RecordDelay(1, 1, 5*time.Second)
 	clock.advance(time.Second)
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 2, Dispatched: true, Duration: time.Second, StatusCode: 200,
-		Usage: llm.Usage{PromptTokens: 4}, Presence: llm.Presence{PromptTokens: true}})
+		Usage: pktype.TokenUsage{PromptTokens: 4}, Presence: pktype.TokenUsagePresence{PromptTokens: true}})
 	clock.advance(time.Minute)
-	r.Finish(OutcomeSuccess, FailureNone, false)
-	r.Finish(OutcomeError, FailureOther, true) // ignored: Finish emits once
+	r.Finish(pktype.ExecutionOutcomeSuccess, pktype.ExecutionFailureNone, false)
+	r.Finish(pktype.ExecutionOutcomeError, pktype.ExecutionFailureOther, true) // ignored: Finish emits once
 
-	kinds := []Kind{Started, AttemptEnd, RetryDelay, AttemptEnd, Finished}
+	kinds := []pktype.ExecutionEventKind{pktype.ExecutionStarted, pktype.ExecutionAttempt, pktype.ExecutionRetryDelay, pktype.ExecutionAttempt, pktype.ExecutionFinished}
 	if len(s.evs) != len(kinds) {
 		t.Fatalf("got %d events: %+v", len(s.evs), s.evs)
 	}
@@ -198,30 +201,30 @@ func TestEventOrderAndFields(t *testing.T) {
 		if i > 0 && ev.Time.Before(s.evs[i-1].Time) {
 			t.Errorf("event %d time %v before %v", i, ev.Time, s.evs[i-1].Time)
 		}
-		if ev.Kind != Finished && (ev.Attempts != 0 || ev.TransientRetries != 0 || ev.RepairCalls != 0) {
+		if ev.Kind != pktype.ExecutionFinished && (ev.Attempts != 0 || ev.TransientRetries != 0 || ev.RepairCalls != 0) {
 			t.Errorf("nonterminal event %d carries totals: %+v", i, ev)
 		}
-		if (i == 0) != (ev.Identity == Identity{}) {
-			t.Errorf("event %d identity = %+v", i, ev.Identity)
+		if (i == 0) != (ev.PromptID == "" && ev.ProfileID == "" && ev.Model == "") {
+			t.Errorf("event %d identity = %q %q %q", i, ev.PromptID, ev.ProfileID, ev.Model)
 		}
 	}
 	st, a1, d, a2, fin := s.evs[0], s.evs[1], s.evs[2], s.evs[3], s.evs[4]
-	if want := (Event{Kind: Started, RunID: st.RunID, Time: st.Time}); st != want {
+	if want := (pktype.ExecutionEvent{Kind: pktype.ExecutionStarted, RunID: st.RunID, Time: st.Time}); st != want {
 		t.Errorf("started = %+v, want only kind, RunID and time", st)
 	}
 	if a1.Generation != 1 || a1.Attempt != 1 || !a1.Dispatched || a1.CapacityWait != 2*time.Second || a1.GenerationDuration != 3*time.Second ||
-		a1.Duration != 5*time.Second || a1.Outcome != OutcomeError || a1.Failure != FailureProviderStatus || a1.StatusCode != 503 || a1.RetryDelay != 0 {
+		a1.Duration != 5*time.Second || a1.Outcome != pktype.ExecutionOutcomeError || a1.Failure != pktype.ExecutionFailureProviderStatus || a1.StatusCode != 503 || a1.RetryDelay != 0 {
 		t.Errorf("attempt 1 = %+v", a1)
 	}
 	if d.Generation != 1 || d.Attempt != 1 || d.RetryDelay != 5*time.Second || d.Duration != 5*time.Second || d.Dispatched ||
-		d.Outcome != OutcomeNone || d.CapacityWait != 0 || d.GenerationDuration != 0 || d.Usage != (Usage{}) {
+		d.Outcome != pktype.ExecutionOutcomeNone || d.CapacityWait != 0 || d.GenerationDuration != 0 || d.Usage != (pktype.ObservedTokenUsage{}) {
 		t.Errorf("retry delay = %+v", d)
 	}
-	if a2.Attempt != 2 || a2.Outcome != OutcomeSuccess || a2.Failure != FailureNone || a2.Usage.PromptTokens != (Count{4, true, true}) {
+	if a2.Attempt != 2 || a2.Outcome != pktype.ExecutionOutcomeSuccess || a2.Failure != pktype.ExecutionFailureNone || a2.Usage.PromptTokens != (cnt(4, true, true)) {
 		t.Errorf("attempt 2 = %+v", a2)
 	}
 	if fin.Generation != 0 || fin.Attempt != 0 || fin.Dispatched || fin.StatusCode != 0 ||
-		fin.Outcome != OutcomeSuccess || fin.Failure != FailureNone || fin.RetriesExhausted ||
+		fin.Outcome != pktype.ExecutionOutcomeSuccess || fin.Failure != pktype.ExecutionFailureNone || fin.RetriesExhausted ||
 		fin.Attempts != 2 || fin.TransientRetries != 1 || fin.RepairCalls != 0 ||
 		fin.CapacityWait != 2*time.Second || fin.GenerationDuration != 4*time.Second || fin.RetryDelay != 5*time.Second {
 		t.Errorf("finished = %+v", fin)
@@ -232,7 +235,7 @@ func TestEventOrderAndFields(t *testing.T) {
 	if !st.Time.Equal(r.Start().Add(time.Second)) || !a2.Time.Equal(r.Start().Add(3*time.Second)) {
 		t.Errorf("event times %v %v, start %v", st.Time, a2.Time, r.Start())
 	}
-	if fin.Usage.PromptTokens != (Count{4, true, false}) || fin.Usage.TotalTokens != (Count{}) {
+	if fin.Usage.PromptTokens != (cnt(4, true, false)) || fin.Usage.TotalTokens != (pktype.ObservedTokenCount{}) {
 		t.Errorf("finished usage = %+v", fin.Usage)
 	}
 }
@@ -240,16 +243,16 @@ func TestEventOrderAndFields(t *testing.T) {
 func TestFinishFlagsAndOnce(t *testing.T) {
 	t.Parallel()
 	var s sink
-	r := New(nil, s.observe)
-	r.Finish(OutcomeError, FailureProviderStatus, true)
-	r.Finish(OutcomeSuccess, FailureNone, false)
+	r := New(nil, nil, s.observe)
+	r.Finish(pktype.ExecutionOutcomeError, pktype.ExecutionFailureProviderStatus, true)
+	r.Finish(pktype.ExecutionOutcomeSuccess, pktype.ExecutionFailureNone, false)
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true}) // after finish: still counted
-	r.Finish(OutcomeSuccess, FailureNone, false)
+	r.Finish(pktype.ExecutionOutcomeSuccess, pktype.ExecutionFailureNone, false)
 	fins := 0
 	for _, ev := range s.evs {
-		if ev.Kind == Finished {
+		if ev.Kind == pktype.ExecutionFinished {
 			fins++
-			if ev.Outcome != OutcomeError || ev.Failure != FailureProviderStatus || !ev.RetriesExhausted {
+			if ev.Outcome != pktype.ExecutionOutcomeError || ev.Failure != pktype.ExecutionFailureProviderStatus || !ev.RetriesExhausted {
 				t.Errorf("finished = %+v", ev)
 			}
 		}
@@ -262,9 +265,9 @@ func TestFinishFlagsAndOnce(t *testing.T) {
 func TestObserverPanicPropagates(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	r := New(nil, func(ev Event) {
+	r := New(nil, nil, func(ev pktype.ExecutionEvent) {
 		calls++
-		if ev.Kind == AttemptEnd {
+		if ev.Kind == pktype.ExecutionAttempt {
 			panic("observer boom")
 		}
 	})
@@ -288,18 +291,18 @@ func TestObserverPanicPropagates(t *testing.T) {
 
 func TestNilObserverStillCounts(t *testing.T) {
 	t.Parallel()
-	r := New(nil, nil)
+	r := New(nil, nil, nil)
 	r.Begin()
 	r.SetIdentity(Identity{PromptID: "p"})
-	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true, Usage: llm.Usage{PromptTokens: 2}, Presence: llm.Presence{PromptTokens: true}})
+	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true, Usage: pktype.TokenUsage{PromptTokens: 2}, Presence: pktype.TokenUsagePresence{PromptTokens: true}})
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 2, Dispatched: true, Duration: time.Second})
 	r.RecordDelay(1, 1, time.Second)
-	r.Finish(OutcomeSuccess, FailureNone, false)
+	r.Finish(pktype.ExecutionOutcomeSuccess, pktype.ExecutionFailureNone, false)
 	got := r.Totals()
 	if got.Attempts != 2 || got.TransientRetries != 1 || got.Usage.PromptTokens != 2 || got.Generation != time.Second || got.RetryDelay != time.Second {
 		t.Fatalf("totals = %+v", got)
 	}
-	if r.ObservedUsage().PromptTokens != (Count{2, true, false}) {
+	if r.ObservedUsage().PromptTokens != (cnt(2, true, false)) {
 		t.Fatalf("observed = %+v", r.ObservedUsage())
 	}
 	if r.RunID() == "" {
@@ -314,48 +317,17 @@ func TestNilRecorderIsSafe(t *testing.T) {
 	r.Begin()
 	r.RecordAttempt(Attempt{Dispatched: true})
 	r.RecordDelay(1, 1, time.Second)
-	r.Finish(OutcomeSuccess, FailureNone, false)
+	r.Finish(pktype.ExecutionOutcomeSuccess, pktype.ExecutionFailureNone, false)
 }
 
-func TestRunIDsAndContext(t *testing.T) {
+func TestRunIDs(t *testing.T) {
 	t.Parallel()
-	a, b := New(time.Now, nil), New(time.Now, nil)
+	a, b := New(time.Now, nil, nil), New(time.Now, nil, nil)
 	if a.RunID() == "" || a.RunID() == b.RunID() {
 		t.Fatalf("run IDs %q %q", a.RunID(), b.RunID())
 	}
-	if FromContext(context.Background()) != nil {
-		t.Fatal("recorder from an empty context")
-	}
-	if FromContext(NewContext(context.Background(), a)) != a {
-		t.Fatal("context does not carry the recorder")
-	}
-}
-
-func TestClassify(t *testing.T) {
-	t.Parallel()
-	status := &llm.StatusError{StatusCode: 503, Detail: "secret"}
-	cases := []struct {
-		name string
-		err  error
-		want Failure
-	}{
-		{"nil", nil, FailureNone},
-		{"canceled", context.Canceled, FailureCanceled},
-		{"wrapped canceled", fmt.Errorf("x: %w", context.Canceled), FailureCanceled},
-		{"deadline", context.DeadlineExceeded, FailureDeadline},
-		{"transport canceled", &llm.Failure{Kind: llm.ErrTransport, Cause: context.Canceled}, FailureCanceled},
-		{"transport deadline", &llm.Failure{Kind: llm.ErrTransport, Cause: context.DeadlineExceeded}, FailureDeadline},
-		{"transport", &llm.Failure{Kind: llm.ErrTransport, Cause: errors.New("connection refused")}, FailureTransport},
-		{"malformed", &llm.Failure{Kind: llm.ErrMalformed, Cause: errors.New("bad json")}, FailureMalformed},
-		{"status", status, FailureProviderStatus},
-		{"wrapped status", fmt.Errorf("gen: %w", status), FailureProviderStatus},
-		{"exhausted status", &llm.ExhaustedError{Attempts: 3, Cause: status}, FailureProviderStatus},
-		{"generate", fmt.Errorf("%w: injected", llm.ErrGenerate), FailureGeneration},
-		{"other", errors.New("something"), FailureOther},
-	}
-	for _, c := range cases {
-		if got := Classify(c.err); got != c.want {
-			t.Errorf("%s: Classify = %q, want %q", c.name, got, c.want)
-		}
+	failing := New(time.Now, func() (string, error) { return "", errors.New("no entropy") }, nil)
+	if failing.RunID() != "" {
+		t.Fatalf("RunID = %q after the ID source failed, want empty", failing.RunID())
 	}
 }

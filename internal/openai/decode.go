@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Malformed causes are fixed strings: decoder errors can quote body bytes,
@@ -25,7 +26,7 @@ var (
 )
 
 func malformed(cause error) error {
-	return &llm.Failure{Kind: llm.ErrMalformed, Cause: cause}
+	return &llm.Failure{Kind: pktype.ErrMalformedResponse, Cause: cause}
 }
 
 // count is a token count that remembers whether it was present. Only plain
@@ -66,9 +67,9 @@ type wireUsage struct {
 	} `json:"completion_tokens_details"`
 }
 
-func (w *wireUsage) resolve() (llm.Usage, llm.Presence) {
-	var u llm.Usage
-	var p llm.Presence
+func (w *wireUsage) resolve() (pktype.TokenUsage, pktype.TokenUsagePresence) {
+	var u pktype.TokenUsage
+	var p pktype.TokenUsagePresence
 	if w == nil {
 		return u, p
 	}
@@ -100,8 +101,8 @@ type wireChoice struct {
 }
 
 // Decode strictly decodes a 2xx chat-completions body. Every error wraps
-// llm.ErrMalformed and never quotes the body.
-func Decode(body []byte) (*llm.Response, error) {
+// pktype.ErrMalformedResponse and never quotes the body.
+func Decode(body []byte) (*pktype.GenerateResponse, error) {
 	r, _, _, err := decode(body)
 	return r, err
 }
@@ -109,9 +110,9 @@ func Decode(body []byte) (*llm.Response, error) {
 // decode is Decode plus the usage it could establish: on error, usage and
 // presence are still filled when the envelope itself decoded and only the
 // choices were unusable.
-func decode(body []byte) (*llm.Response, llm.Usage, llm.Presence, error) {
-	var u llm.Usage
-	var p llm.Presence
+func decode(body []byte) (*pktype.GenerateResponse, pktype.TokenUsage, pktype.TokenUsagePresence, error) {
+	var u pktype.TokenUsage
+	var p pktype.TokenUsagePresence
 
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var raw json.RawMessage
@@ -157,7 +158,7 @@ func decode(body []byte) (*llm.Response, llm.Usage, llm.Presence, error) {
 		return nil, u, p, malformed(errContentMissing)
 	}
 
-	r := &llm.Response{Text: text, Model: env.Model, Usage: u, Presence: p}
+	r := &pktype.GenerateResponse{Text: text, Model: env.Model, Usage: u, UsagePresence: &p}
 	if c.FinishReason != nil {
 		r.FinishReason = *c.FinishReason
 	}

@@ -6,18 +6,19 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 const okChoices = `"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]`
 
 func TestDecode(t *testing.T) {
-	all := llm.Presence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true, ReasoningTokens: true}
+	all := pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true, ReasoningTokens: true}
 	tests := []struct {
 		name      string
 		body      string
 		wantErr   bool
-		usage     llm.Usage
-		presence  llm.Presence
+		usage     pktype.TokenUsage
+		presence  pktype.TokenUsagePresence
 		wantText  string
 		wantModel string
 	}{
@@ -26,8 +27,8 @@ func TestDecode(t *testing.T) {
 		{
 			name:     "partial nested usage",
 			body:     `{` + okChoices + `,"usage":{"prompt_tokens":7,"completion_tokens_details":{"reasoning_tokens":3}}}`,
-			usage:    llm.Usage{PromptTokens: 7, ReasoningTokens: 3},
-			presence: llm.Presence{PromptTokens: true, ReasoningTokens: true},
+			usage:    pktype.TokenUsage{PromptTokens: 7, ReasoningTokens: 3},
+			presence: pktype.TokenUsagePresence{PromptTokens: true, ReasoningTokens: true},
 			wantText: "hi",
 		},
 		{
@@ -39,19 +40,19 @@ func TestDecode(t *testing.T) {
 		{
 			name:     "all five fields",
 			body:     `{` + okChoices + `,"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":5}}}`,
-			usage:    llm.Usage{PromptTokens: 10, CompletionTokens: 20, TotalTokens: 30, CachedTokens: 4, ReasoningTokens: 5},
+			usage:    pktype.TokenUsage{PromptTokens: 10, CompletionTokens: 20, TotalTokens: 30, CachedTokens: 4, ReasoningTokens: 5},
 			presence: all,
 			wantText: "hi",
 		},
 		{
 			name:     "null individual fields",
 			body:     `{` + okChoices + `,"usage":{"prompt_tokens":null,"completion_tokens":2,"total_tokens":null,"prompt_tokens_details":{"cached_tokens":null},"completion_tokens_details":null}}`,
-			usage:    llm.Usage{CompletionTokens: 2},
-			presence: llm.Presence{CompletionTokens: true},
+			usage:    pktype.TokenUsage{CompletionTokens: 2},
+			presence: pktype.TokenUsagePresence{CompletionTokens: true},
 			wantText: "hi",
 		},
 		{name: "unknown fields allowed", body: `{"id":"x","object":"chat.completion","system_fingerprint":null,` + okChoices + `,"usage":{"prompt_tokens":1,"extra":{"a":[1.5]}}}`,
-			usage: llm.Usage{PromptTokens: 1}, presence: llm.Presence{PromptTokens: true}, wantText: "hi"},
+			usage: pktype.TokenUsage{PromptTokens: 1}, presence: pktype.TokenUsagePresence{PromptTokens: true}, wantText: "hi"},
 		{name: "null finish_reason", body: `{"choices":[{"message":{"content":""},"finish_reason":null}]}`, wantText: ""},
 		{name: "surrounding whitespace", body: " \n{" + okChoices + "}\n\t ", wantText: "hi"},
 
@@ -66,14 +67,14 @@ func TestDecode(t *testing.T) {
 		{name: "usage wrong type", body: `{` + okChoices + `,"usage":[]}`, wantErr: true},
 		{name: "details wrong type", body: `{` + okChoices + `,"usage":{"completion_tokens_details":5}}`, wantErr: true},
 		{name: "missing choices", body: `{"usage":{"prompt_tokens":3}}`, wantErr: true,
-			usage: llm.Usage{PromptTokens: 3}, presence: llm.Presence{PromptTokens: true}},
+			usage: pktype.TokenUsage{PromptTokens: 3}, presence: pktype.TokenUsagePresence{PromptTokens: true}},
 		{name: "null choices", body: `{"choices":null}`, wantErr: true},
 		{name: "empty choices", body: `{"choices":[],"usage":{"completion_tokens":0}}`, wantErr: true,
-			presence: llm.Presence{CompletionTokens: true}},
+			presence: pktype.TokenUsagePresence{CompletionTokens: true}},
 		{name: "choices wrong type", body: `{"choices":{}}`, wantErr: true},
 		{name: "missing message", body: `{"choices":[{}]}`, wantErr: true},
 		{name: "null content", body: `{"choices":[{"message":{"content":null}}],"usage":{"total_tokens":9}}`, wantErr: true,
-			usage: llm.Usage{TotalTokens: 9}, presence: llm.Presence{TotalTokens: true}},
+			usage: pktype.TokenUsage{TotalTokens: 9}, presence: pktype.TokenUsagePresence{TotalTokens: true}},
 		{name: "missing content", body: `{"choices":[{"message":{"role":"assistant"}}]}`, wantErr: true},
 		{name: "content wrong type", body: `{"choices":[{"message":{"content":[]}}]}`, wantErr: true},
 		{name: "finish_reason wrong type", body: `{"choices":[{"message":{"content":"x"},"finish_reason":1}]}`, wantErr: true},
@@ -92,14 +93,14 @@ func TestDecode(t *testing.T) {
 				t.Errorf("usage/presence = %+v/%+v, want %+v/%+v", usage, presence, tt.usage, tt.presence)
 			}
 			if tt.wantErr {
-				if !errors.Is(err, llm.ErrMalformed) || !errors.Is(err, llm.ErrGenerate) {
+				if !errors.Is(err, pktype.ErrMalformedResponse) || !errors.Is(err, pktype.ErrLLMGenerate) {
 					t.Fatalf("err = %v, want ErrMalformed", err)
 				}
 				if resp != nil {
 					t.Errorf("resp = %+v, want nil", resp)
 				}
 				// Exported Decode agrees.
-				if r2, err2 := Decode([]byte(tt.body)); r2 != nil || !errors.Is(err2, llm.ErrMalformed) {
+				if r2, err2 := Decode([]byte(tt.body)); r2 != nil || !errors.Is(err2, pktype.ErrMalformedResponse) {
 					t.Errorf("Decode = %v, %v", r2, err2)
 				}
 				return
@@ -110,8 +111,8 @@ func TestDecode(t *testing.T) {
 			if resp.Text != tt.wantText || resp.Model != tt.wantModel {
 				t.Errorf("resp = %+v", resp)
 			}
-			if resp.Usage != tt.usage || resp.Presence != tt.presence {
-				t.Errorf("resp usage = %+v/%+v", resp.Usage, resp.Presence)
+			if resp.Usage != tt.usage || resp.Presence() != tt.presence {
+				t.Errorf("resp usage = %+v/%+v", resp.Usage, resp.Presence())
 			}
 		})
 	}

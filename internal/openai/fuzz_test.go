@@ -2,10 +2,11 @@ package openai
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
-	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 func FuzzDecode(f *testing.F) {
@@ -27,7 +28,7 @@ func FuzzDecode(f *testing.F) {
 			if resp != nil {
 				t.Fatalf("resp %+v with err %v", resp, err)
 			}
-			if !errors.Is(err, llm.ErrMalformed) {
+			if !errors.Is(err, pktype.ErrMalformedResponse) {
 				t.Fatalf("err %v does not wrap ErrMalformed", err)
 			}
 			return
@@ -35,17 +36,17 @@ func FuzzDecode(f *testing.F) {
 		if resp == nil {
 			t.Fatal("nil response without error")
 		}
-		if resp.Usage != usage || resp.Presence != presence {
-			t.Fatalf("response usage %+v/%+v differs from %+v/%+v", resp.Usage, resp.Presence, usage, presence)
+		if resp.Usage != usage || resp.Presence() != presence {
+			t.Fatalf("response usage %+v/%+v differs from %+v/%+v", resp.Usage, resp.Presence(), usage, presence)
 		}
 		r2, err2 := Decode(body)
-		if err2 != nil || *r2 != *resp {
+		if err2 != nil || !reflect.DeepEqual(r2, resp) {
 			t.Fatalf("Decode disagrees: %+v, %v", r2, err2)
 		}
 	})
 }
 
-func checkUsage(t *testing.T, u llm.Usage, p llm.Presence) {
+func checkUsage(t *testing.T, u pktype.TokenUsage, p pktype.TokenUsagePresence) {
 	t.Helper()
 	fields := []struct {
 		n   int

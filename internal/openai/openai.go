@@ -26,11 +26,8 @@ import (
 	"unicode"
 
 	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
-
-// ErrInvalidRequest marks a request or endpoint that Prepare refuses to
-// encode.
-var ErrInvalidRequest = errors.New("promptkit: invalid generation request")
 
 const (
 	defaultMaxResponseBytes = 8 << 20
@@ -50,6 +47,8 @@ var schemaNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Endpoint describes one backend.
 type Endpoint struct {
+	// BackendID names the backend in errors.
+	BackendID string
 	// BaseURL is the API root, e.g. http://127.0.0.1:8081/v1; requests go
 	// to BaseURL + "/chat/completions".
 	BaseURL string
@@ -71,6 +70,7 @@ type Endpoint struct {
 // Frozen is a validated, encoded request bound to its credential. It is
 // immutable, so Execute may be called repeatedly and concurrently.
 type Frozen struct {
+	backend  string
 	url      string
 	body     []byte
 	apiKey   string
@@ -78,11 +78,6 @@ type Frozen struct {
 	timeout  time.Duration
 	now      func() time.Time
 	maxBytes int64
-}
-
-type wireMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
 }
 
 type wireJSONSchema struct {
@@ -97,7 +92,7 @@ type wireResponseFormat struct {
 
 type wireRequest struct {
 	Model          string              `json:"model"`
-	Messages       []wireMessage       `json:"messages"`
+	Messages       []pktype.Message    `json:"messages"`
 	Temperature    *float64            `json:"temperature,omitempty"`
 	TopP           *float64            `json:"top_p,omitempty"`
 	MaxTokens      *int                `json:"max_tokens,omitempty"`
@@ -106,13 +101,14 @@ type wireRequest struct {
 }
 
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{pktype.ErrInvalidRequest}, args...)...)
 }
 
 // Prepare validates and encodes one request and resolves the credential
-// once. Errors wrap ErrInvalidRequest or llm.ErrMissingCredential; they
+// once. Errors wrap pktype.ErrInvalidRequest (a missing key:
+// pktype.ErrMissingCredential, which matches it too); they
 // never contain the base URL (it may carry user info) or a key value.
-func Prepare(ep Endpoint, req llm.Request) (*Frozen, error) {
+func Prepare(ep Endpoint, req pktype.GenerateRequest) (*Frozen, error) {
 	target, err := endpointURL(ep.BaseURL)
 	if err != nil {
 		return nil, err
@@ -132,7 +128,7 @@ func Prepare(ep Endpoint, req llm.Request) (*Frozen, error) {
 		// would make the header invalid, so it is not part of the key.
 		key = strings.TrimSpace(getenv(ep.APIKeyEnv))
 		if key == "" {
-			return nil, fmt.Errorf("%w: environment variable %s is unset or empty", llm.ErrMissingCredential, ep.APIKeyEnv)
+			return nil, fmt.Errorf("%w: environment variable %s is unset or empty", pktype.ErrMissingCredential, ep.APIKeyEnv)
 		}
 		if strings.IndexFunc(key, unicode.IsControl) >= 0 {
 			return nil, invalid("API key in environment variable %s contains control characters", ep.APIKeyEnv)
@@ -140,6 +136,7 @@ func Prepare(ep Endpoint, req llm.Request) (*Frozen, error) {
 	}
 
 	f := &Frozen{
+		backend:  ep.BackendID,
 		url:      target,
 		body:     body,
 		apiKey:   key,
@@ -172,7 +169,7 @@ func endpointURL(base string) (string, error) {
 	return u.String(), nil
 }
 
-func encodeRequest(req llm.Request) ([]byte, error) {
+func encodeRequest(req pktype.GenerateRequest) ([]byte, error) {
 	if req.Model == "" {
 		return nil, invalid("model is empty")
 	}
@@ -181,7 +178,7 @@ func encodeRequest(req llm.Request) ([]byte, error) {
 	}
 	w := wireRequest{
 		Model:       req.Model,
-		Messages:    make([]wireMessage, len(req.Messages)),
+		Messages:    req.Messages,
 		Temperature: req.Temperature,
 		TopP:        req.TopP,
 		MaxTokens:   req.MaxTokens,
@@ -191,13 +188,12 @@ func encodeRequest(req llm.Request) ([]byte, error) {
 		if m.Role == "" {
 			return nil, invalid("message %d has an empty role", i)
 		}
-		w.Messages[i] = wireMessage{Role: m.Role, Content: m.Content}
 	}
-	if len(req.ResponseSchema) > 0 {
-		if !json.Valid(req.ResponseSchema) {
+	if len(req.OutputSchema) > 0 {
+		if !json.Valid(req.OutputSchema) {
 			return nil, invalid("response schema is not valid JSON")
 		}
-		name := req.SchemaName
+		name := req.OutputSchemaName
 		if name == "" {
 			name = defaultSchemaName
 		}
@@ -206,7 +202,7 @@ func encodeRequest(req llm.Request) ([]byte, error) {
 		}
 		w.ResponseFormat = &wireResponseFormat{
 			Type:       "json_schema",
-			JSONSchema: wireJSONSchema{Name: name, Schema: json.RawMessage(req.ResponseSchema)},
+			JSONSchema: wireJSONSchema{Name: name, Schema: req.OutputSchema},
 		}
 	}
 
@@ -254,11 +250,10 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		// A partial error body still yields a useful detail; a read error
 		// here does not hide the status the provider chose.
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
-		se := &llm.StatusError{StatusCode: resp.StatusCode, Detail: errorDetail(raw, f.apiKey)}
 		if nb, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), out.Received); ok {
-			out.NotBefore, se.NotBefore = nb, nb
+			out.NotBefore = nb
 		}
-		out.Err = se
+		out.Err = pktype.NewGenerationError(f.backend, resp.StatusCode, errorDetail(raw, f.apiKey), out.NotBefore)
 		return out
 	}
 
@@ -281,7 +276,7 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		// A body cut short by our own deadline is a transport problem, not
 		// the provider's fault.
 		if ctxErr := attemptCtx.Err(); ctxErr != nil {
-			out.Err = &llm.Failure{Kind: llm.ErrTransport, Cause: ctxErr}
+			out.Err = &llm.Failure{Kind: pktype.ErrTransport, Cause: ctxErr}
 		} else {
 			out.Err = err
 		}
@@ -296,13 +291,13 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 // unwrapped because its text embeds the URL.
 func transportFailure(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &llm.Failure{Kind: llm.ErrTransport, Cause: ctxErr}
+		return &llm.Failure{Kind: pktype.ErrTransport, Cause: ctxErr}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Err != nil {
 		err = ue.Err
 	}
-	return &llm.Failure{Kind: llm.ErrTransport, Cause: err, Reason: transportReason(err)}
+	return &llm.Failure{Kind: pktype.ErrTransport, Cause: err, Reason: transportReason(err)}
 }
 
 // transportReason names common transport failures with fixed phrases, so

@@ -15,12 +15,13 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 const okBody = `{"model":"m1","choices":[{"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
 
-func basicRequest() llm.Request {
-	return llm.Request{Model: "test-model", Messages: []llm.Message{{Role: "user", Content: "hi <b>&"}}}
+func basicRequest() pktype.GenerateRequest {
+	return pktype.GenerateRequest{Model: "test-model", Messages: []pktype.Message{{Role: "user", Content: "hi <b>&"}}}
 }
 
 func newServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
@@ -30,7 +31,7 @@ func newServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	return srv
 }
 
-func mustPrepare(t *testing.T, ep Endpoint, req llm.Request) *Frozen {
+func mustPrepare(t *testing.T, ep Endpoint, req pktype.GenerateRequest) *Frozen {
 	t.Helper()
 	f, err := Prepare(ep, req)
 	if err != nil {
@@ -77,14 +78,14 @@ func TestRequestEncodingFull(t *testing.T) {
 	var got captured
 	srv := newServer(t, capture(t, &got))
 	temp, topP, maxTok := 0.0, 0.5, 64
-	req := llm.Request{
-		Model:          "m",
-		Messages:       []llm.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a<b"}},
-		Temperature:    &temp,
-		TopP:           &topP,
-		MaxTokens:      &maxTok,
-		Stop:           []string{"\n\n", "END"},
-		ResponseSchema: []byte(`{"type":"object","properties":{"x":{"type":"integer"}}}`),
+	req := pktype.GenerateRequest{
+		Model:        "m",
+		Messages:     []pktype.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a<b"}},
+		Temperature:  &temp,
+		TopP:         &topP,
+		MaxTokens:    &maxTok,
+		Stop:         []string{"\n\n", "END"},
+		OutputSchema: []byte(`{"type":"object","properties":{"x":{"type":"integer"}}}`),
 	}
 	ep := Endpoint{BaseURL: srv.URL + "/v1/", APIKeyEnv: "KEY", Getenv: func(string) string { return "k-123" }}
 	out := mustPrepare(t, ep, req).Execute(context.Background())
@@ -134,7 +135,7 @@ func TestRequestEncodingMinimal(t *testing.T) {
 	srv := newServer(t, capture(t, &got))
 	req := basicRequest()
 	req.Stop = []string{}
-	req.SchemaName = "custom_name" // ignored without a schema
+	req.OutputSchemaName = "custom_name" // ignored without a schema
 	out := mustPrepare(t, Endpoint{BaseURL: srv.URL}, req).Execute(context.Background())
 	if out.Err != nil {
 		t.Fatalf("Execute: %v", out.Err)
@@ -156,9 +157,9 @@ func TestRequestEncodingMinimal(t *testing.T) {
 }
 
 func TestRequestSchemaName(t *testing.T) {
-	f := mustPrepare(t, Endpoint{BaseURL: "http://x/v1"}, llm.Request{
-		Model: "m", Messages: []llm.Message{{Role: "user"}},
-		ResponseSchema: []byte(` {"type": "string"} `), SchemaName: "my-schema_1",
+	f := mustPrepare(t, Endpoint{BaseURL: "http://x/v1"}, pktype.GenerateRequest{
+		Model: "m", Messages: []pktype.Message{{Role: "user"}},
+		OutputSchema: []byte(` {"type": "string"} `), OutputSchemaName: "my-schema_1",
 	})
 	var body struct {
 		ResponseFormat struct {
@@ -182,14 +183,14 @@ func TestPrepareRejects(t *testing.T) {
 	tests := []struct {
 		name string
 		ep   Endpoint
-		req  llm.Request
+		req  pktype.GenerateRequest
 	}{
-		{"empty model", ep, llm.Request{Messages: good.Messages}},
-		{"no messages", ep, llm.Request{Model: "m"}},
-		{"empty role", ep, llm.Request{Model: "m", Messages: []llm.Message{{Content: "x"}}}},
-		{"invalid schema", ep, llm.Request{Model: "m", Messages: good.Messages, ResponseSchema: []byte(`{"type":`)}},
-		{"bad schema name", ep, llm.Request{Model: "m", Messages: good.Messages, ResponseSchema: []byte(`{}`), SchemaName: "has space"}},
-		{"NaN temperature", ep, func() llm.Request { r := good; nan := 0.0; nan /= nan; r.Temperature = &nan; return r }()},
+		{"empty model", ep, pktype.GenerateRequest{Messages: good.Messages}},
+		{"no messages", ep, pktype.GenerateRequest{Model: "m"}},
+		{"empty role", ep, pktype.GenerateRequest{Model: "m", Messages: []pktype.Message{{Content: "x"}}}},
+		{"invalid schema", ep, pktype.GenerateRequest{Model: "m", Messages: good.Messages, OutputSchema: []byte(`{"type":`)}},
+		{"bad schema name", ep, pktype.GenerateRequest{Model: "m", Messages: good.Messages, OutputSchema: []byte(`{}`), OutputSchemaName: "has space"}},
+		{"NaN temperature", ep, func() pktype.GenerateRequest { r := good; nan := 0.0; nan /= nan; r.Temperature = &nan; return r }()},
 		{"empty base URL", Endpoint{}, good},
 		{"relative base URL", Endpoint{BaseURL: "/v1"}, good},
 		{"no host", Endpoint{BaseURL: "http:///v1"}, good},
@@ -199,7 +200,7 @@ func TestPrepareRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := Prepare(tt.ep, tt.req)
-			if !errors.Is(err, ErrInvalidRequest) || f != nil {
+			if !errors.Is(err, pktype.ErrInvalidRequest) || f != nil {
 				t.Fatalf("Prepare = %v, %v; want ErrInvalidRequest", f, err)
 			}
 		})
@@ -255,7 +256,7 @@ func TestFrozenCredential(t *testing.T) {
 func TestMissingCredential(t *testing.T) {
 	for _, val := range []string{"", "  \n"} {
 		_, err := Prepare(Endpoint{BaseURL: "http://x", APIKeyEnv: "PK_UNSET_KEY", Getenv: func(string) string { return val }}, basicRequest())
-		if !errors.Is(err, llm.ErrMissingCredential) {
+		if !errors.Is(err, pktype.ErrMissingCredential) {
 			t.Fatalf("err = %v, want ErrMissingCredential", err)
 		}
 		if !strings.Contains(err.Error(), "PK_UNSET_KEY") {
@@ -264,7 +265,7 @@ func TestMissingCredential(t *testing.T) {
 	}
 	// The real environment is consulted when Getenv is nil.
 	t.Setenv("PK_TEST_REAL_ENV_KEY", "")
-	if _, err := Prepare(Endpoint{BaseURL: "http://x", APIKeyEnv: "PK_TEST_REAL_ENV_KEY"}, basicRequest()); !errors.Is(err, llm.ErrMissingCredential) {
+	if _, err := Prepare(Endpoint{BaseURL: "http://x", APIKeyEnv: "PK_TEST_REAL_ENV_KEY"}, basicRequest()); !errors.Is(err, pktype.ErrMissingCredential) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -277,12 +278,12 @@ func TestSuccessOutcome(t *testing.T) {
 	if out.Err != nil {
 		t.Fatal(out.Err)
 	}
-	want := llm.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
-	wantP := llm.Presence{PromptTokens: true, CompletionTokens: true, TotalTokens: true}
+	want := pktype.TokenUsage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}
+	wantP := pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true}
 	if out.StatusCode != 200 || !out.Received.Equal(now) || !out.NotBefore.IsZero() {
 		t.Errorf("outcome = %+v", out)
 	}
-	if out.Usage != want || out.Presence != wantP || out.Response.Usage != want || out.Response.Presence != wantP {
+	if out.Usage != want || out.Presence != wantP || out.Response.Usage != want || out.Response.Presence() != wantP {
 		t.Errorf("usage = %+v %+v", out.Usage, out.Presence)
 	}
 	if out.Response.Text != "hello" || out.Response.Model != "m1" || out.Response.FinishReason != "stop" {
@@ -316,13 +317,13 @@ func TestUsagePreservedOnMissingChoices(t *testing.T) {
 		_, _ = io.WriteString(w, `{"model":"m","choices":[],"usage":{"prompt_tokens":11,"completion_tokens_details":{"reasoning_tokens":4}}}`)
 	})
 	out := mustPrepare(t, Endpoint{BaseURL: srv.URL}, basicRequest()).Execute(context.Background())
-	if !errors.Is(out.Err, llm.ErrMalformed) || out.Response != nil {
+	if !errors.Is(out.Err, pktype.ErrMalformedResponse) || out.Response != nil {
 		t.Fatalf("outcome = %+v", out)
 	}
 	if out.StatusCode != 200 || out.Received.IsZero() {
 		t.Errorf("status/received = %d %v", out.StatusCode, out.Received)
 	}
-	if out.Usage != (llm.Usage{PromptTokens: 11, ReasoningTokens: 4}) || out.Presence != (llm.Presence{PromptTokens: true, ReasoningTokens: true}) {
+	if out.Usage != (pktype.TokenUsage{PromptTokens: 11, ReasoningTokens: 4}) || out.Presence != (pktype.TokenUsagePresence{PromptTokens: true, ReasoningTokens: true}) {
 		t.Errorf("usage = %+v %+v", out.Usage, out.Presence)
 	}
 }
@@ -339,7 +340,7 @@ func TestPerAttemptTimeoutIsIndependent(t *testing.T) {
 	f := mustPrepare(t, Endpoint{BaseURL: srv.URL, Timeout: 50 * time.Millisecond}, basicRequest())
 
 	out := f.Execute(context.Background())
-	if !errors.Is(out.Err, llm.ErrTransport) || !errors.Is(out.Err, context.DeadlineExceeded) {
+	if !errors.Is(out.Err, pktype.ErrTransport) || !errors.Is(out.Err, context.DeadlineExceeded) {
 		t.Fatalf("first attempt err = %v, want transport + deadline exceeded", out.Err)
 	}
 	if out.StatusCode != 0 || !out.Received.IsZero() {
@@ -360,7 +361,7 @@ func TestTimeoutWhileReadingBody(t *testing.T) {
 	})
 	f := mustPrepare(t, Endpoint{BaseURL: srv.URL, Timeout: 50 * time.Millisecond}, basicRequest())
 	out := f.Execute(context.Background())
-	if !errors.Is(out.Err, llm.ErrTransport) || !errors.Is(out.Err, context.DeadlineExceeded) {
+	if !errors.Is(out.Err, pktype.ErrTransport) || !errors.Is(out.Err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want transport + deadline exceeded", out.Err)
 	}
 	if out.StatusCode != 200 {
@@ -382,7 +383,7 @@ func TestCallerCancel(t *testing.T) {
 		cancel()
 	}()
 	out := f.Execute(ctx)
-	if !errors.Is(out.Err, llm.ErrTransport) || !errors.Is(out.Err, context.Canceled) {
+	if !errors.Is(out.Err, pktype.ErrTransport) || !errors.Is(out.Err, context.Canceled) {
 		t.Fatalf("err = %v, want transport + canceled", out.Err)
 	}
 
@@ -429,11 +430,11 @@ func TestBodyAlwaysClosed(t *testing.T) {
 	}{
 		{"success", 200, okBody, func(o llm.Outcome) bool { return o.Err == nil }},
 		{"error status", 500, `{"error":{"message":"boom"}}`, func(o llm.Outcome) bool {
-			var se *llm.StatusError
-			return errors.As(o.Err, &se) && se.StatusCode == 500
+			var se *pktype.GenerationError
+			return errors.As(o.Err, &se) && se.StatusCode() == 500
 		}},
-		{"malformed", 200, `{"choices":`, func(o llm.Outcome) bool { return errors.Is(o.Err, llm.ErrMalformed) }},
-		{"too large", 200, okBody + strings.Repeat(" ", 100), func(o llm.Outcome) bool { return errors.Is(o.Err, llm.ErrMalformed) }},
+		{"malformed", 200, `{"choices":`, func(o llm.Outcome) bool { return errors.Is(o.Err, pktype.ErrMalformedResponse) }},
+		{"too large", 200, okBody + strings.Repeat(" ", 100), func(o llm.Outcome) bool { return errors.Is(o.Err, pktype.ErrMalformedResponse) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -464,11 +465,11 @@ func TestErrorRedaction(t *testing.T) {
 			})
 			ep := Endpoint{BaseURL: srv.URL, APIKeyEnv: "K", Getenv: func(string) string { return key }}
 			out := mustPrepare(t, ep, basicRequest()).Execute(context.Background())
-			var se *llm.StatusError
-			if !errors.As(out.Err, &se) || se.StatusCode != 401 || out.StatusCode != 401 {
+			var se *pktype.GenerationError
+			if !errors.As(out.Err, &se) || se.StatusCode() != 401 || out.StatusCode != 401 {
 				t.Fatalf("err = %v", out.Err)
 			}
-			if !errors.Is(out.Err, llm.ErrGenerate) {
+			if !errors.Is(out.Err, pktype.ErrLLMGenerate) {
 				t.Error("StatusError should match ErrGenerate")
 			}
 			for _, s := range []string{out.Err.Error(), fmt.Sprintf("%#v", out.Err), fmt.Sprintf("%+v", out.Err), fmt.Sprintf("%v", out.Err)} {
@@ -476,14 +477,14 @@ func TestErrorRedaction(t *testing.T) {
 					t.Errorf("error text leaks: %q", s)
 				}
 			}
-			if strings.Contains(se.Detail, key) || strings.Contains(se.Detail, "KEYVALUE") {
-				t.Errorf("Detail leaks key: %q", se.Detail)
+			if strings.Contains(se.Detail(), key) || strings.Contains(se.Detail(), "KEYVALUE") {
+				t.Errorf("Detail leaks key: %q", se.Detail())
 			}
-			if !strings.Contains(se.Detail, "[REDACTED]") || !strings.Contains(se.Detail, marker) {
-				t.Errorf("Detail = %q", se.Detail)
+			if !strings.Contains(se.Detail(), "[REDACTED]") || !strings.Contains(se.Detail(), marker) {
+				t.Errorf("Detail = %q", se.Detail())
 			}
-			if strings.ContainsAny(se.Detail, "\x00\x1b\r\n") {
-				t.Errorf("Detail has control characters: %q", se.Detail)
+			if strings.ContainsAny(se.Detail(), "\x00\x1b\r\n") {
+				t.Errorf("Detail has control characters: %q", se.Detail())
 			}
 		})
 	}
@@ -528,7 +529,7 @@ func TestTransportErrorHidesURL(t *testing.T) {
 	srv.Close() // connection refused from now on
 
 	out := mustPrepare(t, Endpoint{BaseURL: base}, basicRequest()).Execute(context.Background())
-	if !errors.Is(out.Err, llm.ErrTransport) || !errors.Is(out.Err, llm.ErrGenerate) {
+	if !errors.Is(out.Err, pktype.ErrTransport) || !errors.Is(out.Err, pktype.ErrLLMGenerate) {
 		t.Fatalf("err = %v, want transport", out.Err)
 	}
 	if out.StatusCode != 0 || !out.Received.IsZero() {
@@ -555,7 +556,7 @@ func TestSizeLimit(t *testing.T) {
 		})
 		ep := Endpoint{BaseURL: srv.URL, MaxResponseBytes: int64(len(okBody) - 1)}
 		out := mustPrepare(t, ep, basicRequest()).Execute(context.Background())
-		if !errors.Is(out.Err, llm.ErrMalformed) || out.Response != nil {
+		if !errors.Is(out.Err, pktype.ErrMalformedResponse) || out.Response != nil {
 			t.Errorf("chunked=%v: outcome = %+v", chunked, out)
 		}
 		// Exactly at the limit is fine.
@@ -587,8 +588,8 @@ func TestRetryAfterOutcome(t *testing.T) {
 		})
 		ep := Endpoint{BaseURL: srv.URL, Now: func() time.Time { return now }}
 		out := mustPrepare(t, ep, basicRequest()).Execute(context.Background())
-		var se *llm.StatusError
-		if !errors.As(out.Err, &se) || se.StatusCode != tt.status || out.StatusCode != tt.status {
+		var se *pktype.GenerationError
+		if !errors.As(out.Err, &se) || se.StatusCode() != tt.status || out.StatusCode != tt.status {
 			t.Fatalf("%d %q: err = %v", tt.status, tt.header, out.Err)
 		}
 		if !out.NotBefore.Equal(tt.want) || !out.Received.Equal(now) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 func testClaimFields(t *testing.T, h Harness) {
@@ -362,8 +363,12 @@ func testSucceedResponse(t *testing.T, h Harness) {
 	e := f.enqueue(jobs.EnqueueParams{OrgID: "org-1"})
 	f.claimID("w", e.JobID)
 	now := f.advance(3 * time.Second)
-	usage := jobs.Usage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42, CachedTokens: 0, ReasoningTokens: 7,
-		Known: jobs.Known{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true}}
+	// A known zero (cached) and an unknown count (reasoning) both read back
+	// as what they are.
+	usage := pktype.Usage{
+		TokenUsage: pktype.TokenUsage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42},
+		Known:      pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true},
+	}
 	j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "the answer",
 		Parsed: json.RawMessage(`{"answer": 42}`), Model: "model-x", Usage: usage})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 func TestSmokeLifecycle(t *testing.T) {
@@ -24,7 +25,7 @@ func TestSmokeLifecycle(t *testing.T) {
 		t.Fatalf("stale succeed: %v", err)
 	}
 	j, err := s.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w1", Output: "out",
-		Usage: jobs.Usage{PromptTokens: 3, Known: jobs.Known{PromptTokens: true}}})
+		Usage: pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 3}, Known: pktype.TokenUsagePresence{PromptTokens: true}}})
 	if err != nil || j.State != jobs.Succeeded || j.ResponseID != jobs.ResponseID(e.PromptID, e.JobID) {
 		t.Fatalf("succeed = %+v, %v", j, err)
 	}

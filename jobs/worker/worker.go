@@ -361,8 +361,7 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 		w.fail(fin, j, jobs.KindUnknown, "cannot build the request: "+redact(err))
 		return
 	}
-	var usage promptkit.ObservedTokenUsage
-	req.Observer = w.recordAttempts(fin, j, &usage)
+	req.Observer = w.recordAttempts(fin, j)
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.
 	req.NoWaitPastDeadline = true
@@ -403,24 +402,9 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	}
 	params := jobs.SucceedParams{
 		JobID: j.ID, Worker: w.cfg.Name, Output: res.Text, Parsed: res.Output, Model: res.Model,
-		Usage: jobs.Usage{
-			PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens,
-			TotalTokens: res.Usage.TotalTokens, CachedTokens: res.Usage.CachedTokens, ReasoningTokens: res.Usage.ReasoningTokens,
-			Known: known(usage),
-		},
+		Usage: res.Usage,
 	}
 	w.finalize("succeed", j, func() error { _, err := w.store.Succeed(fin, params); return err })
-}
-
-// known says which usage counts the provider reported, from the run's
-// finished observation (the result's sums cannot tell unknown from zero).
-// A count reported by some attempts only (a 503 carries none) is known:
-// the stored value is what the provider reported.
-func known(u promptkit.ObservedTokenUsage) jobs.Known {
-	return jobs.Known{
-		PromptTokens: u.PromptTokens.Known, CompletionTokens: u.CompletionTokens.Known, TotalTokens: u.TotalTokens.Known,
-		CachedTokens: u.CachedTokens.Known, ReasoningTokens: u.ReasoningTokens.Known,
-	}
 }
 
 // finishFailure requeues a retryable failure with attempts left, and
@@ -481,12 +465,9 @@ func redact(err error) string {
 }
 
 // recordAttempts turns the engine's attempt observations into durable
-// attempt events, and keeps the run's observed usage.
-func (w *Worker) recordAttempts(ctx context.Context, j jobs.Job, usage *promptkit.ObservedTokenUsage) promptkit.ExecutionObserver {
+// attempt events.
+func (w *Worker) recordAttempts(ctx context.Context, j jobs.Job) promptkit.ExecutionObserver {
 	return func(ev promptkit.ExecutionEvent) {
-		if ev.Kind == promptkit.ExecutionFinished {
-			*usage = ev.Usage
-		}
 		if ev.Kind != promptkit.ExecutionAttempt {
 			return
 		}
