@@ -33,18 +33,21 @@ type Engine struct {
 	retries        uint64
 
 	// Test seams; production uses the defaults set in New.
-	now    func() time.Time
-	newID  func() (string, error)
-	getenv func(string) string
+	now      func() time.Time
+	newID    func() (string, error)
+	getenv   func(string) string
+	validate func(*compiledSchema, string) (json.RawMessage, []string, error)
 }
 
-// seams are the private test hooks: clock, jitter, cancellable wait and
-// run IDs. Zero fields select the real ones.
+// seams are the private test hooks: clock, jitter, cancellable wait, run
+// IDs and output validation (to make it fail). Zero fields select the real
+// ones.
 type seams struct {
-	now    func() time.Time
-	jitter func(time.Duration) time.Duration
-	wait   func(context.Context, time.Duration) error
-	newID  func() (string, error)
+	now      func() time.Time
+	jitter   func(time.Duration) time.Duration
+	wait     func(context.Context, time.Duration) error
+	newID    func() (string, error)
+	validate func(*compiledSchema, string) (json.RawMessage, []string, error)
 }
 
 type backendRuntime struct {
@@ -73,6 +76,10 @@ type RunRequest struct {
 	ProfileID string `json:"profile_id,omitempty"`
 	// Model overrides the profile's model.
 	Model string `json:"model,omitempty"`
+	// Backend runs the profile on this backend instead of its own. The
+	// backend must serve the request's model: some profile uses it with
+	// that model; otherwise the request is ErrInvalidRequest.
+	Backend string `json:"backend,omitempty"`
 	// TransientRetries overrides Config.TransientRetries for this run. Nil
 	// inherits the engine's value; zero disables retries; negative is
 	// ErrInvalidRequest. PrepareExecution freezes the effective value.
@@ -126,6 +133,10 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 		e.now = sm.now
 	}
 	e.newID = sm.newID
+	e.validate = (*compiledSchema).validateJSON
+	if sm.validate != nil {
+		e.validate = sm.validate
+	}
 	if cfg.TransientRetries != nil {
 		e.retries = uint64(*cfg.TransientRetries) // validated non-negative
 	}
@@ -265,9 +276,20 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	case !ok:
 		return nil, fmt.Errorf("%w: %q", ErrProfileNotFound, profileID)
 	}
+	model := profile.Model
+	if req.Model != "" {
+		model = req.Model
+	}
+	backendID := profile.Backend
+	if req.Backend != "" {
+		if !e.serves(req.Backend, model) {
+			return nil, fmt.Errorf("%w: backend %q does not serve model %q (no profile uses it with that model)", ErrInvalidRequest, req.Backend, model)
+		}
+		backendID = req.Backend
+	}
 	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline}
-	if profile.Backend != "" {
-		p.backend = e.backends[profile.Backend]
+	if backendID != "" {
+		p.backend = e.backends[backendID]
 	}
 	var msgs []Message
 	if profile.System != "" {
@@ -287,12 +309,8 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		}
 	}
 	msgs = append(msgs, Message{Role: RoleUser, Content: user})
-	model := profile.Model
-	if req.Model != "" {
-		model = req.Model
-	}
 	p.request = GenerateRequest{
-		BackendID:   profile.Backend,
+		BackendID:   backendID,
 		Model:       model,
 		Messages:    msgs,
 		Temperature: profile.Temperature,
@@ -306,7 +324,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	}
 	p.info = PreparedRun{
 		ProfileID:  profile.ID,
-		BackendID:  profile.Backend,
+		BackendID:  backendID,
 		PromptHash: hashRequest(p.request),
 		Request:    cloneRequest(p.request),
 	}
@@ -314,6 +332,16 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		p.info.PromptID, p.info.PromptVersion = p.prompt.ID, p.prompt.Version
 	}
 	return p, nil
+}
+
+// serves reports whether some profile runs model on backend.
+func (e *Engine) serves(backend, model string) bool {
+	for _, p := range e.profiles {
+		if p.Backend == backend && p.Model == model {
+			return true
+		}
+	}
+	return false
 }
 
 // render validates inputs and executes the template. Errors never quote
@@ -574,7 +602,7 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 			res.Validation = Validation{Status: ValidationSkipped}
 			break
 		}
-		doc, diags, err := p.prompt.output.validateJSON(resp.Text)
+		doc, diags, err := e.validate(p.prompt.output, resp.Text)
 		if err != nil {
 			return nil, &opError{op: fmt.Sprintf("prompt %q: validate output", p.prompt.ID), cause: fmt.Errorf("%w: %w", ErrValidation, err)}
 		}

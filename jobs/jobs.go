@@ -7,7 +7,7 @@
 //
 // A job is queued, running, succeeded, failed, cancelled or superseded.
 // The last four are terminal: a terminal job never changes again. The
-// allowed transitions are exactly those in Transitions; any other is an
+// allowed transitions are exactly those Transitions lists; any other is an
 // *TransitionError naming both states. A retry never revives a job: it
 // creates a new job whose Supersedes names the old one, and moves the old
 // one to superseded.
@@ -39,6 +39,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,15 +60,16 @@ const (
 	Superseded State = "superseded"
 )
 
-// States lists every state, in lifecycle order.
-var States = []State{Queued, Running, Succeeded, Failed, Cancelled, Superseded}
+// States returns every state, in lifecycle order.
+func States() []State {
+	return []State{Queued, Running, Succeeded, Failed, Cancelled, Superseded}
+}
 
 // Valid reports whether s is one of the six states.
 func (s State) Valid() bool {
-	for _, v := range States {
-		if s == v {
-			return true
-		}
+	switch s {
+	case Queued, Running, Succeeded, Failed, Cancelled, Superseded:
+		return true
 	}
 	return false
 }
@@ -84,8 +86,8 @@ type Transition struct {
 	Trigger string
 }
 
-// Transitions is the state machine: every allowed edge, and nothing else.
-var Transitions = []Transition{
+// transitions is the state machine: every allowed edge, and nothing else.
+var transitions = [...]Transition{
 	{Queued, Running, "a worker claims the job"},
 	{Queued, Cancelled, "a user or operator cancels before a claim"},
 	{Running, Succeeded, "the response is written"},
@@ -97,9 +99,13 @@ var Transitions = []Transition{
 	{Cancelled, Superseded, "a retry after cancel"},
 }
 
+// Transitions returns the state machine: every allowed edge, and nothing
+// else.
+func Transitions() []Transition { return slices.Clone(transitions[:]) }
+
 // CanTransition reports whether from → to is allowed.
 func CanTransition(from, to State) bool {
-	for _, t := range Transitions {
+	for _, t := range transitions {
 		if t.From == from && t.To == to {
 			return true
 		}
@@ -116,7 +122,9 @@ func CheckTransition(from, to State) error {
 	return &TransitionError{From: from, To: to}
 }
 
-// ErrorKind classifies why a job attempt failed (seed §8).
+// ErrorKind classifies why a job attempt failed. Classify maps an error
+// to its kind and Retryable says whether another attempt may help; see
+// policy.go for the whole failure policy.
 type ErrorKind string
 
 // Error kinds.
@@ -131,10 +139,20 @@ const (
 	KindWorkerCrash ErrorKind = "worker_crash"
 	KindStuck       ErrorKind = "stuck"
 	KindUnknown     ErrorKind = "unknown"
+	// KindInvalidRequest: the job's request cannot be built or sent as
+	// given (unknown prompt or profile, inputs failing the input schema, a
+	// template that does not render). Only a new request can fix it.
+	KindInvalidRequest ErrorKind = "invalid_request"
+	// KindDependencyFailed: the job's DependsOn job failed or was
+	// cancelled.
+	KindDependencyFailed ErrorKind = "dependency_failed"
 )
 
-// ErrorKinds lists every non-empty kind.
-var ErrorKinds = []ErrorKind{KindTimeout, KindRateLimit, KindProvider5xx, KindProvider4xx, KindParse, KindAuth, KindWorkerCrash, KindStuck, KindUnknown}
+// ErrorKinds returns every non-empty kind.
+func ErrorKinds() []ErrorKind {
+	return []ErrorKind{KindTimeout, KindRateLimit, KindProvider5xx, KindProvider4xx, KindParse, KindAuth,
+		KindWorkerCrash, KindStuck, KindUnknown, KindInvalidRequest, KindDependencyFailed}
+}
 
 // Errors returned by stores. Match them with errors.Is.
 var (

@@ -31,7 +31,7 @@ func TestTransitionsMatchSeed(t *testing.T) {
 		seed[e] = true
 	}
 	table := map[[2]jobs.State]bool{}
-	for _, tr := range jobs.Transitions {
+	for _, tr := range jobs.Transitions() {
 		e := [2]jobs.State{tr.From, tr.To}
 		if table[e] {
 			t.Errorf("Transitions lists %s → %s twice", tr.From, tr.To)
@@ -52,7 +52,7 @@ func TestTransitionsMatchSeed(t *testing.T) {
 }
 
 func TestAllowedEdges(t *testing.T) {
-	for _, tr := range jobs.Transitions {
+	for _, tr := range jobs.Transitions() {
 		if !jobs.CanTransition(tr.From, tr.To) {
 			t.Errorf("CanTransition(%s, %s) = false", tr.From, tr.To)
 		}
@@ -68,8 +68,8 @@ func TestForbiddenPairs(t *testing.T) {
 		allowed[e] = true
 	}
 	forbidden := 0
-	for _, from := range jobs.States {
-		for _, to := range jobs.States {
+	for _, from := range jobs.States() {
+		for _, to := range jobs.States() {
 			if allowed[[2]jobs.State{from, to}] {
 				continue
 			}
@@ -91,7 +91,7 @@ func TestForbiddenPairs(t *testing.T) {
 			}
 		}
 	}
-	if want := len(jobs.States)*len(jobs.States) - 9; forbidden != want {
+	if want := len(jobs.States())*len(jobs.States()) - 9; forbidden != want {
 		t.Errorf("%d forbidden pairs, want %d", forbidden, want)
 	}
 	// Unknown states are never allowed.
@@ -114,10 +114,10 @@ func TestTerminal(t *testing.T) {
 		jobs.Queued: false, jobs.Running: false,
 		jobs.Succeeded: true, jobs.Failed: true, jobs.Cancelled: true, jobs.Superseded: true,
 	}
-	if len(jobs.States) != len(want) {
-		t.Fatalf("States has %d states, want %d", len(jobs.States), len(want))
+	if len(jobs.States()) != len(want) {
+		t.Fatalf("States has %d states, want %d", len(jobs.States()), len(want))
 	}
-	for _, s := range jobs.States {
+	for _, s := range jobs.States() {
 		if s.Terminal() != want[s] {
 			t.Errorf("%s.Terminal() = %v", s, s.Terminal())
 		}
@@ -125,7 +125,7 @@ func TestTerminal(t *testing.T) {
 			t.Errorf("%s.Valid() = false", s)
 		}
 		// A terminal state leaves only to superseded.
-		for _, tr := range jobs.Transitions {
+		for _, tr := range jobs.Transitions() {
 			if tr.From == s && s.Terminal() && tr.To != jobs.Superseded {
 				t.Errorf("terminal %s leaves to %s", s, tr.To)
 			}
@@ -136,7 +136,7 @@ func TestTerminal(t *testing.T) {
 			t.Errorf("%q: Valid %v Terminal %v", s, s.Valid(), s.Terminal())
 		}
 	}
-	for _, tr := range jobs.Transitions {
+	for _, tr := range jobs.Transitions() {
 		if tr.From == jobs.Superseded {
 			t.Errorf("superseded leaves to %s", tr.To)
 		}
@@ -177,13 +177,31 @@ func TestNewID(t *testing.T) {
 }
 
 func TestKinds(t *testing.T) {
-	want := []string{"timeout", "rate_limit", "provider_5xx", "provider_4xx", "parse", "auth", "worker_crash", "stuck", "unknown"}
-	if len(jobs.ErrorKinds) != len(want) {
-		t.Fatalf("ErrorKinds = %v", jobs.ErrorKinds)
+	want := []string{"timeout", "rate_limit", "provider_5xx", "provider_4xx", "parse", "auth", "worker_crash", "stuck",
+		"unknown", "invalid_request", "dependency_failed"}
+	if len(jobs.ErrorKinds()) != len(want) {
+		t.Fatalf("ErrorKinds = %v", jobs.ErrorKinds())
 	}
-	for i, k := range jobs.ErrorKinds {
+	for i, k := range jobs.ErrorKinds() {
 		if string(k) != want[i] {
-			t.Errorf("ErrorKinds[%d] = %q, want %q", i, k, want[i])
+			t.Errorf("ErrorKinds()[%d] = %q, want %q", i, k, want[i])
 		}
+	}
+}
+
+// States, Transitions and ErrorKinds hand out copies: a caller changing
+// the returned slice changes nothing for anyone else.
+func TestVocabularyImmutable(t *testing.T) {
+	states, kinds, trs := jobs.States(), jobs.ErrorKinds(), jobs.Transitions()
+	states[0], kinds[0] = "bogus", "bogus"
+	trs[0] = jobs.Transition{From: jobs.Succeeded, To: jobs.Running, Trigger: "bogus"}
+	if jobs.States()[0] != jobs.Queued || jobs.ErrorKinds()[0] != jobs.KindTimeout {
+		t.Error("changing a returned slice changed States or ErrorKinds")
+	}
+	if tr := jobs.Transitions()[0]; tr.From != jobs.Queued || tr.To != jobs.Running {
+		t.Errorf("changing a returned slice changed Transitions: %+v", tr)
+	}
+	if jobs.CanTransition(jobs.Succeeded, jobs.Running) {
+		t.Error("changing a returned slice changed the state machine")
 	}
 }

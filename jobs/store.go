@@ -16,14 +16,17 @@ import (
 // processes sharing one database. Timestamps come from the store's clock
 // (Options.Now), so tests can move time. IDs are UUIDv7 strings made by
 // the store. Methods taking an org ID scope their reads to that org; an
-// empty org ID means "any org" (operators).
+// empty org ID means "any org" (operators). Every method normalizes its
+// parameters with their Normalize method first, so the rules (defaults,
+// bounds, what is invalid) are the same on every store; an invalid
+// parameter is an error matching ErrInvalid.
 type Store interface {
 	// Enqueue inserts a prompt and its queued job in one transaction and
 	// records the job's first event (→ queued). With an IdempotencyKey, a
 	// repeat for the same org returns the first call's IDs and Existing
-	// true, inserting nothing. Returns ErrInvalid for a priority outside
-	// 0–100, MaxAttempts < 1, or a ParentID / DependsOn that does not
-	// exist in the org.
+	// true, inserting nothing. Returns ErrInvalid for what
+	// EnqueueParams.Normalize refuses, or a ParentID / DependsOn that does
+	// not exist in the org.
 	Enqueue(ctx context.Context, p EnqueueParams) (Enqueued, error)
 	// EnqueueBatch enqueues many prompts in one transaction; results are
 	// in input order. Either all are stored or none.
@@ -75,11 +78,11 @@ type Store interface {
 	// retried; others are a *TransitionError.
 	Retry(ctx context.Context, p RetryParams) (Job, error)
 	// Reclaim handles running jobs whose heartbeat is older than
-	// ReclaimAfter (strictly: heartbeat < now − ReclaimAfter): a job whose
-	// attempt < max_attempts and that started less than StuckAfter ago
-	// (started_at > now − StuckAfter) goes back to queued (available now,
-	// attempt + 1, error_kind worker_crash); any other goes to failed with
-	// error_kind stuck.
+	// ReclaimAfter (strictly: heartbeat < now − ReclaimAfter) as
+	// ReclaimParams.Decide says: back to queued (available now, attempt +
+	// 1, error_kind worker_crash) or failed as stuck, with its message and
+	// an event naming the lost worker. A job another transaction is
+	// finishing at that moment is left for the next sweep.
 	Reclaim(ctx context.Context, p ReclaimParams) (Reclaimed, error)
 
 	// GetPrompt, GetJob and GetResponse return ErrNotFound when the ID
@@ -93,6 +96,11 @@ type Store interface {
 	// JobEvents returns a job's events in sequence order; ErrNotFound for
 	// an unknown job.
 	JobEvents(ctx context.Context, orgID, jobID string) ([]Event, error)
+	// Thread returns the conversation before a prompt, in one query: up to
+	// Depth ancestors (following parent_id), oldest first, each with the
+	// answer of its latest succeeded job. An ancestor that was archived
+	// ends the thread. ErrNotFound for an unknown prompt.
+	Thread(ctx context.Context, p ThreadParams) ([]Turn, error)
 	// ListJobs returns jobs matching the filters, newest first, a page at
 	// a time: pass the returned Next as After to continue (keyset
 	// pagination on (created_at, id); stable under concurrent inserts).
@@ -111,11 +119,13 @@ type Store interface {
 	// Metrics counts jobs by state (every state present, zero included),
 	// latency percentiles of jobs that succeeded, failed or were cancelled
 	// since Since (superseded jobs are left out: their retry replaced the
-	// outcome), and error rate by kind.
+	// outcome), error rate by kind, and with ByOrg the average and p95
+	// latency per org.
 	Metrics(ctx context.Context, p MetricsParams) (Metrics, error)
 	// Archive deletes terminal jobs finished before Before, with their
-	// events and responses, and prompts left without jobs. Returns the
-	// number of jobs deleted.
+	// events and responses, and prompts left without jobs, ArchiveBatch
+	// jobs per transaction. Returns the number of jobs deleted (also with
+	// an error: what was deleted stays deleted, consistently).
 	Archive(ctx context.Context, before time.Time) (int, error)
 
 	// Notify returns a channel that receives a value, coalesced, whenever
@@ -150,8 +160,8 @@ type EnqueueParams struct {
 	Priority *int
 	// MaxAttempts defaults to 3 when 0.
 	MaxAttempts int
-	// ExecutionOptions is opaque JSON for the worker (profile, model,
-	// depth…). Defaults to {}.
+	// ExecutionOptions is a JSON object of ExecutionOptions (model, depth,
+	// prefer_provider). Defaults to {}.
 	ExecutionOptions json.RawMessage
 	// AvailableAt delays the job (scheduled_for). Defaults to now.
 	AvailableAt time.Time
@@ -237,11 +247,13 @@ type RetryParams struct {
 	Priority *int
 }
 
-// ReclaimParams sets the reclaim thresholds (seed defaults 5 and 15
-// minutes).
+// ReclaimParams sets the reclaim thresholds.
 type ReclaimParams struct {
+	// ReclaimAfter is the heartbeat age of a dead worker. Defaults to 5m.
 	ReclaimAfter time.Duration
-	StuckAfter   time.Duration
+	// StuckAfter is the run time after which a dead worker's job fails as
+	// stuck instead of going back to the queue. Defaults to 15m.
+	StuckAfter time.Duration
 }
 
 // Reclaimed lists the jobs Reclaim moved.
@@ -298,6 +310,27 @@ type MetricsParams struct {
 	OrgID string
 	// Since bounds the latency and error-rate window. Zero: all time.
 	Since time.Time
+	// ByOrg adds the latency of each org's jobs in the window.
+	ByOrg bool
+}
+
+// ThreadParams names a prompt whose history Thread returns.
+type ThreadParams struct {
+	OrgID    string
+	PromptID string
+	// Depth is how many ancestors to return at most.
+	Depth int
+}
+
+// Turn is one earlier prompt of a thread and its answer.
+type Turn struct {
+	PromptID string
+	// Text is the prompt's ad-hoc text; empty for a named prompt.
+	Text string
+	// Answer is the output of the prompt's latest succeeded job; Answered
+	// says whether there is one.
+	Answer   string
+	Answered bool
 }
 
 // Metrics summarize the queue.
@@ -313,4 +346,25 @@ type Metrics struct {
 	// the window; ErrorRate is failed / finished per kind.
 	Finished  int                   `json:"finished"`
 	ErrorRate map[ErrorKind]float64 `json:"error_rate"`
+	// Orgs, with ByOrg, has one entry per org with jobs finished in the
+	// window, ordered by org ID.
+	Orgs []OrgLatency `json:"orgs,omitempty"`
+}
+
+// OrgLatency is one org's latency in a Metrics window.
+type OrgLatency struct {
+	OrgID          string        `json:"org_id"`
+	Finished       int           `json:"finished"`
+	LatencyAverage time.Duration `json:"latency_avg_ns"`
+	LatencyP95     time.Duration `json:"latency_p95_ns"`
+}
+
+// NewMetrics returns Metrics with every state counted as zero, for stores
+// to fill.
+func NewMetrics() Metrics {
+	m := Metrics{Counts: map[State]int{}, ErrorRate: map[ErrorKind]float64{}}
+	for _, st := range States() {
+		m.Counts[st] = 0
+	}
+	return m
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -198,12 +197,7 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 					continue
 				}
 				for _, j := range js {
-					var opt struct {
-						T0 int64 `json:"t0"`
-					}
-					if json.Unmarshal(j.ExecutionOptions, &opt) == nil && opt.T0 != 0 {
-						rec.started(opt.T0)
-					}
+					rec.started(j.AvailableAt.UnixNano())
 					if _, err := p.store.Succeed(wctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
 						if wctx.Err() == nil {
 							cancel(fmt.Errorf("succeed: %w", err))
@@ -215,8 +209,10 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 		}()
 	}
 	res, err := rec.run(ctx, sp, func(ctx context.Context, t0 time.Time) error {
+		// The enqueue time travels as the job's not-before time: the job
+		// is available from then on, and the claimer reads it back.
 		ep := noopParams()
-		ep.ExecutionOptions = json.RawMessage(`{"t0":` + strconv.FormatInt(t0.UnixNano(), 10) + `}`)
+		ep.AvailableAt = t0
 		_, err := p.store.Enqueue(ctx, ep)
 		return err
 	})
@@ -269,11 +265,8 @@ func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCaus
 			<-slots
 		}
 		for _, j := range js {
-			var opt struct {
-				T0 int64 `json:"t0"`
-			}
-			if rec != nil && json.Unmarshal(j.ExecutionOptions, &opt) == nil && opt.T0 != 0 {
-				rec.started(opt.T0)
+			if rec != nil {
+				rec.started(j.AvailableAt.UnixNano())
 			}
 			wg.Add(1)
 			go func() {

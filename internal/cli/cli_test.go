@@ -167,3 +167,38 @@ func TestFakeProviderServesAndStops(t *testing.T) {
 		t.Fatalf("exit %d after shutdown", code)
 	}
 }
+
+// run --json prints a count the provider never sent (as an Ollama server
+// does with cached and reasoning tokens) as null, never as 0; the text
+// summary does not claim a total it does not have.
+func TestRunJSONUnknownUsageIsNull(t *testing.T) {
+	t.Parallel()
+	srv := providertest.NewServer()
+	t.Cleanup(srv.Close)
+	cfg := quickstart(t, srv.URL)
+	srv.Enqueue(providertest.Response{Text: "hi", Usage: providertest.Usage{Mode: providertest.UsagePartial, PromptTokens: 5, CompletionTokens: 1}})
+	code, stdout, stderr := run(t, "run", "--config", cfg, "--text", "hello", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Usage map[string]*int `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	u := out.Usage
+	if u["prompt_tokens"] == nil || *u["prompt_tokens"] != 5 || u["completion_tokens"] == nil || *u["completion_tokens"] != 1 {
+		t.Fatalf("known counts = %v", stdout)
+	}
+	for _, k := range []string{"total_tokens", "cached_tokens", "reasoning_tokens"} {
+		if v, ok := u[k]; !ok || v != nil {
+			t.Errorf("%s = %v (present %t), want null", k, v, ok)
+		}
+	}
+	srv.Enqueue(providertest.Response{Text: "hi", Usage: providertest.Usage{Mode: providertest.UsagePartial, PromptTokens: 5, CompletionTokens: 1}})
+	code, _, stderr = run(t, "run", "--config", cfg, "--text", "hello")
+	if code != 0 || !strings.Contains(stderr, "completion = unknown") {
+		t.Fatalf("exit %d, summary %q; want the unknown total said", code, stderr)
+	}
+}

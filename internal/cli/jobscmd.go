@@ -86,7 +86,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if state != "" && !jobs.State(state).Valid() {
-				return usageError{fmt.Errorf("--state %q: want one of %v", state, jobs.States)}
+				return usageError{fmt.Errorf("--state %q: want one of %v", state, jobs.States())}
 			}
 			t, err := parseTime("since", since)
 			if err != nil {
@@ -200,7 +200,11 @@ func printDetails(w io.Writer, d jobDetails) {
 		fmt.Fprintf(w, "error %s: %s\n", j.ErrorKind, j.ErrorMessage)
 	}
 	if d.Response != nil {
-		fmt.Fprintf(w, "answer (%s, %d tokens):\n%s\n", orDash(d.Response.Model), d.Response.Usage.TotalTokens, d.Response.Output)
+		tokens := "tokens unknown"
+		if u := d.Response.Usage; u.Known.TotalTokens {
+			tokens = fmt.Sprintf("%d tokens", u.TotalTokens)
+		}
+		fmt.Fprintf(w, "answer (%s, %s):\n%s\n", orDash(d.Response.Model), tokens, d.Response.Output)
 	}
 	fmt.Fprintln(w, "\nhistory of the prompt:")
 	for _, h := range d.History {
@@ -218,7 +222,8 @@ func printDetails(w io.Writer, d jobDetails) {
 			if from == "" {
 				from = "(new)"
 			}
-			fmt.Fprintf(w, "  #%d %s  %s -> %s\n", e.Seq, fmtTime(e.At), from, e.To)
+			line := fmt.Sprintf("  #%d %s  %s -> %s  %s", e.Seq, fmtTime(e.At), from, e.To, strings.TrimSpace(string(e.Data)))
+			fmt.Fprintln(w, strings.TrimRight(line, " "))
 		default:
 			fmt.Fprintf(w, "  #%d %s  %s %s\n", e.Seq, fmtTime(e.At), e.Type, strings.TrimSpace(string(e.Data)))
 		}
@@ -263,10 +268,10 @@ func newJobsRetryCmd(g *globals) *cobra.Command {
 
 func newJobsMetricsCmd(g *globals) *cobra.Command {
 	var since, org string
-	var asJSON bool
+	var asJSON, byOrg bool
 	cmd := &cobra.Command{
 		Use:   "metrics",
-		Short: "Count jobs by state; latency and error rate of recent jobs",
+		Short: "Count jobs by state; latency and error rate of recent jobs (per org with --by-org)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := parseTime("since", since)
@@ -274,7 +279,7 @@ func newJobsMetricsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				m, err := st.Metrics(ctx, jobs.MetricsParams{OrgID: org, Since: t})
+				m, err := st.Metrics(ctx, jobs.MetricsParams{OrgID: org, Since: t, ByOrg: byOrg})
 				if err != nil {
 					return err
 				}
@@ -282,15 +287,24 @@ func newJobsMetricsCmd(g *globals) *cobra.Command {
 					return printJSON(cmd.OutOrStdout(), m)
 				}
 				w := cmd.OutOrStdout()
-				for _, s := range jobs.States {
+				for _, s := range jobs.States() {
 					fmt.Fprintf(w, "%-11s %d\n", s, m.Counts[s])
 				}
 				fmt.Fprintf(w, "\nfinished %d; latency p50 %v, p95 %v, p99 %v\n", m.Finished,
 					m.LatencyP50.Round(time.Millisecond), m.LatencyP95.Round(time.Millisecond), m.LatencyP99.Round(time.Millisecond))
-				for _, k := range jobs.ErrorKinds {
+				for _, k := range jobs.ErrorKinds() {
 					if r, ok := m.ErrorRate[k]; ok && r > 0 {
-						fmt.Fprintf(w, "error rate %-13s %.1f%%\n", k, 100*r)
+						fmt.Fprintf(w, "error rate %-17s %.1f%%\n", k, 100*r)
 					}
+				}
+				if byOrg {
+					tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "\nORG\tFINISHED\tLATENCY AVG\tLATENCY P95")
+					for _, o := range m.Orgs {
+						fmt.Fprintf(tw, "%s\t%d\t%v\t%v\n", orDash(o.OrgID), o.Finished,
+							o.LatencyAverage.Round(time.Millisecond), o.LatencyP95.Round(time.Millisecond))
+					}
+					return tw.Flush()
 				}
 				return nil
 			})
@@ -299,6 +313,7 @@ func newJobsMetricsCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "24h", "window for latency and error rate")
 	f.StringVar(&org, "org", "", "only this org")
+	f.BoolVar(&byOrg, "by-org", false, "also average and p95 latency per org")
 	f.BoolVar(&asJSON, "json", false, "print JSON; counts keyed by state")
 	return cmd
 }
@@ -340,6 +355,9 @@ func newJobsReclaimCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 				r, err := st.Reclaim(ctx, jobs.ReclaimParams{ReclaimAfter: reclaimAfter, StuckAfter: stuckAfter})
+				if errors.Is(err, jobs.ErrInvalid) {
+					return usageError{err}
+				}
 				if err != nil {
 					return err
 				}
@@ -348,7 +366,7 @@ func newJobsReclaimCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().DurationVar(&reclaimAfter, "reclaim-after", 5*time.Minute, "heartbeat age that counts as a dead worker")
-	cmd.Flags().DurationVar(&stuckAfter, "stuck-after", 15*time.Minute, "run time after which a dead worker's job fails as stuck")
+	cmd.Flags().DurationVar(&reclaimAfter, "reclaim-after", jobs.DefaultReclaimAfter, "heartbeat age that counts as a dead worker")
+	cmd.Flags().DurationVar(&stuckAfter, "stuck-after", jobs.DefaultStuckAfter, "run time after which a dead worker's job fails as stuck")
 	return cmd
 }

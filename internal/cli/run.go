@@ -159,11 +159,23 @@ func printResult(cmd *cobra.Command, res *promptkit.RunResult, simulated, asJSON
 	} else {
 		fmt.Fprintln(out, res.Text)
 	}
-	u := res.Usage
-	fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: run %s: validation %s, %d attempt(s), tokens %d prompt + %d completion = %d\n",
-		res.RunID, res.Validation.Status, res.Attempts, u.PromptTokens, u.CompletionTokens, u.TotalTokens)
+	fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: run %s: validation %s, %d attempt(s), tokens %s\n",
+		res.RunID, res.Validation.Status, res.Attempts, tokenSummary(res.Usage))
 	for _, d := range res.Validation.Errors {
 		fmt.Fprintf(cmd.ErrOrStderr(), "promptkit:   %s\n", d)
 	}
 	return nil
+}
+
+// tokenSummary says "12 prompt + 3 completion = 15", with "unknown" for a
+// count the provider did not report.
+func tokenSummary(u promptkit.Usage) string {
+	count := func(v int, known bool) string {
+		if !known {
+			return "unknown"
+		}
+		return fmt.Sprint(v)
+	}
+	return fmt.Sprintf("%s prompt + %s completion = %s", count(u.PromptTokens, u.Known.PromptTokens),
+		count(u.CompletionTokens, u.Known.CompletionTokens), count(u.TotalTokens, u.Known.TotalTokens))
 }

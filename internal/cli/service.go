@@ -33,18 +33,33 @@ type serviceConfig struct {
 	StuckAfter        time.Duration `yaml:"stuck_after"`
 	JobTimeout        time.Duration `yaml:"job_timeout"`
 	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
+	// ArchiveAfter, when set, archives finished jobs this old.
+	ArchiveAfter time.Duration `yaml:"archive_after"`
 }
 
+// defaultService is the service section when nothing is set: the worker
+// package's defaults.
 func defaultService() serviceConfig {
 	return serviceConfig{
 		Addr:              "127.0.0.1:8080",
-		Workers:           4,
-		HeartbeatInterval: 30 * time.Second,
-		ReclaimAfter:      5 * time.Minute,
-		StuckAfter:        15 * time.Minute,
-		JobTimeout:        10 * time.Minute,
-		ShutdownGrace:     10 * time.Second,
+		Workers:           worker.DefaultConcurrency,
+		HeartbeatInterval: worker.DefaultHeartbeatInterval,
+		ReclaimAfter:      jobs.DefaultReclaimAfter,
+		StuckAfter:        jobs.DefaultStuckAfter,
+		JobTimeout:        worker.DefaultJobTimeout,
+		ShutdownGrace:     worker.DefaultShutdownGrace,
 	}
+}
+
+// check refuses settings that cannot work together.
+func (sc serviceConfig) check() error {
+	if sc.ArchiveAfter < 0 {
+		return usageError{fmt.Errorf("archive_after %v is negative", sc.ArchiveAfter)}
+	}
+	if err := worker.CheckTimings(sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter); err != nil {
+		return usageError{err}
+	}
+	return nil
 }
 
 // loadService reads the service section of the config file, if any, over
@@ -85,7 +100,7 @@ func loadService(path string) (serviceConfig, error) {
 type serviceFlags struct {
 	workers                             int
 	heartbeat, reclaimAfter, stuckAfter time.Duration
-	jobTimeout, grace                   time.Duration
+	jobTimeout, grace, archiveAfter     time.Duration
 }
 
 func (f *serviceFlags) register(cmd *cobra.Command) {
@@ -96,6 +111,7 @@ func (f *serviceFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.stuckAfter, "stuck-after", 0, "run time after which a dead worker's job fails as stuck (default 15m)")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", 0, "bound on one job attempt (default 10m)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 0, "time running jobs get to finish at shutdown (default 10s)")
+	fl.DurationVar(&f.archiveAfter, "archive-after", 0, "archive finished jobs this old (default off; 720h is 30 days)")
 }
 
 func (f *serviceFlags) apply(sc *serviceConfig) {
@@ -112,6 +128,7 @@ func (f *serviceFlags) apply(sc *serviceConfig) {
 	set(&sc.StuckAfter, f.stuckAfter)
 	set(&sc.JobTimeout, f.jobTimeout)
 	set(&sc.ShutdownGrace, f.grace)
+	set(&sc.ArchiveAfter, f.archiveAfter)
 }
 
 // svc is what serve and worker share: settings, engine and store.
@@ -131,6 +148,9 @@ func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) 
 	f.apply(&sc)
 	if g.database != "" {
 		sc.Database = g.database
+	}
+	if err := sc.check(); err != nil {
+		return nil, err
 	}
 	cfg, simulated, err := loadConfig(g.config, "")
 	if err != nil {
@@ -160,8 +180,29 @@ func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, err
 	})
 }
 
-func (rt *svc) reclaimer() *worker.Reclaimer {
-	return &worker.Reclaimer{Store: rt.store, ReclaimAfter: rt.sc.ReclaimAfter, StuckAfter: rt.sc.StuckAfter, Logger: rt.log}
+func (rt *svc) reclaimer() (*worker.Reclaimer, error) {
+	return worker.NewReclaimer(worker.ReclaimerConfig{Store: rt.store, ReclaimAfter: rt.sc.ReclaimAfter, StuckAfter: rt.sc.StuckAfter, Logger: rt.log})
+}
+
+// background runs the maintenance loops of a long-running process until
+// ctx ends: the reclaim loop and, with archive_after, the archiver.
+func (rt *svc) background(ctx context.Context, wg *sync.WaitGroup) error {
+	r, err := rt.reclaimer()
+	if err != nil {
+		return err
+	}
+	loops := []func(context.Context) error{r.Run}
+	if rt.sc.ArchiveAfter > 0 {
+		a, err := worker.NewArchiver(worker.ArchiverConfig{Store: rt.store, After: rt.sc.ArchiveAfter, Logger: rt.log})
+		if err != nil {
+			return err
+		}
+		loops = append(loops, a.Run)
+	}
+	for _, run := range loops {
+		wg.Go(func() { _ = run(ctx) })
+	}
+	return nil
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -197,11 +238,13 @@ when no backend is configured, the built-in simulated backend.`,
 
 			ctx := cmd.Context()
 			var wg sync.WaitGroup
+			if err := rt.background(ctx, &wg); err != nil {
+				ln.Close()
+				return err
+			}
 			errc := make(chan error, 1)
 			go func() { errc <- srv.Serve(ln) }()
-			wg.Add(2)
-			go func() { defer wg.Done(); _ = w.Run(ctx) }()
-			go func() { defer wg.Done(); rt.reclaimer().Run(ctx) }()
+			wg.Go(func() { _ = w.Run(ctx) })
 			select {
 			case err = <-errc:
 			case <-ctx.Done():
@@ -277,7 +320,11 @@ func newWorkerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if once {
-				if _, err := rt.reclaimer().Sweep(cmd.Context()); err != nil {
+				r, err := rt.reclaimer()
+				if err != nil {
+					return err
+				}
+				if _, err := r.Sweep(cmd.Context()); err != nil {
 					rt.log.Warn("reclaim failed", "err", err)
 				}
 				n, err := w.RunOnce(cmd.Context())
@@ -286,8 +333,9 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			}
 			rt.log.Info("worker running", "worker", w.Name(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers)
 			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() { defer wg.Done(); rt.reclaimer().Run(cmd.Context()) }()
+			if err := rt.background(cmd.Context(), &wg); err != nil {
+				return err
+			}
 			err = w.Run(cmd.Context())
 			wg.Wait()
 			return err

@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/worker"
 )
 
 // submitLine is one line of a --file JSONL.
@@ -27,12 +29,14 @@ type submitLine struct {
 	ParentID    string          `json:"parent_id"`
 	MaxAttempts int             `json:"max_attempts"`
 	Key         string          `json:"idempotency_key"`
+	Options     json.RawMessage `json:"execution_options"`
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
 	var (
 		text, profile, parent, file, org, user, key, dependsOn, scheduled string
-		priority, maxAttempts                                             int
+		model, preferProvider                                             string
+		priority, maxAttempts, depth                                      int
 		wait, asJSON                                                      bool
 	)
 	cmd := &cobra.Command{
@@ -50,15 +54,26 @@ func newSubmitCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			check, err := newSubmitCheck(g)
+			if err != nil {
+				return err
+			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 				if file != "" {
-					return submitFile(cmd, st, file, org, user)
+					return submitFile(cmd, st, check, file, org, user)
 				}
-				opts, _ := json.Marshal(map[string]string{"profile": profile})
+				o := jobs.ExecutionOptions{Model: model, PreferProvider: preferProvider}
+				if cmd.Flags().Changed("depth") {
+					o.Depth = &depth
+				}
+				opts := o.JSON()
 				p := jobs.EnqueueParams{
 					OrgID: org, CreatedBy: user, Text: text, Profile: profile, ParentID: parent,
 					Priority: &priority, MaxAttempts: maxAttempts, ExecutionOptions: opts,
 					AvailableAt: at, DependsOn: dependsOn, IdempotencyKey: key,
+				}
+				if err := check(ctx, p); err != nil {
+					return usageError{err}
 				}
 				res, err := st.Enqueue(ctx, p)
 				if err != nil {
@@ -81,6 +96,9 @@ func newSubmitCmd(g *globals) *cobra.Command {
 	f.StringVar(&file, "file", "", "JSONL file of prompts ({\"text\":…, \"priority\":…, \"profile\":…, \"parent_id\":…} per line)")
 	f.IntVar(&priority, "priority", 50, "0–100, lower runs first")
 	f.StringVar(&profile, "profile", "", "engine profile")
+	f.StringVar(&model, "model", "", "model instead of the profile's")
+	f.StringVar(&preferProvider, "prefer-provider", "", "backend to run on instead of the profile's (it must serve the model)")
+	f.IntVar(&depth, "depth", 0, "ancestor prompts sent as history (default: the worker's, 10)")
 	f.StringVar(&parent, "parent", "", "parent prompt ID (continues its thread)")
 	f.StringVar(&dependsOn, "depends-on", "", "job ID that must succeed first")
 	f.StringVar(&scheduled, "scheduled-for", "", "run no earlier than (RFC 3339 or a duration such as 10m)")
@@ -149,8 +167,42 @@ func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 	}
 }
 
+// submitCheck refuses at submission what a worker could not run: the
+// store's own rules (jobs.EnqueueParams.Normalize), then what the engine
+// of this configuration says about the request (an unknown prompt or
+// profile, inputs failing the schema, a backend that does not serve the
+// model).
+type submitCheck func(ctx context.Context, p jobs.EnqueueParams) error
+
+func newSubmitCheck(g *globals) (submitCheck, error) {
+	cfg, _, err := loadConfig(g.config, "")
+	if err != nil {
+		return nil, err
+	}
+	eng, err := promptkit.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, p jobs.EnqueueParams) error {
+		p, err := p.Normalize()
+		if err != nil {
+			return err
+		}
+		opts, err := jobs.ParseExecutionOptions(p.ExecutionOptions)
+		if err != nil {
+			return err
+		}
+		req, err := worker.Request(jobs.Prompt{Text: p.Text, PromptRef: p.PromptRef, Inputs: p.Inputs, Profile: p.Profile}, opts)
+		if err != nil {
+			return err
+		}
+		_, err = eng.Prepare(ctx, req)
+		return err
+	}, nil
+}
+
 // submitFile enqueues a JSONL file in batches, with a progress line.
-func submitFile(cmd *cobra.Command, st jobs.Store, path, org, user string) error {
+func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org, user string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -194,11 +246,14 @@ func submitFile(cmd *cobra.Command, st jobs.Store, path, org, user string) error
 		if (l.Text == "") == (l.Prompt == "") {
 			return fmt.Errorf("%s:%d: set exactly one of text and prompt", path, lineNo)
 		}
-		opts, _ := json.Marshal(map[string]string{"profile": l.Profile})
-		batch = append(batch, jobs.EnqueueParams{
+		p := jobs.EnqueueParams{
 			OrgID: org, CreatedBy: user, Text: l.Text, PromptRef: l.Prompt, Inputs: l.Inputs, Profile: l.Profile,
-			ParentID: l.ParentID, Priority: l.Priority, MaxAttempts: l.MaxAttempts, ExecutionOptions: opts, IdempotencyKey: l.Key,
-		})
+			ParentID: l.ParentID, Priority: l.Priority, MaxAttempts: l.MaxAttempts, ExecutionOptions: l.Options, IdempotencyKey: l.Key,
+		}
+		if err := check(cmd.Context(), p); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, lineNo, err)
+		}
+		batch = append(batch, p)
 		if len(batch) == 500 {
 			if err := flush(); err != nil {
 				return err

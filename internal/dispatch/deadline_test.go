@@ -30,7 +30,7 @@ func TestNoWaitPastDeadlineReturnsAtOnce(t *testing.T) {
 
 // TestNoWaitPastDeadlineStillWaitsWithinIt: a wait that ends before the
 // deadline happens as usual, and without the option a long wait is
-// waited (cancellably) as the seed requires.
+// waited (cancellably): long provider delays are never refused up front.
 func TestNoWaitPastDeadlineStillWaitsWithinIt(t *testing.T) {
 	t.Parallel()
 	for _, opt := range []bool{true, false} {

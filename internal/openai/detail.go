@@ -3,23 +3,13 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
-const (
-	maxDetailBytes = 512
-	redacted       = "[REDACTED]"
-)
-
-// Token shapes that look like credentials even when they are not our key
-// (a proxy may echo its own or the request's Authorization header).
-var (
-	bearerRE = regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9\-._~+/]+=*`)
-	skRE     = regexp.MustCompile(`\bsk-[A-Za-z0-9_\-]{8,}`)
-)
+// maxDetailBytes bounds a provider message kept for Detail.
+const maxDetailBytes = 512
 
 // errorDetail turns a non-2xx body into a short, redacted, printable
 // detail. OpenAI-style {"error":{...}} bodies are reduced to
@@ -29,20 +19,7 @@ func errorDetail(body []byte, apiKey string) string {
 	if s == "" {
 		s = string(body)
 	}
-	// Redact before and after sanitizing: a key split by control bytes is
-	// only visible afterwards, one with collapsible spaces only before.
-	s = redactKey(s, apiKey)
-	s = redactKey(sanitize(s), apiKey)
-	s = bearerRE.ReplaceAllString(s, "Bearer "+redacted)
-	s = skRE.ReplaceAllString(s, redacted)
-	return truncateUTF8(s, maxDetailBytes)
-}
-
-func redactKey(s, key string) string {
-	if key == "" { // ReplaceAll with an empty old string inserts everywhere
-		return s
-	}
-	return strings.ReplaceAll(s, key, redacted)
+	return pktype.Redact(s, maxDetailBytes, apiKey)
 }
 
 func providerMessage(body []byte) string {
@@ -92,37 +69,4 @@ func scalar(raw json.RawMessage) string {
 		}
 	}
 	return ""
-}
-
-// sanitize makes s valid UTF-8 without control characters, turning line
-// breaks and tabs into single spaces so multi-line bodies stay readable.
-func sanitize(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false
-	for _, r := range s {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			if unicode.IsSpace(r) && !space && b.Len() > 0 {
-				b.WriteByte(' ')
-				space = true
-			}
-			continue
-		}
-		b.WriteRune(r)
-		space = false
-	}
-	return strings.TrimRight(b.String(), " ")
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a rune.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i]
 }

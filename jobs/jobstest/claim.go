@@ -3,9 +3,11 @@ package jobstest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
@@ -151,9 +153,6 @@ func testClaimConcurrent(t *testing.T, h Harness) {
 // Two OS processes claim 2,000 jobs from one database: each is claimed
 // exactly once.
 func testClaimTwoProcesses(t *testing.T, h Harness) {
-	if h.Reopen == nil {
-		t.Skip("Harness.Reopen is nil")
-	}
 	f := setupRealClock(t, h)
 	all := f.enqueueMany(2000)
 	children := []*child{startChild(t, f.dsn, "process-1"), startChild(t, f.dsn, "process-2")}
@@ -420,6 +419,7 @@ func testRequeue(t *testing.T, h Harness) {
 	if j.Attempt != 2 || j.State != jobs.Queued || j.WorkerClaim != "" {
 		t.Errorf("handed-back job = %+v", j)
 	}
+	f.expectData(f.lastTransition(e.JobID), jobs.TransitionData{Worker: "w2", Handback: true}, "hand-back")
 	j = f.claimID("w3", e.JobID)
 	if j.Attempt != 2 {
 		t.Errorf("claim kept attempt %d, want 2", j.Attempt)
@@ -462,7 +462,83 @@ func testFailAndAttempt(t *testing.T, h Harness) {
 	}
 }
 
+// A stored error message is what jobs.ErrorMessage keeps of the caller's:
+// redacted, valid UTF-8, at most 500 bytes, cut between characters. The
+// message here is multi-byte, over 500 bytes, holds an API key and an
+// invalid byte (which PostgreSQL would refuse to store), and its cut falls
+// inside a character.
+func testErrorMessageBounded(t *testing.T, h Harness) {
+	f := setup(t, h)
+	const key = "sk-abcdefghijklmnop1234"
+	msg := "provider said: key " + key + " rejected \xff " + strings.Repeat("é", 400)
+	want := jobs.ErrorMessage(msg)
+	if len(want) > jobs.MaxErrorMessage || !utf8.ValidString(want) || strings.Contains(want, key) {
+		t.Fatalf("jobs.ErrorMessage keeps %q", want)
+	}
+	check := func(what string, j jobs.Job, w string) {
+		t.Helper()
+		stored := f.job(j.ID).ErrorMessage
+		if stored != want || j.ErrorMessage != want {
+			t.Errorf("%s: stored message %q (returned %q), want %q", what, stored, j.ErrorMessage, want)
+		}
+		if len(stored) > jobs.MaxErrorMessage || !utf8.ValidString(stored) || strings.Contains(stored, key) {
+			t.Errorf("%s: stored message of %d bytes, valid UTF-8 %v, with the key %v",
+				what, len(stored), utf8.ValidString(stored), strings.Contains(stored, key))
+		}
+		f.expectData(f.lastTransition(j.ID), jobs.TransitionData{Worker: w, ErrorKind: jobs.KindProvider4xx, ErrorMessage: want}, what)
+	}
+	e := f.enqueue(jobs.EnqueueParams{})
+	f.claimID("w", e.JobID)
+	j, err := f.store.Requeue(f.ctx, jobs.RequeueParams{JobID: e.JobID, Worker: "w", Kind: jobs.KindProvider4xx, Message: msg})
+	if err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	check("Requeue", j, "w")
+	f.claimID("w2", e.JobID)
+	if j, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: "w2", Kind: jobs.KindProvider4xx, Message: msg}); err != nil {
+		t.Fatalf("Fail: %v", err)
+	}
+	check("Fail", j, "w2")
+}
+
 var seedReclaim = jobs.ReclaimParams{ReclaimAfter: 5 * time.Minute, StuckAfter: 15 * time.Minute}
+
+// expectReclaimed checks that Reclaim at now applied
+// ReclaimParams.Decide to before (the job as its lost worker left it): the
+// state, kind and message Decide chose, and an event naming the worker.
+func (f *fixture) expectReclaimed(before jobs.Job, now time.Time) {
+	f.t.Helper()
+	d := seedReclaim.Decide(before, now)
+	j := f.job(before.ID)
+	if j.State != d.To || j.ErrorKind != d.Kind || j.ErrorMessage != d.Message {
+		f.t.Errorf("reclaimed job: %s %q %q; want %s %q %q", j.State, j.ErrorKind, j.ErrorMessage, d.To, d.Kind, d.Message)
+	}
+	e := f.lastTransition(before.ID)
+	if e.From != jobs.Running || e.To != d.To {
+		f.t.Errorf("reclaim event %s → %s, want running → %s", e.From, e.To, d.To)
+	}
+	f.expectData(e, jobs.TransitionData{Worker: before.WorkerClaim, ErrorKind: d.Kind, ErrorMessage: d.Message}, "reclaim")
+}
+
+// Thresholds that ReclaimParams.Normalize refuses are ErrInvalid on every
+// store, and such a call changes nothing.
+func testReclaimInvalid(t *testing.T, h Harness) {
+	f := setup(t, h)
+	e := f.enqueue(jobs.EnqueueParams{})
+	f.claimID("w", e.JobID)
+	f.advance(time.Hour)
+	before := f.snapshot(e.JobID)
+	for name, p := range map[string]jobs.ReclaimParams{
+		"negative reclaim_after":          {ReclaimAfter: -time.Minute},
+		"negative stuck_after":            {StuckAfter: -time.Minute},
+		"reclaim_after equal stuck_after": {ReclaimAfter: time.Minute, StuckAfter: time.Minute},
+		"reclaim_after above stuck_after": {ReclaimAfter: 20 * time.Minute},
+	} {
+		_, err := f.store.Reclaim(f.ctx, p)
+		wantNormalizeErr(t, err, p, name)
+	}
+	f.unchanged(before, "an invalid Reclaim")
+}
 
 // Heartbeat exactly 5 minutes old: not reclaimed; 5 minutes + 1µs:
 // reclaimed.
@@ -471,7 +547,7 @@ func testReclaimHeartbeatEdge(t *testing.T, h Harness) {
 	e := f.enqueue(jobs.EnqueueParams{})
 	fresh := f.enqueue(jobs.EnqueueParams{})
 	queued := f.enqueue(jobs.EnqueueParams{AvailableAt: f.now().Add(time.Hour)})
-	f.claimID("w", e.JobID)
+	claimed := f.claimID("w", e.JobID)
 	f.advance(time.Minute)
 	f.claimID("w", fresh.JobID)
 	f.advance(4 * time.Minute)
@@ -491,7 +567,7 @@ func testReclaimHeartbeatEdge(t *testing.T, h Harness) {
 		t.Errorf("reclaimed job = %+v", j)
 	}
 	sameTime(t, "AvailableAt", j.AvailableAt, now)
-	f.expectTransition(e.JobID, jobs.Running, jobs.Queued)
+	f.expectReclaimed(claimed, now)
 	if j := f.job(fresh.JobID); j.State != jobs.Running {
 		t.Errorf("job with a 4-minute heartbeat is %s", j.State)
 	}
@@ -530,7 +606,7 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 		t.Parallel()
 		f := setup(t, h)
 		e := f.enqueue(jobs.EnqueueParams{})
-		f.claimID("w", e.JobID)
+		claimed := f.claimID("w", e.JobID)
 		f.advance(10*time.Minute - time.Microsecond)
 		if _, err := f.store.Heartbeat(f.ctx, jobs.HeartbeatParams{Worker: "w", JobIDs: []string{e.JobID}}); err != nil {
 			t.Fatal(err)
@@ -545,7 +621,7 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 			t.Errorf("stuck job = %+v", j)
 		}
 		sameTime(t, "FinishedAt", j.FinishedAt, now)
-		f.expectTransition(e.JobID, jobs.Running, jobs.Failed)
+		f.expectReclaimed(claimed, now)
 	})
 	t.Run("started 15 minutes - 1µs ago", func(t *testing.T) {
 		t.Parallel()
@@ -570,8 +646,8 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 		f := setup(t, h)
 		one := f.enqueue(jobs.EnqueueParams{MaxAttempts: 1})
 		two := f.enqueue(jobs.EnqueueParams{MaxAttempts: 2})
-		f.claim("w", 2)
-		f.advance(5*time.Minute + time.Microsecond)
+		claimed := f.claim("w", 2)
+		now := f.advance(5*time.Minute + time.Microsecond)
 		r, err := f.store.Reclaim(f.ctx, seedReclaim)
 		if err != nil || len(r.Failed) != 1 || r.Failed[0] != one.JobID || len(r.Requeued) != 1 || r.Requeued[0] != two.JobID {
 			t.Fatalf("Reclaim = %+v, %v; want %s failed (1 of 1) and %s requeued (1 of 2)", r, err, one.JobID, two.JobID)
@@ -581,6 +657,9 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 		}
 		if j := f.job(two.JobID); j.Attempt != 2 {
 			t.Errorf("requeued job attempt %d, want 2", j.Attempt)
+		}
+		for _, j := range claimed {
+			f.expectReclaimed(j, now)
 		}
 		f.claimID("w", two.JobID)
 		f.advance(5*time.Minute + time.Microsecond)

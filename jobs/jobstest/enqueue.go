@@ -56,6 +56,7 @@ func testEnqueueAndGet(t *testing.T, h Harness) {
 	sameTime(t, "UpdatedAt", j.UpdatedAt, now)
 	sameTime(t, "AvailableAt", j.AvailableAt, now)
 	f.expectTransition(e.JobID, "", jobs.Queued)
+	f.expectData(f.lastTransition(e.JobID), jobs.TransitionData{}, "enqueue")
 
 	// Org scoping: empty org means any org; another org sees nothing.
 	if _, err := f.store.GetPrompt(f.ctx, "", e.PromptID); err != nil {
@@ -110,30 +111,99 @@ func testEnqueueInvalid(t *testing.T, h Harness) {
 	f := setup(t, h)
 	other := f.enqueue(jobs.EnqueueParams{OrgID: "org-b"})
 	mine := f.enqueue(jobs.EnqueueParams{OrgID: "org-a"})
-	cases := map[string]jobs.EnqueueParams{
-		"priority -1":                {Priority: ptr(-1)},
-		"priority 101":               {Priority: ptr(101)},
-		"max_attempts -1":            {MaxAttempts: -1},
-		"unknown parent":             {ParentID: jobs.NewID()},
-		"parent in another org":      {ParentID: other.PromptID},
-		"unknown depends_on":         {DependsOn: jobs.NewID()},
-		"depends_on in another org":  {DependsOn: other.JobID},
-		"execution_options not JSON": {ExecutionOptions: json.RawMessage(`{"a":`)},
+	// What EnqueueParams.Normalize refuses, with its error text on every
+	// store. Text is "x" unless the case sets Text or PromptRef.
+	refused := map[string]jobs.EnqueueParams{
+		"priority -1":                      {Priority: ptr(-1)},
+		"priority 101":                     {Priority: ptr(101)},
+		"max_attempts -1":                  {MaxAttempts: -1},
+		"no text and no prompt_ref":        {Text: " \t\n"},
+		"text and prompt_ref":              {Text: "x", PromptRef: "summarize"},
+		"inputs with text":                 {Inputs: json.RawMessage(`{"a": 1}`)},
+		"inputs not an object":             {PromptRef: "summarize", Inputs: json.RawMessage(`[1]`)},
+		"inputs not JSON":                  {PromptRef: "summarize", Inputs: json.RawMessage(`{"a":`)},
+		"execution_options not JSON":       {ExecutionOptions: json.RawMessage(`{"a":`)},
+		"execution_options not an object":  {ExecutionOptions: json.RawMessage(`"fast"`)},
+		"execution_options unknown key":    {ExecutionOptions: json.RawMessage(`{"modle": "m1"}`)},
+		"execution_options router_model":   {ExecutionOptions: json.RawMessage(`{"router_model": "m1"}`)},
+		"execution_options profile":        {ExecutionOptions: json.RawMessage(`{"profile": "fast"}`)},
+		"execution_options depth negative": {ExecutionOptions: json.RawMessage(`{"depth": -1}`)},
+		"execution_options model not text": {ExecutionOptions: json.RawMessage(`{"model": 3}`)},
 	}
-	for name, p := range cases {
+	for name, p := range refused {
+		p.OrgID, p.CreatedBy = "org-a", "u"
+		if p.Text == "" && p.PromptRef == "" {
+			p.Text = "x"
+		}
+		_, err := f.store.Enqueue(f.ctx, p)
+		wantNormalizeErr(t, err, p, name)
+		_, err = f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{{OrgID: "org-a", Text: "ok"}, p})
+		wantNormalizeErr(t, err, p, "EnqueueBatch with "+name)
+	}
+	// What only the database can tell.
+	for name, p := range map[string]jobs.EnqueueParams{
+		"unknown parent":            {ParentID: jobs.NewID()},
+		"parent in another org":     {ParentID: other.PromptID},
+		"unknown depends_on":        {DependsOn: jobs.NewID()},
+		"depends_on in another org": {DependsOn: other.JobID},
+	} {
 		p.OrgID, p.Text, p.CreatedBy = "org-a", "x", "u"
 		_, err := f.store.Enqueue(f.ctx, p)
 		wantErr(t, err, jobs.ErrInvalid, name)
 	}
 	// Boundaries are valid.
 	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(0), MaxAttempts: 1, ParentID: mine.PromptID, DependsOn: mine.JobID})
-	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(100)})
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(100),
+		ExecutionOptions: json.RawMessage(`{"model": "m", "depth": 0, "prefer_provider": "b"}`)})
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", PromptRef: "summarize"})
 	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Jobs) != 4 {
-		t.Errorf("after invalid enqueues: %d jobs stored, want 4", len(page.Jobs))
+	if len(page.Jobs) != 5 {
+		t.Errorf("after invalid enqueues: %d jobs stored, want 5", len(page.Jobs))
+	}
+}
+
+// Every other parameter check is Normalize's too: ErrInvalid with its text
+// on every store, and nothing changes.
+func testParamsInvalid(t *testing.T, h Harness) {
+	f := setup(t, h)
+	done, _ := f.jobIn(jobs.Failed)
+	e := f.enqueue(jobs.EnqueueParams{OrgID: "org-1"})
+	f.claimID("w", e.JobID)
+	before := f.snapshot(e.JobID)
+
+	claim := jobs.ClaimParams{Worker: "w", PriorityCeiling: ptr(101)}
+	_, err := f.store.Claim(f.ctx, claim)
+	wantNormalizeErr(t, err, claim, "Claim with ceiling 101")
+	claim = jobs.ClaimParams{Worker: "w", PriorityCeiling: ptr(-1)}
+	_, err = f.store.Claim(f.ctx, claim)
+	wantNormalizeErr(t, err, claim, "Claim with ceiling -1")
+	claim = jobs.ClaimParams{}
+	_, err = f.store.Claim(f.ctx, claim)
+	wantNormalizeErr(t, err, claim, "Claim without a worker")
+	succeed := jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "x", Parsed: json.RawMessage(`{"a":`)}
+	_, err = f.store.Succeed(f.ctx, succeed)
+	wantNormalizeErr(t, err, succeed, "Succeed with parsed output not JSON")
+	att := jobs.AttemptParams{JobID: e.JobID, Worker: "w", Data: json.RawMessage(`nope`)}
+	wantNormalizeErr(t, f.store.AppendAttempt(f.ctx, att), att, "AppendAttempt with data not JSON")
+	f.unchanged(before, "refused finishing writes")
+
+	retry := jobs.RetryParams{JobID: done.ID, Priority: ptr(101)}
+	_, err = f.store.Retry(f.ctx, retry)
+	wantNormalizeErr(t, err, retry, "Retry with priority 101")
+	list := jobs.ListParams{State: "done"}
+	_, err = f.store.ListJobs(f.ctx, list)
+	wantNormalizeErr(t, err, list, "ListJobs with an unknown state")
+	list = jobs.ListParams{After: "not a cursor!"}
+	_, err = f.store.ListJobs(f.ctx, list)
+	wantNormalizeErr(t, err, list, "ListJobs with a bad cursor")
+	thread := jobs.ThreadParams{PromptID: e.PromptID, Depth: -1}
+	_, err = f.store.Thread(f.ctx, thread)
+	wantNormalizeErr(t, err, thread, "Thread with depth -1")
+	if j := f.job(done.ID); j.State != jobs.Failed {
+		t.Errorf("refused Retry changed the job: %s", j.State)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package jobstest is the conformance suite every jobs.Store runs: one
 // behaviour, two databases. A store's test calls Run with a Harness that
 // opens fresh stores, and its TestMain calls Main (or RunChildIfRequested)
-// so the suite can re-exec the test binary as a second claiming process.
+// so the suite can re-exec the test binary as a second claiming process
+// (and check that no goroutine outlives the tests).
 //
 // The suite never sleeps to synchronise and has no timing thresholds:
 // time-dependent rules run against a fake Clock passed as Options.Now, and
@@ -19,22 +20,29 @@
 //     the previous AsOf, even with a clock that does not move; a job may
 //     come back more than once, always in its current state.
 //   - An idempotent repeat returns the first job's current state.
-//   - Claim with an empty Worker, JSON options or inputs that do not parse,
-//     and a ListJobs cursor that does not decode are ErrInvalid; a ListJobs
-//     Limit above 1000 is capped, not refused.
+//   - Every parameter the jobs Normalize methods refuse is ErrInvalid with
+//     Normalize's error text, on every store; a ListJobs Limit above 1000
+//     is capped, not refused.
+//   - A transition event's Data is exactly jobs.TransitionData's JSON for
+//     that transition (compared as decoded JSON), and none when it is
+//     empty.
+//   - ListJobs' Next is jobs.CursorAfter(the page's last job).String().
 //   - JobEvents for a job outside the org is ErrNotFound or empty.
 //   - Notify on a closed store returns a closed channel, and Close may be
 //     called again (returning nil).
-//   - Metrics percentiles are checked on data where nearest-rank and
-//     interpolating methods agree; superseded jobs are not in the data.
+//   - Metrics percentiles are nearest-rank; superseded jobs are not in the
+//     data. Per org, the average latency is in whole microseconds, rounded
+//     down.
 package jobstest
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,15 +52,26 @@ import (
 
 // Harness opens stores for the suite.
 type Harness struct {
-	// Open returns a new store on a fresh, empty, migrated database using
-	// opts, and a DSN that Reopen accepts (in this process or in a child
-	// process) to open another store on the same database. Open registers
-	// with t.Cleanup whatever removes the database; the suite closes the
-	// store itself.
-	Open func(t *testing.T, opts jobs.Options) (store jobs.Store, dsn string)
-	// Reopen opens another store on the database named by dsn; the caller
-	// closes it. If nil, the two-process test is skipped.
-	Reopen func(dsn string, opts jobs.Options) (jobs.Store, error)
+	// NewDatabase returns a DSN naming a new, empty database for t, and
+	// registers with t.Cleanup whatever removes it (cleanups run after the
+	// suite has closed the test's stores, so one may also check the
+	// database first).
+	NewDatabase func(t *testing.T) string
+	// Open opens a store on the database dsn names, migrating it if
+	// needed; the caller closes it. The suite calls it in this process
+	// and in child processes (see RunChildIfRequested).
+	Open func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error)
+}
+
+// Opener adapts a store's Open function to Harness.Open.
+func Opener[S jobs.Store](open func(ctx context.Context, dsn string, opts jobs.Options) (S, error)) func(context.Context, string, jobs.Options) (jobs.Store, error) {
+	return func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
+		s, err := open(ctx, dsn, opts)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 }
 
 // Run runs every conformance test as a parallel subtest of t; each opens
@@ -64,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"EnqueueAndGet", testEnqueueAndGet},
 		{"EnqueueInvalid", testEnqueueInvalid},
+		{"ParamsInvalid", testParamsInvalid},
 		{"EnqueueBatch", testEnqueueBatch},
 		{"EnqueueConcurrentIsolation", testEnqueueConcurrentIsolation},
 		{"Idempotency", testIdempotency},
@@ -82,8 +102,10 @@ func Run(t *testing.T, h Harness) {
 		{"SucceedResponse", testSucceedResponse},
 		{"Requeue", testRequeue},
 		{"FailAndAttempt", testFailAndAttempt},
+		{"ErrorMessageBounded", testErrorMessageBounded},
 		{"ReclaimHeartbeatEdge", testReclaimHeartbeatEdge},
 		{"ReclaimStuckEdges", testReclaimStuckEdges},
+		{"ReclaimInvalid", testReclaimInvalid},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"PromptJobsAndEvents", testPromptJobsAndEvents},
@@ -97,7 +119,10 @@ func Run(t *testing.T, h Harness) {
 		{"EventsAfter", testEventsAfter},
 		{"EventsAfterConcurrent", testEventsAfterConcurrent},
 		{"Metrics", testMetrics},
+		{"MetricsByOrg", testMetricsByOrg},
+		{"Thread", testThread},
 		{"Archive", testArchive},
+		{"ArchiveBatches", testArchiveBatches},
 		{"Notify", testNotify},
 	}
 	for _, tc := range tests {
@@ -164,9 +189,10 @@ func setupRealClock(t *testing.T, h Harness) *fixture {
 
 func open(t *testing.T, h Harness, opts jobs.Options) *fixture {
 	t.Helper()
-	st, dsn := h.Open(t, opts)
-	if st == nil {
-		t.Fatal("Harness.Open returned a nil store")
+	dsn := h.NewDatabase(t)
+	st, err := h.Open(t.Context(), dsn, opts)
+	if err != nil {
+		t.Fatalf("Harness.Open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := st.Close(); err != nil {
@@ -284,6 +310,20 @@ func (f *fixture) expectTransition(id string, from, to jobs.State) {
 	}
 }
 
+// expectData checks an event's Data against the TransitionData the
+// stores must write for it, comparing decoded JSON (PostgreSQL may reorder
+// keys); no data must be stored as none.
+func (f *fixture) expectData(e jobs.Event, want jobs.TransitionData, what string) {
+	f.t.Helper()
+	w := want.JSON()
+	if len(w) == 0 && len(e.Data) == 0 {
+		return
+	}
+	if len(w) == 0 || !jsonEqual(e.Data, w) {
+		f.t.Errorf("%s: event data %s, want %s", what, e.Data, w)
+	}
+}
+
 // jobIn creates a job and drives it into state, returning it and the
 // worker that claimed it ("" if never claimed). It claims, so no other
 // claimable job may be queued when it is called. A superseded job's retry
@@ -370,6 +410,20 @@ func wantErr(t *testing.T, err, target error, what string) {
 	t.Helper()
 	if !errors.Is(err, target) {
 		t.Errorf("%s: error %v, want %v", what, err, target)
+	}
+}
+
+// wantNormalizeErr checks that a store refused a call whose parameters p
+// Normalize refuses, with Normalize's error: ErrInvalid and the same text
+// on every store.
+func wantNormalizeErr[P interface{ Normalize() (P, error) }](t *testing.T, err error, p P, what string) {
+	t.Helper()
+	_, want := p.Normalize()
+	if want == nil {
+		t.Fatalf("%s: Normalize accepts %+v", what, p)
+	}
+	if !errors.Is(err, jobs.ErrInvalid) || !strings.Contains(fmt.Sprint(err), want.Error()) {
+		t.Errorf("%s: error %v, want ErrInvalid with %q", what, err, want)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -22,10 +24,12 @@ const (
 )
 
 // Main is a TestMain for a store package: it runs the child claimer when
-// the suite re-executes the test binary, and the tests otherwise.
+// the suite re-executes the test binary, and otherwise the tests, failing
+// the run if any goroutine outlives them (every store the suite opens is
+// closed, so this proves Close stops every goroutine the store started).
 func Main(m *testing.M, h Harness) {
 	RunChildIfRequested(h)
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // RunChildIfRequested runs the child claimer and exits when this process
@@ -51,13 +55,11 @@ func runChild(h Harness, in io.Reader, out io.Writer) error {
 	if mode := os.Getenv(childEnv); mode != "claim" {
 		return fmt.Errorf("unknown mode %q", mode)
 	}
-	if h.Reopen == nil {
-		return fmt.Errorf("Harness.Reopen is nil")
-	}
 	worker := os.Getenv(workerEnv)
-	st, err := h.Reopen(os.Getenv(dsnEnv), jobs.Options{})
+	ctx := context.Background()
+	st, err := h.Open(ctx, os.Getenv(dsnEnv), jobs.Options{})
 	if err != nil {
-		return fmt.Errorf("reopen: %w", err)
+		return fmt.Errorf("open: %w", err)
 	}
 	defer st.Close()
 	w := bufio.NewWriter(out)
@@ -68,7 +70,6 @@ func runChild(h Harness, in io.Reader, out io.Writer) error {
 	if _, err := io.Copy(io.Discard, in); err != nil {
 		return err
 	}
-	ctx := context.Background()
 	for {
 		got, err := st.Claim(ctx, jobs.ClaimParams{Worker: worker, Limit: 5})
 		if err != nil {

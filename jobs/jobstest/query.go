@@ -2,9 +2,11 @@ package jobstest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,6 +179,11 @@ func testListJobsPagination(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Every store encodes Next as jobs.Cursor: the same listing gives
+		// the same cursors on both.
+		if page.Next != "" && page.Next != jobs.CursorAfter(page.Jobs[len(page.Jobs)-1]).String() {
+			t.Errorf("Next = %q, want jobs.CursorAfter(the last job).String()", page.Next)
+		}
 		sizes = append(sizes, len(page.Jobs))
 		seen = append(seen, page.Jobs...)
 		if page.Next == "" {
@@ -206,6 +213,17 @@ func testListJobsPagination(t *testing.T, h Harness) {
 	}
 	_, err = f.store.ListJobs(f.ctx, jobs.ListParams{After: "not a cursor!"})
 	wantErr(t, err, jobs.ErrInvalid, "ListJobs with a bad cursor")
+
+	// A cursor made with jobs.Cursor works as After: it continues strictly
+	// after that position.
+	mid := seen[10]
+	page, err = f.store.ListJobs(f.ctx, jobs.ListParams{After: jobs.Cursor{CreatedAt: mid.CreatedAt, ID: mid.ID}.String(), Limit: 3})
+	if err != nil {
+		t.Fatalf("ListJobs after a jobs.Cursor: %v", err)
+	}
+	if g, w := ids(page.Jobs), ids(seen[11:14]); fmt.Sprint(g) != fmt.Sprint(w) {
+		t.Errorf("ListJobs after a jobs.Cursor = %v, want %v", g, w)
+	}
 
 	if page, err := f.store.ListJobs(f.ctx, jobs.ListParams{Limit: 5000}); err != nil || len(page.Jobs) != 23 {
 		t.Errorf("ListJobs(Limit 5000) = %d jobs, %v; want 23 (the limit is capped, not refused)", len(page.Jobs), err)
@@ -611,7 +629,7 @@ func testMetrics(t *testing.T, h Harness) {
 		t.Fatalf("Metrics: %v", err)
 	}
 	wantCounts := map[jobs.State]int{jobs.Queued: 1, jobs.Running: 1, jobs.Succeeded: 16, jobs.Failed: 3, jobs.Cancelled: 1, jobs.Superseded: 0}
-	for _, st := range jobs.States {
+	for _, st := range jobs.States() {
 		n, ok := m.Counts[st]
 		if !ok || n != wantCounts[st] {
 			t.Errorf("Counts[%s] = %d (present %v), want %d", st, n, ok, wantCounts[st])
@@ -624,7 +642,7 @@ func testMetrics(t *testing.T, h Harness) {
 		t.Errorf("latency p50/p95/p99 = %v/%v/%v, want 1s/10s/10s", m.LatencyP50, m.LatencyP95, m.LatencyP99)
 	}
 	wantRate := map[jobs.ErrorKind]float64{jobs.KindTimeout: 0.1, jobs.KindParse: 0.05}
-	for _, k := range jobs.ErrorKinds {
+	for _, k := range jobs.ErrorKinds() {
 		if got := m.ErrorRate[k]; math.Abs(got-wantRate[k]) > 1e-9 {
 			t.Errorf("ErrorRate[%s] = %v, want %v", k, got, wantRate[k])
 		}
@@ -652,7 +670,7 @@ func testMetrics(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Counts[jobs.Queued] != 1 || m.Finished != 0 || m.LatencyP50 != 0 || len(m.Counts) != len(jobs.States) {
+	if m.Counts[jobs.Queued] != 1 || m.Finished != 0 || m.LatencyP50 != 0 || len(m.Counts) != len(jobs.States()) {
 		t.Errorf("org-2 metrics = %+v", m)
 	}
 }
@@ -777,5 +795,186 @@ func testNotify(t *testing.T, h Harness) {
 	_ = f.store.Close()
 	if ch3 := f.store.Notify(f.ctx); recv(t, ch3, "Notify on a closed store") {
 		t.Errorf("Notify on a closed store delivered a value")
+	}
+	// Calls after Close fail; they neither hang nor panic.
+	if _, err := f.store.Enqueue(f.ctx, jobs.EnqueueParams{Text: "late"}); err == nil {
+		t.Errorf("Enqueue on a closed store succeeded")
+	}
+	if _, err := f.store.Claim(f.ctx, jobs.ClaimParams{Worker: "w"}); err == nil {
+		t.Errorf("Claim on a closed store succeeded")
+	}
+}
+
+// Metrics by org: per org, the jobs finished in the window whose outcome
+// stands, their average latency (whole microseconds, rounded down) and
+// their nearest-rank p95 (the latency of the ⌈0.95·n⌉-th fastest job,
+// where an interpolating method would give another value).
+func testMetricsByOrg(t *testing.T, h Harness) {
+	f := setup(t, h)
+	t0 := f.now()
+	enqueue := func(org string, n int) []string {
+		var out []string
+		for range n {
+			out = append(out, f.enqueue(jobs.EnqueueParams{OrgID: org}).JobID)
+		}
+		return out
+	}
+	a, b, c, d := enqueue("org-a", 3), enqueue("org-b", 20), enqueue("org-c", 1), enqueue("org-d", 1)
+	if got := f.claim("w", 100); len(got) != 25 {
+		t.Fatalf("claimed %d jobs, want 25", len(got))
+	}
+	succeed := func(id string) {
+		t.Helper()
+		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Output: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.advance(500 * time.Millisecond)
+	succeed(d[0]) // before the window below
+	f.advance(500 * time.Millisecond)
+	succeed(a[0])
+	for _, id := range b[:19] {
+		succeed(id)
+	}
+	succeed(c[0]) // its retry replaces the outcome: not counted
+	if _, err := f.store.Retry(f.ctx, jobs.RetryParams{JobID: c[0]}); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(time.Second)
+	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: a[1], Worker: "w", Kind: jobs.KindTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: a[2]}); err != nil {
+		t.Fatal(err)
+	}
+	f.advance(8 * time.Second)
+	succeed(b[19])
+
+	orgA := jobs.OrgLatency{OrgID: "org-a", Finished: 3, LatencyAverage: 1666666 * time.Microsecond, LatencyP95: 2 * time.Second}
+	orgB := jobs.OrgLatency{OrgID: "org-b", Finished: 20, LatencyAverage: 1450 * time.Millisecond, LatencyP95: time.Second}
+	orgD := jobs.OrgLatency{OrgID: "org-d", Finished: 1, LatencyAverage: 500 * time.Millisecond, LatencyP95: 500 * time.Millisecond}
+	for _, c := range []struct {
+		p    jobs.MetricsParams
+		want []jobs.OrgLatency
+	}{
+		{jobs.MetricsParams{ByOrg: true, Since: t0.Add(time.Second)}, []jobs.OrgLatency{orgA, orgB}},
+		{jobs.MetricsParams{ByOrg: true}, []jobs.OrgLatency{orgA, orgB, orgD}},
+		{jobs.MetricsParams{ByOrg: true, OrgID: "org-b"}, []jobs.OrgLatency{orgB}},
+		{jobs.MetricsParams{ByOrg: true, OrgID: "org-c"}, nil},
+		{jobs.MetricsParams{}, nil},
+	} {
+		m, err := f.store.Metrics(f.ctx, c.p)
+		if err != nil {
+			t.Fatalf("Metrics(%+v): %v", c.p, err)
+		}
+		if len(m.Orgs) != len(c.want) || (len(c.want) > 0 && !reflect.DeepEqual(m.Orgs, c.want)) {
+			t.Errorf("Metrics(%+v).Orgs =\n%+v\nwant\n%+v", c.p, m.Orgs, c.want)
+		}
+	}
+}
+
+// Thread: the ancestors of a prompt, oldest first, up to a depth, each
+// with the output of its latest job in state succeeded; an archived
+// ancestor ends the thread.
+func testThread(t *testing.T, h Harness) {
+	f := setup(t, h)
+	finish := func(e jobs.Enqueued, output *string) {
+		t.Helper()
+		f.claimID("w", e.JobID)
+		var err error
+		if output != nil {
+			_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: *output})
+		} else {
+			_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: "w", Kind: jobs.KindParse})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	retry := func(id string) jobs.Enqueued {
+		t.Helper()
+		r, err := f.store.Retry(f.ctx, jobs.RetryParams{JobID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs.Enqueued{PromptID: r.PromptID, JobID: r.ID}
+	}
+	// p1: answered, then retried and answered again (the retry's output
+	// is the latest).
+	p1 := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", Text: "one"})
+	finish(p1, ptr("first answer"))
+	finish(retry(p1.JobID), ptr("answer one"))
+	cut := f.advance(time.Hour)
+	f.advance(time.Minute)
+	// p2: a named prompt whose job failed.
+	p2 := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", PromptRef: "summarize", Inputs: json.RawMessage(`{"doc":"d"}`), ParentID: p1.PromptID})
+	finish(p2, nil)
+	// p3: answered with an empty output.
+	p3 := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", Text: "three", ParentID: p2.PromptID})
+	finish(p3, ptr(""))
+	// p4: answered, then retried; the retry is still queued, so no job of
+	// p4 is in state succeeded.
+	p4 := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", Text: "four", ParentID: p3.PromptID})
+	finish(p4, ptr("answer four"))
+	retry(p4.JobID)
+	p5 := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", Text: "five", ParentID: p4.PromptID})
+
+	turns := map[string]jobs.Turn{
+		p1.PromptID: {PromptID: p1.PromptID, Text: "one", Answer: "answer one", Answered: true},
+		p2.PromptID: {PromptID: p2.PromptID},
+		p3.PromptID: {PromptID: p3.PromptID, Text: "three", Answered: true},
+		p4.PromptID: {PromptID: p4.PromptID, Text: "four"},
+	}
+	check := func(p jobs.ThreadParams, want ...jobs.Enqueued) {
+		t.Helper()
+		got, err := f.store.Thread(f.ctx, p)
+		if err != nil {
+			t.Fatalf("Thread(%+v): %v", p, err)
+		}
+		var w []jobs.Turn
+		for _, e := range want {
+			w = append(w, turns[e.PromptID])
+		}
+		if len(got) != len(w) || (len(w) > 0 && !reflect.DeepEqual(got, w)) {
+			t.Errorf("Thread(depth %d, org %q) =\n%+v\nwant\n%+v", p.Depth, p.OrgID, got, w)
+		}
+	}
+	check(jobs.ThreadParams{OrgID: "org-1", PromptID: p5.PromptID, Depth: 10}, p1, p2, p3, p4)
+	check(jobs.ThreadParams{PromptID: p5.PromptID, Depth: 4}, p1, p2, p3, p4)
+	check(jobs.ThreadParams{OrgID: "org-1", PromptID: p5.PromptID, Depth: 2}, p3, p4)
+	check(jobs.ThreadParams{OrgID: "org-1", PromptID: p5.PromptID})
+	check(jobs.ThreadParams{OrgID: "org-1", PromptID: p1.PromptID, Depth: 3})
+	check(jobs.ThreadParams{OrgID: "org-1", PromptID: p3.PromptID, Depth: 3}, p1, p2)
+
+	_, err := f.store.Thread(f.ctx, jobs.ThreadParams{OrgID: "org-2", PromptID: p5.PromptID, Depth: 3})
+	wantErr(t, err, jobs.ErrNotFound, "Thread in another org")
+	_, err = f.store.Thread(f.ctx, jobs.ThreadParams{PromptID: jobs.NewID(), Depth: 3})
+	wantErr(t, err, jobs.ErrNotFound, "Thread of an unknown prompt")
+
+	// Archiving p1 (both its jobs finished before the cut) ends the thread
+	// at p2, whose parent is gone.
+	if n, err := f.store.Archive(f.ctx, cut); err != nil || n != 2 {
+		t.Fatalf("Archive = %d, %v; want p1's two jobs", n, err)
+	}
+	check(jobs.ThreadParams{OrgID: "org-1", PromptID: p5.PromptID, Depth: 10}, p2, p3, p4)
+}
+
+// Archive works through more jobs than one transaction takes
+// (jobs.ArchiveBatch) and reports them all.
+func testArchiveBatches(t *testing.T, h Harness) {
+	f := setup(t, h)
+	made := f.enqueueMany(jobs.ArchiveBatch + 1)
+	for _, id := range made {
+		if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := f.enqueue(jobs.EnqueueParams{})
+	n, err := f.store.Archive(f.ctx, f.advance(time.Second))
+	if err != nil || n != len(made) {
+		t.Fatalf("Archive = %d, %v; want %d", n, err, len(made))
+	}
+	if all := f.listAll(jobs.ListParams{}); len(all) != 1 || all[0].ID != kept.JobID {
+		t.Errorf("after Archive: %d jobs left, want only the queued one", len(all))
 	}
 }

@@ -8,13 +8,25 @@ import (
 )
 
 // edge is one allowed transition driven through the store: drive takes a
-// job in From (claimed by worker, if running) and returns the job's ID
-// after the operation that moves it to To.
+// job in From (claimed by worker, if running) and returns the job after
+// the operation that moves it to To; data is the Data its transition event
+// must carry (jobs.TransitionData documents it per transition).
 type edge struct {
 	name  string
 	from  jobs.State
 	to    jobs.State
 	drive func(f *fixture, j jobs.Job, worker string) jobs.Job
+	data  func(f *fixture, before jobs.Job, worker string) jobs.TransitionData
+}
+
+// noData is the data of a transition that records nothing more.
+func noData(*fixture, jobs.Job, string) jobs.TransitionData { return jobs.TransitionData{} }
+
+// reclaimData is the data of a reclaim at the fixture's time: the lost
+// worker and ReclaimParams.Decide's kind and message.
+func reclaimData(f *fixture, before jobs.Job, worker string) jobs.TransitionData {
+	d := seedReclaim.Decide(before, f.now())
+	return jobs.TransitionData{Worker: worker, ErrorKind: d.Kind, ErrorMessage: d.Message}
 }
 
 var edges = []edge{
@@ -24,6 +36,8 @@ var edges = []edge{
 			f.t.Errorf("claimed job: worker %q attempt %d", got.WorkerClaim, got.Attempt)
 		}
 		return got
+	}, func(f *fixture, _ jobs.Job, _ string) jobs.TransitionData {
+		return jobs.TransitionData{Worker: "worker-x"}
 	}},
 	{"cancel queued", jobs.Queued, jobs.Cancelled, func(f *fixture, j jobs.Job, _ string) jobs.Job {
 		got, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: j.ID})
@@ -32,7 +46,7 @@ var edges = []edge{
 		}
 		sameTime(f.t, "FinishedAt", got.FinishedAt, f.now())
 		return got
-	}},
+	}, noData},
 	{"succeed", jobs.Running, jobs.Succeeded, func(f *fixture, j jobs.Job, w string) jobs.Job {
 		got, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: w, Output: "out"})
 		if err != nil {
@@ -43,7 +57,7 @@ var edges = []edge{
 		}
 		sameTime(f.t, "FinishedAt", got.FinishedAt, f.now())
 		return got
-	}},
+	}, func(_ *fixture, _ jobs.Job, w string) jobs.TransitionData { return jobs.TransitionData{Worker: w} }},
 	{"requeue", jobs.Running, jobs.Queued, func(f *fixture, j jobs.Job, w string) jobs.Job {
 		got, err := f.store.Requeue(f.ctx, jobs.RequeueParams{JobID: j.ID, Worker: w, Kind: jobs.KindTimeout, Message: "slow"})
 		if err != nil {
@@ -53,15 +67,17 @@ var edges = []edge{
 			f.t.Errorf("requeued job: attempt %d worker %q", got.Attempt, got.WorkerClaim)
 		}
 		return got
+	}, func(_ *fixture, _ jobs.Job, w string) jobs.TransitionData {
+		return jobs.TransitionData{Worker: w, ErrorKind: jobs.KindTimeout, ErrorMessage: "slow"}
 	}},
 	{"reclaim", jobs.Running, jobs.Queued, func(f *fixture, j jobs.Job, _ string) jobs.Job {
 		f.advance(5*time.Minute + time.Microsecond)
-		r, err := f.store.Reclaim(f.ctx, jobs.ReclaimParams{ReclaimAfter: 5 * time.Minute, StuckAfter: 15 * time.Minute})
+		r, err := f.store.Reclaim(f.ctx, seedReclaim)
 		if err != nil || len(r.Requeued) != 1 || r.Requeued[0] != j.ID {
 			f.t.Fatalf("Reclaim = %+v, %v", r, err)
 		}
 		return f.job(j.ID)
-	}},
+	}, reclaimData},
 	{"fail", jobs.Running, jobs.Failed, func(f *fixture, j jobs.Job, w string) jobs.Job {
 		got, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: j.ID, Worker: w, Kind: jobs.KindAuth, Message: "denied"})
 		if err != nil {
@@ -71,22 +87,24 @@ var edges = []edge{
 			f.t.Errorf("failed job: %q %q", got.ErrorKind, got.ErrorMessage)
 		}
 		return got
+	}, func(_ *fixture, _ jobs.Job, w string) jobs.TransitionData {
+		return jobs.TransitionData{Worker: w, ErrorKind: jobs.KindAuth, ErrorMessage: "denied"}
 	}},
 	{"reclaim stuck", jobs.Running, jobs.Failed, func(f *fixture, j jobs.Job, _ string) jobs.Job {
 		f.advance(15 * time.Minute)
-		r, err := f.store.Reclaim(f.ctx, jobs.ReclaimParams{ReclaimAfter: 5 * time.Minute, StuckAfter: 15 * time.Minute})
+		r, err := f.store.Reclaim(f.ctx, seedReclaim)
 		if err != nil || len(r.Failed) != 1 || r.Failed[0] != j.ID {
 			f.t.Fatalf("Reclaim = %+v, %v", r, err)
 		}
 		return f.job(j.ID)
-	}},
+	}, reclaimData},
 	{"cancel running", jobs.Running, jobs.Cancelled, func(f *fixture, j jobs.Job, _ string) jobs.Job {
 		got, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: j.ID})
 		if err != nil {
 			f.t.Fatalf("Cancel: %v", err)
 		}
 		return got
-	}},
+	}, noData},
 }
 
 func init() {
@@ -99,19 +117,23 @@ func init() {
 			if n.Supersedes != j.ID || n.State != jobs.Queued || n.ID == j.ID {
 				f.t.Errorf("retry job = %+v", n)
 			}
+			// The new job's first event names the job it supersedes.
+			f.expectData(f.lastTransition(n.ID), jobs.TransitionData{Supersedes: j.ID}, "the retry's → queued")
 			return f.job(j.ID)
+		}, func(f *fixture, before jobs.Job, _ string) jobs.TransitionData {
+			return jobs.TransitionData{SupersededBy: f.retryOf(before.ID)}
 		}})
 	}
 }
 
-// Every edge of jobs.Transitions is driven through the store and recorded
+// Every edge of jobs.Transitions() is driven through the store and recorded
 // as a transition event.
 func testTransitionsAllowed(t *testing.T, h Harness) {
 	covered := map[jobs.Transition]bool{}
 	for _, e := range edges {
 		covered[jobs.Transition{From: e.from, To: e.to}] = true
 	}
-	for _, tr := range jobs.Transitions {
+	for _, tr := range jobs.Transitions() {
 		if !covered[jobs.Transition{From: tr.From, To: tr.To}] {
 			t.Errorf("suite drives no operation for allowed transition %s → %s", tr.From, tr.To)
 		}
@@ -120,7 +142,7 @@ func testTransitionsAllowed(t *testing.T, h Harness) {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
 			if !jobs.CanTransition(e.from, e.to) {
-				t.Fatalf("%s → %s is not in jobs.Transitions", e.from, e.to)
+				t.Fatalf("%s → %s is not in jobs.Transitions()", e.from, e.to)
 			}
 			f := setup(t, h)
 			j, worker := f.jobIn(e.from)
@@ -132,6 +154,7 @@ func testTransitionsAllowed(t *testing.T, h Harness) {
 				t.Errorf("stored job is %s, want %s", st, e.to)
 			}
 			f.expectTransition(j.ID, e.from, e.to)
+			f.expectData(f.lastTransition(j.ID), e.data(f, j, worker), string(e.from)+" → "+string(e.to))
 			sameTime(t, "UpdatedAt", f.job(j.ID).UpdatedAt, f.now())
 		})
 	}
@@ -169,20 +192,20 @@ func attempt(f *fixture, j jobs.Job, worker string, to jobs.State) {
 	}
 }
 
-// Every pair outside jobs.Transitions is refused and changes nothing.
+// Every pair outside jobs.Transitions() is refused and changes nothing.
 func testTransitionsForbidden(t *testing.T, h Harness) {
 	pairs := 0
-	for _, from := range jobs.States {
-		for _, to := range jobs.States {
+	for _, from := range jobs.States() {
+		for _, to := range jobs.States() {
 			if !jobs.CanTransition(from, to) {
 				pairs++
 			}
 		}
 	}
-	if pairs != len(jobs.States)*len(jobs.States)-len(jobs.Transitions) {
-		t.Fatalf("%d forbidden pairs; jobs.Transitions has duplicates", pairs)
+	if pairs != len(jobs.States())*len(jobs.States())-len(jobs.Transitions()) {
+		t.Fatalf("%d forbidden pairs; jobs.Transitions() has duplicates", pairs)
 	}
-	for _, from := range jobs.States {
+	for _, from := range jobs.States() {
 		t.Run(string(from), func(t *testing.T) {
 			t.Parallel()
 			f := setup(t, h)
@@ -193,7 +216,7 @@ func testTransitionsForbidden(t *testing.T, h Harness) {
 					t.Fatal(err)
 				}
 			}
-			for _, to := range jobs.States {
+			for _, to := range jobs.States() {
 				if jobs.CanTransition(from, to) {
 					continue
 				}
@@ -269,7 +292,7 @@ func testTerminalImmutable(t *testing.T, h Harness) {
 					return err
 				},
 				"Reclaim": func() error {
-					_, err := f.store.Reclaim(f.ctx, jobs.ReclaimParams{ReclaimAfter: time.Minute, StuckAfter: time.Minute})
+					_, err := f.store.Reclaim(f.ctx, jobs.ReclaimParams{ReclaimAfter: time.Minute, StuckAfter: 2 * time.Minute})
 					return err
 				},
 			}
@@ -308,7 +331,7 @@ func testStaleClaim(t *testing.T, h Harness) {
 	e := f.enqueue(jobs.EnqueueParams{})
 	f.claimID("worker-a", e.JobID)
 	f.advance(5*time.Minute + time.Microsecond)
-	r, err := f.store.Reclaim(f.ctx, jobs.ReclaimParams{ReclaimAfter: 5 * time.Minute, StuckAfter: 15 * time.Minute})
+	r, err := f.store.Reclaim(f.ctx, seedReclaim)
 	if err != nil || len(r.Requeued) != 1 {
 		t.Fatalf("Reclaim = %+v, %v", r, err)
 	}

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
@@ -21,17 +20,13 @@ type writeReq struct {
 // second sees the first's outcome (and gets jobs.ErrNotClaimed).
 func (r *writeReq) key() string {
 	if r.finish != nil {
-		return r.finish.jobID
+		return r.finish.w.JobID
 	}
 	return ""
 }
 
 // writeBatchMax bounds one group-committed transaction.
 const writeBatchMax = 256
-
-// errInvalidBatch stands for an enqueue batch that could not be built;
-// its calls then run on their own and report their own errors.
-var errInvalidBatch = errors.New("invalid enqueue batch")
 
 // runWrites commits a batch of calls in one transaction. Before the event
 // lock: the enqueued prompts are inserted and the jobs being finished are
@@ -82,35 +77,29 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 		for i, r := range enqs {
 			ps[i] = r.p
 		}
-		var err error
-		if eb, err = newEnqueueBatch(ps, s.clock(), s.schema); err != nil {
-			eb = nil
-		}
+		eb = newEnqueueBatch(ps, s.clock(), s.schema)
 	}
 	cb := &claimBatch{reqs: claims, schema: s.schema}
 	var fb *finishBatch
 	if len(finishes) > 0 {
 		fb = newFinishBatch(finishes, s.schema)
 	}
-	err := errInvalidBatch
-	if eb != nil || len(enqs) == 0 {
-		err = s.writeWith(eb != nil && eb.readsFirst())(ctx, func(p *phase) {
-			if eb != nil {
-				eb.pre(p)
-			}
-			if fb != nil {
-				fb.pre(p)
-			}
-		}, func(p *phase, now time.Time) {
-			cb.locked(p, now)
-			if eb != nil {
-				eb.locked(p, now)
-			}
-			if fb != nil {
-				fb.locked(p, now)
-			}
-		})
-	}
+	err := s.chooseTrips(eb != nil && eb.readsFirst())(ctx, func(p *phase) {
+		if eb != nil {
+			eb.pre(p)
+		}
+		if fb != nil {
+			fb.pre(p)
+		}
+	}, func(p *phase, now time.Time) {
+		cb.locked(p, now)
+		if eb != nil {
+			eb.locked(p, now)
+		}
+		if fb != nil {
+			fb.locked(p, now)
+		}
+	})
 	if err != nil {
 		for _, r := range claims {
 			r.out = nil
@@ -136,7 +125,7 @@ func (s *Store) runWrites(ctx context.Context, reqs []*writeReq) []error {
 	}
 	cb.remember(&s.prompts)
 	if (eb != nil && eb.changed()) || cb.claimed() > 0 || (fb != nil && fb.changed) {
-		s.broadcast()
+		s.notify.Broadcast()
 	}
 	return errs
 }

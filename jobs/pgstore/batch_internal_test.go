@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/finish"
 )
 
 // openInternal opens a store on a fresh schema for tests that need the
@@ -66,12 +67,16 @@ func TestRunWritesMixedWithBadCall(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != a.JobID {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
+	ok, err := finish.Succeed(jobs.SucceedParams{JobID: a.JobID, Worker: "w", Output: "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reqs := []*writeReq{
-		{enqueue: &enqueueReq{p: jobs.EnqueueParams{OrgID: "o", Text: "c"}}},
-		{enqueue: &enqueueReq{p: jobs.EnqueueParams{OrgID: "o", Text: "bad", DependsOn: "missing"}}},
-		{claim: &claimReq{worker: "w2", limit: 5, ceiling: 100}},
-		{finish: &finishReq{op: "succeed", jobID: a.JobID, worker: "w", output: "ok", usage: new("{}")}},
-		{finish: &finishReq{op: "fail", jobID: jobs.NewID(), worker: "w"}},
+		{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "c"})},
+		{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "bad", DependsOn: "missing"})},
+		{claim: newClaimReq(jobs.ClaimParams{Worker: "w2", Limit: 5, PriorityCeiling: new(100)})},
+		{finish: &finishReq{w: ok}},
+		{finish: &finishReq{w: finish.Fail(jobs.FailParams{JobID: jobs.NewID(), Worker: "w"})}},
 	}
 	errs := s.runWrites(ctx, reqs)
 	if errs[0] != nil || reqs[0].enqueue.out.JobID == "" {
@@ -105,9 +110,9 @@ func TestRunWritesShared(t *testing.T) {
 	}
 	before := len(s.allEventsForTest(t))
 	reqs := []*writeReq{
-		{enqueue: &enqueueReq{p: jobs.EnqueueParams{OrgID: "o", Text: "c"}}},
-		{claim: &claimReq{worker: "w2", limit: 5, ceiling: 100}},
-		{finish: &finishReq{op: "requeue", jobID: a.JobID, worker: "w", inc: 1, kind: "timeout"}},
+		{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "c"})},
+		{claim: newClaimReq(jobs.ClaimParams{Worker: "w2", Limit: 5, PriorityCeiling: new(100)})},
+		{finish: &finishReq{w: finish.Requeue(jobs.RequeueParams{JobID: a.JobID, Worker: "w", Kind: jobs.KindTimeout})}},
 	}
 	errs := s.runWrites(ctx, reqs)
 	if errs[0] != nil || errs[1] != nil || errs[2] != nil {
@@ -122,6 +127,16 @@ func TestRunWritesShared(t *testing.T) {
 	if n := len(s.allEventsForTest(t)) - before; n != 2 {
 		t.Errorf("batch appended %d events, want 2 (enqueue, requeue)", n)
 	}
+}
+
+// enqueueCall is an Enqueue call as Enqueue hands it to the group commit.
+func enqueueCall(t *testing.T, p jobs.EnqueueParams) *enqueueReq {
+	t.Helper()
+	p, err := p.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &enqueueReq{p: p}
 }
 
 func (s *Store) allEventsForTest(t *testing.T) []jobs.Event {

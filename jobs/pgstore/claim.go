@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/finish"
 )
 
 // notified is a CTE that calls pg_notify once when the CTE named changed
@@ -24,7 +25,8 @@ func notified(changed string) string {
 // first call gets the first $slot entries, and so on: the same jobs the
 // calls would get one after the other), move them from job_queue to
 // job_running, update them (a HOT update: no indexed column changes, see
-// migration 00002), append events, notify. It runs under the event lock;
+// migration 00002), append events (each with its call's data from $data),
+// notify. It runs under the event lock;
 // SKIP LOCKED (on the queue row and on the job row, which another
 // transaction may hold locked while it waits for the event lock, to cancel
 // the job say) means it never waits for a row, so it cannot deadlock with
@@ -32,20 +34,20 @@ func notified(changed string) string {
 // running waits; one whose dependency is terminal, or was archived, is
 // claimable (the worker checks the dependency's outcome).
 //
-// $slot has one entry per picked position up to the last call's first:
-// the 1-based index into $worker of the call that position goes to; the
-// positions after it go to the last call (so one call with a huge limit
-// costs no huge array). One statement per batch
-// rather than one per call matters because the whole batch runs inside
-// the serialized section.
+// $worker and $data have one entry per call; $slot has one entry per
+// picked position up to the last call's first: the 1-based index into
+// $worker of the call that position goes to; the positions after it go to
+// the last call (so one call with a huge limit costs no huge array). One
+// statement per batch rather than one per call matters because the whole
+// batch runs inside the serialized section.
 //
-// The statement runs with a generic plan (see write), so its shape must
-// not depend on row estimates: the writes join the picked IDs as an
-// unnest of an array (estimated like the finish statement's unnest:
+// The statement runs with a generic plan (see writeSettings), so its
+// shape must not depend on row estimates: the writes join the picked IDs
+// as an unnest of an array (estimated like the finish statement's unnest:
 // primary-key lookups; a join against the CTE may become a hash join over
 // the whole table when LIMIT is unknown), and the dependency test is a
-// correlated lookup rather than a NOT EXISTS the planner could turn into
-// a hash of every queued job.
+// correlated lookup rather than a NOT EXISTS the planner could turn into a
+// hash of every queued job.
 var claimSQL = named(`
 	WITH picked AS (
 		SELECT q.job_id FROM job_queue q JOIN jobs j ON j.id = q.job_id
@@ -69,12 +71,11 @@ var claimSQL = named(`
 		INSERT INTO job_running (job_id) SELECT id FROM claimed
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
-		SELECT id, prompt_id, org_id, 'transition', 'queued', 'running',
-			jsonb_build_object('worker', worker_claim, 'attempt', attempt)::json, $now
+		SELECT id, prompt_id, org_id, 'transition', 'queued', 'running', ($data::text[])[call]::json, $now
 		FROM claimed ORDER BY call, priority, available_at, created_at, id
 	), `+notified("claimed")+`
 	SELECT `+jobCols+`, call FROM claimed, notified ORDER BY call, priority, available_at, created_at, id`,
-	"now", "ceiling", "limit", "worker", "slot", "schema")
+	"now", "ceiling", "limit", "worker", "data", "slot", "schema")
 
 // queueRows is the insert that puts the queued jobs among the rows of the
 // CTE named rows (which returns jobs columns) into job_queue, keeping the
@@ -96,17 +97,12 @@ const claimSlotsMax = 1 << 14
 // in one statement. Concurrent calls are committed together (see
 // writeReq). See jobs.Store.
 func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, error) {
-	if p.Worker == "" {
-		return nil, fmt.Errorf("pgstore: claim: empty worker: %w", jobs.ErrInvalid)
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
-	r := &claimReq{worker: p.Worker, limit: p.Limit, ceiling: 100}
-	if r.limit <= 0 {
-		r.limit = 1
-	}
-	if p.PriorityCeiling != nil {
-		r.ceiling = *p.PriorityCeiling
-	}
-	if err := s.writes.do(ctx, &writeReq{claim: r}); err != nil {
+	r := newClaimReq(p)
+	if err := s.writes.Do(ctx, &writeReq{claim: r}); err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	return r.out, nil
@@ -116,7 +112,14 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 type claimReq struct {
 	worker         string
 	limit, ceiling int
+	data           string // its events' data
 	out            []jobs.Job
+}
+
+// newClaimReq makes the call of normalized parameters.
+func newClaimReq(p jobs.ClaimParams) *claimReq {
+	return &claimReq{worker: p.Worker, limit: p.Limit, ceiling: *p.PriorityCeiling,
+		data: string(jobs.TransitionData{Worker: p.Worker}.JSON())}
 }
 
 // claimGateSQL takes the event lock only when some job may be claimable
@@ -137,7 +140,7 @@ func (s *Store) runClaim(ctx context.Context, reqs []*claimReq) []error {
 	for _, r := range reqs {
 		ceiling = max(ceiling, r.ceiling)
 	}
-	took, err := s.writeIf(ctx, nil, &lockGate{sql: claimGateSQL, args: []any{s.clock(), ceiling}}, b.locked)
+	took, err := s.writeTwoTripsGated(ctx, nil, &lockGate{sql: claimGateSQL, args: []any{s.clock(), ceiling}}, b.locked)
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		if err != nil {
@@ -148,7 +151,7 @@ func (s *Store) runClaim(ctx context.Context, reqs []*claimReq) []error {
 	}
 	if err == nil && b.claimed() > 0 {
 		b.remember(&s.prompts)
-		s.broadcast()
+		s.notify.Broadcast()
 	}
 	return errs
 }
@@ -173,18 +176,18 @@ func (b *claimBatch) locked(p *phase, now time.Time) {
 			j++
 		}
 		run := b.reqs[i:j]
-		workers := make([]string, len(run))
+		workers, data := make([]string, len(run)), make([]string, len(run))
 		slots := make([]int32, 0, total-run[len(run)-1].limit)
 		for k, r := range run {
 			r.out = []jobs.Job{}
-			workers[k] = r.worker
+			workers[k], data[k] = r.worker, r.data
 			if k < len(run)-1 {
 				for range r.limit {
 					slots = append(slots, int32(k+1))
 				}
 			}
 		}
-		p.query(claimSQL.q, claimSQL.args(now, run[0].ceiling, total, workers, slots, b.schema), func(rows pgx.Rows) error {
+		p.query(claimSQL.q, claimSQL.args(now, run[0].ceiling, total, workers, data, slots, b.schema), func(rows pgx.Rows) error {
 			for rows.Next() {
 				var call int
 				job, err := scanJob(rows, &call)
@@ -242,89 +245,74 @@ func (s *Store) Heartbeat(ctx context.Context, p jobs.HeartbeatParams) (int, err
 	return n, nil
 }
 
-// reclaimSQL handles lost heartbeats in one statement under the event
-// lock: it finds running jobs through job_running (the running set, small
-// next to the history), moves them back to job_queue or leaves them failed,
-// and SKIP LOCKED leaves alone jobs another transaction is finishing.
-// Every SET expression reads the row's old values, so the requeue test is
-// the same in each.
-var reclaimSQL = named(`
-	WITH picked AS (
-		SELECT j.id, j.worker_claim FROM job_running r JOIN jobs j ON j.id = r.job_id
-		WHERE j.state = 'running' AND j.running_heartbeat_at < $heartbeat_cutoff
-		ORDER BY j.running_heartbeat_at, j.id
-		FOR UPDATE OF j SKIP LOCKED
-	), moved AS (
-		UPDATE jobs SET
-			state = CASE WHEN `+requeueTest+` THEN 'queued' ELSE 'failed' END,
-			attempt = CASE WHEN `+requeueTest+` THEN attempt + 1 ELSE attempt END,
-			available_at = CASE WHEN `+requeueTest+` THEN $now ELSE available_at END,
-			worker_claim = CASE WHEN `+requeueTest+` THEN NULL ELSE worker_claim END,
-			claimed_at = CASE WHEN `+requeueTest+` THEN NULL ELSE claimed_at END,
-			running_heartbeat_at = CASE WHEN `+requeueTest+` THEN NULL ELSE running_heartbeat_at END,
-			finished_at = CASE WHEN `+requeueTest+` THEN NULL ELSE $now END,
-			error_kind = CASE WHEN `+requeueTest+` THEN 'worker_crash' ELSE 'stuck' END,
-			error_message = CASE WHEN `+requeueTest+` THEN 'no heartbeat: worker presumed dead'
-				ELSE 'no heartbeat: job declared stuck' END,
-			started_at = CASE WHEN `+requeueTest+` THEN NULL ELSE started_at END,
-			updated_at = $now
-		WHERE id = ANY (ARRAY(SELECT id FROM picked))
-		RETURNING jobs.id, jobs.prompt_id, jobs.org_id, jobs.state, jobs.error_kind, jobs.priority,
-			jobs.available_at, jobs.created_at, jobs.depends_on
-	), stopped AS (
-		DELETE FROM job_running WHERE job_id = ANY (ARRAY(SELECT id FROM moved))
-	), requeued AS (
-		`+queueRows("moved")+`
-	), ev AS (
-		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
-		SELECT moved.id, prompt_id, org_id, 'transition', 'running', state,
-			jsonb_build_object('error_kind', error_kind, 'worker', picked.worker_claim)::json, $now
-		FROM moved JOIN picked ON picked.id = moved.id ORDER BY moved.id
-	), `+notified("moved")+`
-	SELECT moved.id, moved.state FROM moved, notified ORDER BY moved.id`,
-	"now", "heartbeat_cutoff", "stuck_cutoff", "schema")
+// reclaimPickSQL locks the running jobs whose heartbeat is older than $1,
+// found through job_running (the running set, small next to the
+// history), before the event lock; SKIP LOCKED leaves alone jobs another
+// transaction is finishing.
+const reclaimPickSQL = `
+	SELECT ` + jobCols + ` FROM job_running r JOIN jobs j ON j.id = r.job_id
+	WHERE j.state = 'running' AND j.running_heartbeat_at < $1
+	ORDER BY j.running_heartbeat_at, j.id
+	FOR UPDATE OF j SKIP LOCKED`
 
-// requeueTest says whether a job with a lost heartbeat goes back to the
-// queue (attempts left, started less than StuckAfter ago) rather than
-// failing as stuck.
-const requeueTest = `(attempt < max_attempts AND started_at > $stuck_cutoff)`
+// reclaimGateSQL takes the event lock only when some running job's
+// heartbeat is older than $2, so an empty sweep serializes with nobody. A
+// job reclaimPickSQL locked still qualifies here (its heartbeat cannot
+// change while it is locked), so the gate never says no when there is
+// work.
+const reclaimGateSQL = `
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM job_running r JOIN jobs j ON j.id = r.job_id
+		WHERE j.state = 'running' AND j.running_heartbeat_at < $2)
+		THEN (SELECT true FROM pg_advisory_xact_lock($1)) ELSE false END`
 
 // Reclaim requeues or fails running jobs whose heartbeat is older than
-// ReclaimAfter (default 5 minutes); StuckAfter defaults to 15 minutes.
-// See jobs.Store.
+// ReclaimAfter, as ReclaimParams.Decide says for each, in two round trips:
+// the first locks the expired jobs, the second applies the decisions
+// through the finishing statement (finishSQL), each conditioned on the
+// lost worker's claim. See jobs.Store.
 func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaimed, error) {
-	after, stuck := p.ReclaimAfter, p.StuckAfter
-	if after == 0 {
-		after = 5 * time.Minute
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Reclaimed{}, fmt.Errorf("pgstore: reclaim: %w", err)
 	}
-	if stuck == 0 {
-		stuck = 15 * time.Minute
-	}
-	if after < 0 || stuck < 0 {
-		return jobs.Reclaimed{}, fmt.Errorf("pgstore: reclaim: negative threshold: %w", jobs.ErrInvalid)
-	}
-	var out jobs.Reclaimed
-	err := s.writeOnce(ctx, nil, func(ph *phase, now time.Time) {
-		ph.query(reclaimSQL.q, reclaimSQL.args(now, now.Add(-after), now.Add(-stuck), s.schema), func(rows pgx.Rows) error {
-			for rows.Next() {
-				var id, state string
-				if err := rows.Scan(&id, &state); err != nil {
-					return err
-				}
-				if jobs.State(state) == jobs.Queued {
-					out.Requeued = append(out.Requeued, id)
-				} else {
-					out.Failed = append(out.Failed, id)
-				}
-			}
-			return nil
+	at := s.clock()
+	cutoff := p.HeartbeatCutoff(at)
+	var (
+		expired []jobs.Job
+		b       *finishBatch
+	)
+	_, err = s.writeTwoTripsGated(ctx, func(ph *phase) {
+		ph.query(reclaimPickSQL, []any{cutoff}, func(rows pgx.Rows) error {
+			var err error
+			expired, err = collectJobs(rows)
+			return err
 		})
+	}, &lockGate{sql: reclaimGateSQL, args: []any{cutoff}}, func(ph *phase, now time.Time) {
+		reqs := make([]*finishReq, len(expired))
+		for i, j := range expired {
+			reqs[i] = &finishReq{w: finish.Reclaim(j, p.Decide(j, at))}
+		}
+		b = newFinishBatch(reqs, s.schema)
+		b.locked(ph, now)
 	})
 	if err != nil {
 		return jobs.Reclaimed{}, fmt.Errorf("pgstore: reclaim: %w", err)
 	}
-	if len(out.Requeued)+len(out.Failed) > 0 {
-		s.broadcast()
+	var out jobs.Reclaimed
+	if b == nil {
+		return out, nil
+	}
+	for i, r := range b.reqs {
+		switch {
+		case b.errs[i] != nil:
+		case r.w.To == jobs.Queued:
+			out.Requeued = append(out.Requeued, r.w.JobID)
+		default:
+			out.Failed = append(out.Failed, r.w.JobID)
+		}
+	}
+	if b.changed {
+		s.notify.Broadcast()
 	}
 	return out, nil
 }

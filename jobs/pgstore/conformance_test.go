@@ -6,38 +6,27 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"go.uber.org/goleak"
-
 	"github.com/promptkit/promptkit/internal/pgtest"
-	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/jobstest"
 	"github.com/promptkit/promptkit/jobs/pgstore"
 )
 
-// harness gives every suite test a store on its own fresh schema.
+// harness gives every suite test a fresh schema, and checks the side
+// tables once the test's stores have closed.
 var harness = jobstest.Harness{
-	Open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
+	NewDatabase: func(t *testing.T) string {
 		dsn := pgtest.Schema(t)
-		s, err := pgstore.Open(t.Context(), dsn, opts)
-		if err != nil {
-			t.Fatalf("open: %v", err)
-		}
 		t.Cleanup(func() { checkSideTables(t, dsn) })
-		return s, dsn
+		return dsn
 	},
-	Reopen: func(dsn string, opts jobs.Options) (jobs.Store, error) {
-		return pgstore.Open(context.Background(), dsn, opts)
-	},
+	Open: jobstest.Opener(pgstore.Open),
 }
 
 // TestMain lets the suite re-execute this binary as a second claiming
 // process, and fails the run if any goroutine outlives the tests: every
 // store the tests open is closed, so this proves Close stops the LISTEN
 // goroutine, Notify's context watchers and the pool.
-func TestMain(m *testing.M) {
-	jobstest.RunChildIfRequested(harness)
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { jobstest.Main(m, harness) }
 
 func TestConformance(t *testing.T) {
 	pgtest.BaseURL(t)

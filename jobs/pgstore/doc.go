@@ -16,10 +16,10 @@
 // queued jobs with their claim order (priority, then not-before time, then
 // age), job_running exactly the running ones (for Reclaim). Both are
 // written only under the event lock (below), so no statement waits for
-// one of their rows. Migration 00002 explains the measurements behind
-// this layout. IDs, orgs, users and keys are COLLATE "C" (migration
-// 00004): they are opaque, and byte order makes every index step a memcmp
-// whatever the database's collation.
+// one of their rows. Migration 00002 explains this layout. IDs, orgs,
+// users and keys are COLLATE "C" (migration 00004): they are opaque, and
+// byte order makes every index step a memcmp whatever the database's
+// collation.
 //
 // # Claims
 //
@@ -31,7 +31,11 @@
 // archived) is claimable, and the worker checks the outcome. Every
 // finalizing write first locks the job row and checks state = running AND
 // worker_claim = the caller, so a stale worker changes nothing and gets
-// jobs.ErrNotClaimed.
+// jobs.ErrNotClaimed. What a write does — the target state, the attempts
+// it spends, the error kind and message, the event's data — is decided in
+// Go (jobs/internal/finish, jobs.ReclaimParams.Decide,
+// jobs.TransitionData) and passed to the statements as parameters; the
+// SQL only moves rows.
 //
 // # Event ordering
 //
@@ -74,13 +78,14 @@
 // clock stamps the reader's time, not its own (taking the two-round-trip
 // path each time, so keep the clocks in sync).
 //
-// Step 3 touches only rows this transaction already locked in step 1, rows
-// it inserts, rows it claims with SKIP LOCKED (Claim and Reclaim do all
-// their work there, as one statement that never waits for a row lock), and
-// side-table rows, which only transactions holding the event lock write
-// (change_floor, which ChangesSince writes under the shared lock, writers
-// only read); so a transaction holding the event lock never waits for one
-// that wants it: no deadlock.
+// Step 3 touches only rows this transaction already locked in step 1
+// (Reclaim locks its jobs there, with SKIP LOCKED), rows it inserts, rows
+// it claims with SKIP LOCKED (Claim does all its work there, as one
+// statement that never waits for a row lock), and side-table rows, which
+// only transactions holding the event lock write (change_floor, which
+// ChangesSince writes under the shared lock, writers only read); so a
+// transaction holding the event lock never waits for one that wants it: no
+// deadlock.
 //
 // The event lock serializes the end of writing transactions, including
 // their commit's WAL flush; keeping step 3 to one statement per kind of
@@ -91,28 +96,40 @@
 // # Throughput
 //
 // Because of that serialization, the store spends as few round trips and
-// commits per job as it can. Claims, finishing writes, enqueues without
-// idempotency keys or references, and Reclaim are one pipelined round
-// trip: BEGIN, the pre-lock statements, the lock request, the stamp check,
-// the locked statements and COMMIT, so no network wait falls inside the
-// serialized section. They can be, because their locked statements do not
-// depend on what the pre-lock ones read: a finishing write checks the
-// claim in SQL, and names a succeeded job's response with jobs.ResponseID
-// of the prompt the store remembered when it claimed the job, or derives
-// the same ID in SQL (response_id) when another process claimed it.
-// Cancel, Retry and keyed or referencing enqueues, whose second half does
-// depend on the first, take two round trips.
+// commits per job as it can. A writing transaction runs one of three ways
+// (pipeline.go):
+//
+//   - writeOneTrip: one pipelined round trip — BEGIN, the pre-lock
+//     statements, the lock request, the stamp check, the locked statements
+//     and COMMIT — so no network wait falls inside the serialized section.
+//     Finishing writes, enqueues without idempotency keys or references,
+//     and batches of those with claims run this way: their locked
+//     statements do not depend on what the pre-lock ones read (a finishing
+//     write checks the claim in SQL, and names a succeeded job's response
+//     with jobs.ResponseID of the prompt the store remembered when it
+//     claimed the job, or derives the same ID in SQL, response_id, when
+//     another process claimed it).
+//   - writeTwoTrips: the event lock in the first round trip, the locked
+//     statements, built from what the first read, in the second. Cancel,
+//     Retry and keyed or referencing enqueues run this way.
+//   - writeTwoTripsGated: writeTwoTrips whose first round trip takes the
+//     event lock only when a gate statement finds work, so an empty Claim
+//     poll or an empty Reclaim sweep serializes with nobody. Claims alone
+//     and Reclaim run this way; Reclaim locks the expired jobs in its first
+//     round trip and applies jobs.ReclaimParams.Decide's decisions through
+//     the finishing statement in its second.
+//
+// chooseTrips picks writeOneTrip or writeTwoTrips for a transaction.
 //
 // A group of Claim calls is one statement (one skip-locked scan for the
-// sum of their limits, handed out in call order), and a group of only
-// claims takes the event lock only if a queued job may be claimable, so
-// idle polling serializes with nobody. Concurrent calls are
-// group-committed: Enqueue calls that arrive while a transaction is in
-// flight run together in the next one, as do Claim calls, and Succeed,
-// Fail, Requeue and AppendAttempt calls (one set-based statement); each
-// call still gets its own result or error, and an idle store adds no
-// delay. Before cutting the next batch the group yields once, so the
-// callers it just released can submit their next call in time to join it.
+// sum of their limits, handed out in call order). Concurrent calls are
+// group-committed (jobs/internal/groupcommit): Enqueue calls that arrive
+// while a transaction is in flight run together in the next one, as do
+// Claim calls, and Succeed, Fail, Requeue and AppendAttempt calls (one
+// set-based statement); each call still gets its own result or error, and
+// an idle store adds no delay. Before cutting the next batch the group
+// yields once, so the callers it just released can submit their next call
+// in time to join it.
 // The writing statements run with generic plans (plan_cache_mode),
 // because re-planning the batched statements on every execution would
 // cost more than running them, with sequential scans off, because the side
@@ -122,7 +139,7 @@
 //
 // Writing transactions that enqueue or change a job's state call
 // pg_notify('promptkit_jobs', <schema>), delivered at commit. Notify
-// channels are fed by one LISTEN connection per Store (started on first
-// use, reconnecting with backoff) and by the store's own commits; Close
-// stops it.
+// channels (jobs/internal/notify) are fed by one LISTEN connection per
+// Store (started on first use, reconnecting with backoff) and by the
+// store's own commits; Close stops it.
 package pgstore

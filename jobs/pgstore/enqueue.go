@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -15,18 +14,19 @@ import (
 // Concurrent calls are committed together (each still gets its own result
 // or error). See jobs.Store.
 func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, error) {
-	// Validate first, so a bad call never joins (and fails) a batch.
-	if err := validateEnqueue(p); err != nil {
+	// Normalized first, so a bad call never joins (and fails) a batch.
+	p, err := p.Normalize()
+	if err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
 	r := &writeReq{enqueue: &enqueueReq{p: p}}
-	if err := s.writes.do(ctx, r); err != nil {
+	if err := s.writes.Do(ctx, r); err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
 	return r.enqueue.out, nil
 }
 
-// enqueueReq is one Enqueue call in a group-committed batch.
+// enqueueReq is one Enqueue call, normalized, in a group-committed batch.
 type enqueueReq struct {
 	p   jobs.EnqueueParams
 	out jobs.Enqueued
@@ -68,7 +68,14 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 	if len(ps) == 0 {
 		return nil, nil
 	}
-	out, err := s.enqueue(ctx, ps)
+	norm := make([]jobs.EnqueueParams, len(ps))
+	for i := range ps {
+		var err error
+		if norm[i], err = ps[i].Normalize(); err != nil {
+			return nil, fmt.Errorf("pgstore: enqueue batch: item %d: %w", i, err)
+		}
+	}
+	out, err := s.enqueue(ctx, norm)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue batch: %w", err)
 	}
@@ -83,16 +90,14 @@ type enqueueRows struct {
 	hasRefs, hasKeys                                                                   bool
 }
 
+// enqueue stores normalized items in one transaction.
 func (s *Store) enqueue(ctx context.Context, ps []jobs.EnqueueParams) ([]jobs.Enqueued, error) {
-	b, err := newEnqueueBatch(ps, s.clock(), s.schema)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.writeWith(b.readsFirst())(ctx, b.pre, b.locked); err != nil {
+	b := newEnqueueBatch(ps, s.clock(), s.schema)
+	if err := s.chooseTrips(b.readsFirst())(ctx, b.pre, b.locked); err != nil {
 		return nil, err
 	}
 	if b.changed() {
-		s.broadcast()
+		s.notify.Broadcast()
 	}
 	return b.results(), nil
 }
@@ -119,11 +124,9 @@ type enqueueBatch struct {
 // idempotent repeat returns). Both are nil if its jobs were archived.
 type firstJob struct{ id, state *string }
 
-func newEnqueueBatch(ps []jobs.EnqueueParams, now time.Time, schema string) (*enqueueBatch, error) {
-	r, err := newEnqueueRows(ps, now)
-	if err != nil {
-		return nil, err
-	}
+// newEnqueueBatch prepares normalized items.
+func newEnqueueBatch(ps []jobs.EnqueueParams, now time.Time, schema string) *enqueueBatch {
+	r := newEnqueueRows(ps, now)
 	b := &enqueueBatch{rows: r, now: now, schema: schema, dupOf: make([]int, len(ps))}
 	seen := map[[2]string]int{}
 	for i := range ps {
@@ -138,13 +141,13 @@ func newEnqueueBatch(ps []jobs.EnqueueParams, now time.Time, schema string) (*en
 			seen[k] = i
 		}
 	}
-	return b, nil
+	return b
 }
 
 // readsFirst reports whether the locked statements depend on what the
 // pre-lock ones read (which idempotency keys matched), or the pre-lock
 // reads may reject the batch (a missing parent or dependency): then the
-// transaction takes two round trips (see writeWith).
+// transaction takes two round trips (see chooseTrips).
 func (b *enqueueBatch) readsFirst() bool { return b.rows.hasKeys || b.rows.hasRefs }
 
 func (b *enqueueBatch) pre(p *phase) {
@@ -201,7 +204,7 @@ func (b *enqueueBatch) results() []jobs.Enqueued {
 	return out
 }
 
-func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) (*enqueueRows, error) {
+func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 	n := len(ps)
 	r := &enqueueRows{
 		promptID: make([]string, n), jobID: make([]string, n), org: make([]string, n), by: make([]string, n),
@@ -210,51 +213,19 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) (*enqueueRows, error
 		dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n), available: make([]time.Time, n),
 	}
 	for i, p := range ps {
-		if err := validateEnqueue(p); err != nil {
-			return nil, err
-		}
-		prio := 50
-		if p.Priority != nil {
-			prio = *p.Priority
-		}
-		maxA := p.MaxAttempts
-		if maxA == 0 {
-			maxA = 3
-		}
-		opts := "{}"
-		if len(p.ExecutionOptions) > 0 {
-			opts = string(p.ExecutionOptions)
-		}
 		avail := now
 		if !p.AvailableAt.IsZero() {
-			avail = p.AvailableAt.UTC().Truncate(time.Microsecond)
+			avail = p.AvailableAt
 		}
 		r.promptID[i], r.jobID[i] = jobs.NewID(), jobs.NewID()
 		r.org[i], r.by[i], r.parent[i], r.corr[i] = p.OrgID, p.CreatedBy, p.ParentID, p.CorrelationID
 		r.text[i], r.ref[i], r.inputs[i], r.profile[i] = p.Text, p.PromptRef, string(p.Inputs), p.Profile
-		r.key[i], r.opts[i], r.dep[i] = p.IdempotencyKey, opts, p.DependsOn
-		r.priority[i], r.maxAttempts[i], r.available[i] = prio, maxA, avail
+		r.key[i], r.opts[i], r.dep[i] = p.IdempotencyKey, string(p.ExecutionOptions), p.DependsOn
+		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
 	}
-	return r, nil
-}
-
-// validateEnqueue checks what can be checked without the database.
-func validateEnqueue(p jobs.EnqueueParams) error {
-	if p.Priority != nil && (*p.Priority < 0 || *p.Priority > 100) {
-		return fmt.Errorf("priority %d is outside 0–100: %w", *p.Priority, jobs.ErrInvalid)
-	}
-	if p.MaxAttempts < 0 {
-		return fmt.Errorf("max attempts %d is below 1: %w", p.MaxAttempts, jobs.ErrInvalid)
-	}
-	if len(p.Inputs) > 0 && !json.Valid(p.Inputs) {
-		return fmt.Errorf("inputs are not valid JSON: %w", jobs.ErrInvalid)
-	}
-	if len(p.ExecutionOptions) > 0 && !json.Valid(p.ExecutionOptions) {
-		return fmt.Errorf("execution options are not valid JSON: %w", jobs.ErrInvalid)
-	}
-	return nil
+	return r
 }
 
 // checkRefs rejects a ParentID or DependsOn that does not exist in the
@@ -274,9 +245,9 @@ func checkRefs(p *phase, r *enqueueRows) {
 			return err
 		}
 		if badParent {
-			return fmt.Errorf("parent prompt not found in the org: %w", jobs.ErrInvalid)
+			return fmt.Errorf("%w: parent prompt not found in the org", jobs.ErrInvalid)
 		}
-		return fmt.Errorf("dependency job not found in the org: %w", jobs.ErrInvalid)
+		return fmt.Errorf("%w: depends_on job not found in the org", jobs.ErrInvalid)
 	})
 }
 

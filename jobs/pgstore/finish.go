@@ -10,63 +10,61 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/finish"
 )
 
-// finishReq is one call of Succeed, Fail, Requeue or AppendAttempt, run
-// in a group-committed batch (see group).
+// finishReq is one finishing write (a Succeed, Fail, Requeue or
+// AppendAttempt call, or one of Reclaim's decisions) in a batch.
 type finishReq struct {
-	op            string // "succeed", "fail", "requeue" or "attempt"
-	jobID, worker string
-	output, model string  // succeed
-	response      *string // succeed: the response ID, when the prompt is known
-	parsed, usage *string
-	kind, message string // fail, requeue
-	inc           int    // requeue: attempts spent (0 for a handback)
-	avail         *time.Time
-	handback      bool
-	data          *string // attempt
-	job           jobs.Job
+	w finish.Write
+	// response is a succeeding job's response ID when the store knows the
+	// job's prompt (see promptCache).
+	response *string
+	job      jobs.Job
 }
 
 // finishSQL applies a batch of finishing writes in one statement under the
-// event lock. A call takes effect only when its job is running under its
-// worker (the transaction locked the jobs before the lock, so this cannot
-// change under it); the statement returns the calls that did, by ord, and
-// every other call gets jobs.ErrNotClaimed. It writes the transitions (HOT
-// updates, see migration 00002; each job leaves job_running, and a
-// requeued one goes back into job_queue), the responses of succeeded jobs
+// event lock. Go decides each call's target state, attempts spent, kind,
+// message and event data; the statement applies a call only when its job
+// is running under its worker (the transaction locked the jobs before the
+// lock, so this cannot change under it), returns the calls that took
+// effect, by ord, and every other call gets jobs.ErrNotClaimed. A call
+// with no target state is an attempt: only its event is written. It
+// writes the transitions (HOT updates, see migration 00002; a job going
+// back to the queue leaves its worker, and each job leaves job_running, a
+// requeued one going back into job_queue), the responses of succeeded jobs
 // (with the ID the call brings, or one response_id derives, see
 // promptCache), one event per call in call order, and a notification when
 // a job changed state.
 var finishSQL = named(`
 	WITH u AS (
-		SELECT * FROM unnest($op::text[], $id::text[], $worker::text[], $output::text[], $parsed::text[],
-			$model::text[], $usage::text[], $inc::int[], $available::timestamptz[], $kind::text[],
-			$message::text[], $handback::bool[], $data::text[], $response::text[])
-			WITH ORDINALITY AS u(op, id, worker, output, parsed, model, usage, inc, available, kind,
-				message, handback, data, response, ord)
+		SELECT * FROM unnest($id::text[], $worker::text[], $state::text[], $inc::int[], $available::timestamptz[],
+			$kind::text[], $message::text[], $data::text[], $output::text[], $parsed::text[], $model::text[],
+			$usage::text[], $response::text[])
+			WITH ORDINALITY AS u(id, worker, state, inc, available, kind, message, data, output, parsed, model,
+				usage, response, ord)
 	), done AS (
 		UPDATE jobs SET
-			state = CASE u.op WHEN 'succeed' THEN 'succeeded' WHEN 'fail' THEN 'failed' ELSE 'queued' END,
-			response_id = CASE WHEN u.op = 'succeed'
-				THEN coalesce(u.response, response_id(jobs.prompt_id, jobs.id)) ELSE jobs.response_id END,
-			finished_at = CASE WHEN u.op = 'requeue' THEN NULL ELSE $now::timestamptz END,
+			state = u.state,
 			attempt = jobs.attempt + u.inc,
-			available_at = CASE WHEN u.op = 'requeue' THEN COALESCE(u.available, $now::timestamptz) ELSE jobs.available_at END,
-			worker_claim = CASE WHEN u.op = 'requeue' THEN NULL ELSE jobs.worker_claim END,
-			claimed_at = CASE WHEN u.op = 'requeue' THEN NULL ELSE jobs.claimed_at END,
-			started_at = CASE WHEN u.op = 'requeue' THEN NULL ELSE jobs.started_at END,
-			running_heartbeat_at = CASE WHEN u.op = 'requeue' THEN NULL ELSE jobs.running_heartbeat_at END,
-			error_kind = CASE WHEN u.op = 'succeed' THEN NULL ELSE NULLIF(u.kind, '') END,
-			error_message = CASE WHEN u.op = 'succeed' THEN NULL ELSE NULLIF(u.message, '') END,
+			available_at = coalesce(u.available, jobs.available_at),
+			error_kind = NULLIF(u.kind, ''),
+			error_message = NULLIF(u.message, ''),
+			response_id = CASE WHEN u.state = 'succeeded'
+				THEN coalesce(u.response, response_id(jobs.prompt_id, jobs.id)) ELSE jobs.response_id END,
+			finished_at = CASE WHEN u.state = 'queued' THEN NULL ELSE $now::timestamptz END,
+			worker_claim = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.worker_claim END,
+			claimed_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.claimed_at END,
+			started_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.started_at END,
+			running_heartbeat_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.running_heartbeat_at END,
 			updated_at = $now::timestamptz
-		FROM u WHERE jobs.id = u.id AND u.op <> 'attempt' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
+		FROM u WHERE jobs.id = u.id AND u.state <> '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 		-- The call's own columns come along, so no later CTE joins u again
 		-- (the generic plan's row estimates would make that a nested loop).
-		RETURNING jobs.*, u.ord, u.op, u.output, u.parsed, u.model, u.usage, u.kind, u.message, u.handback
+		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage
 	), att AS (
 		SELECT jobs.*, u.ord, u.data FROM u JOIN jobs ON jobs.id = u.id
-		WHERE u.op = 'attempt' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
+		WHERE u.state = '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 	), stopped AS (
 		DELETE FROM job_running WHERE job_id = ANY (ARRAY(SELECT id FROM done))
 	), requeued AS (
@@ -76,38 +74,34 @@ var finishSQL = named(`
 		-- by this transaction, so the insert cannot wait under the lock.
 		INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at)
 		SELECT response_id, prompt_id, id, output, parsed::json, model, usage::json, $now::timestamptz
-		FROM done WHERE op = 'succeed'
+		FROM done WHERE state = 'succeeded'
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
-		SELECT job_id, prompt_id, org_id, type, from_state, to_state, data, $now::timestamptz FROM (
+		SELECT job_id, prompt_id, org_id, type, from_state, to_state, data::json, $now::timestamptz FROM (
 			SELECT id AS job_id, prompt_id, org_id, 'transition' AS type, 'running' AS from_state, state AS to_state,
-				CASE op
-					WHEN 'succeed' THEN NULL
-					WHEN 'fail' THEN jsonb_build_object('error_kind', kind, 'error_message', message)::json
-					ELSE jsonb_build_object('error_kind', kind, 'error_message', message, 'handback', handback)::json
-				END AS data, ord
+				data, ord
 			FROM done
 			UNION ALL
-			SELECT id, prompt_id, org_id, 'attempt', NULL, NULL, data::json, ord FROM att
+			SELECT id, prompt_id, org_id, 'attempt', NULL, NULL, data, ord FROM att
 		) e ORDER BY ord
 	), `+notified("done")+`
 	SELECT `+jobCols+`, ord FROM done, notified
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
-	"op", "id", "worker", "output", "parsed", "model", "usage", "inc", "available", "kind", "message",
-	"handback", "data", "response", "now", "schema")
+	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
+	"usage", "response", "now", "schema")
 
 // runFinish runs finishing writes in one transaction of their own.
 func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
 	b := newFinishBatch(reqs, s.schema)
-	if err := s.writeOnce(ctx, b.pre, b.locked); err != nil {
+	if err := s.writeOneTrip(ctx, b.pre, b.locked); err != nil {
 		for i := range b.errs {
 			b.errs[i] = err
 		}
 		return b.errs
 	}
 	if b.changed {
-		s.broadcast()
+		s.notify.Broadcast()
 	}
 	return b.errs
 }
@@ -132,7 +126,7 @@ func newFinishBatch(reqs []*finishReq, schema string) *finishBatch {
 func (b *finishBatch) pre(p *phase) {
 	ids := make([]string, len(b.reqs))
 	for i, r := range b.reqs {
-		ids[i] = r.jobID
+		ids[i] = r.w.JobID
 	}
 	p.exec(`SELECT 1 FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
 }
@@ -140,23 +134,29 @@ func (b *finishBatch) pre(p *phase) {
 func (b *finishBatch) locked(p *phase, now time.Time) {
 	n := len(b.reqs)
 	var (
-		op, id, worker, output = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		model, kind, message   = make([]string, n), make([]string, n), make([]string, n)
-		parsed, usage, data    = make([]*string, n), make([]*string, n), make([]*string, n)
-		response               = make([]*string, n)
-		inc                    = make([]int, n)
-		avail                  = make([]*time.Time, n)
-		handback               = make([]bool, n)
+		id, worker, state, kind = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		message, output, model  = make([]string, n), make([]string, n), make([]string, n)
+		data, parsed, usage     = make([]*string, n), make([]*string, n), make([]*string, n)
+		response                = make([]*string, n)
+		inc                     = make([]int, n)
+		avail                   = make([]*time.Time, n)
 	)
 	b.changed = false
 	for i, r := range b.reqs {
+		w := r.w
 		b.errs[i] = jobs.ErrNotClaimed // until the statement returns the call
-		op[i], id[i], worker[i], output[i], model[i] = r.op, r.jobID, r.worker, r.output, r.model
-		kind[i], message[i], parsed[i], usage[i], data[i] = r.kind, r.message, r.parsed, r.usage, r.data
-		inc[i], avail[i], handback[i], response[i] = r.inc, r.avail, r.handback, r.response
+		id[i], worker[i], state[i], kind[i], message[i] = w.JobID, w.Worker, string(w.To), string(w.Kind), w.Message
+		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
+		inc[i], response[i] = w.Attempts, r.response
+		if w.To == jobs.Queued {
+			avail[i] = &now
+			if !w.AvailableAt.IsZero() {
+				avail[i] = &w.AvailableAt
+			}
+		}
 	}
-	p.query(finishSQL.q, finishSQL.args(op, id, worker, output, parsed, model, usage, inc, avail, kind,
-		message, handback, data, response, now, b.schema), func(rows pgx.Rows) error {
+	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
+		usage, response, now, b.schema), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
 			j, err := scanJob(rows, &ord)
@@ -165,7 +165,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 			}
 			r := b.reqs[ord-1]
 			r.job, b.errs[ord-1] = j, nil
-			b.changed = b.changed || r.op != "attempt"
+			b.changed = b.changed || r.w.Transition()
 		}
 		return nil
 	})
@@ -174,13 +174,14 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 // finish runs one finishing write through the group commit. A call that
 // ends the claim forgets the job's prompt; a Succeed names its response
 // with it.
-func (s *Store) finish(ctx context.Context, r *finishReq) (jobs.Job, error) {
-	if r.op != "attempt" {
-		if pid := s.prompts.take(r.jobID); pid != "" && r.op == "succeed" {
-			r.response = new(jobs.ResponseID(pid, r.jobID))
+func (s *Store) finish(ctx context.Context, w finish.Write) (jobs.Job, error) {
+	r := &finishReq{w: w}
+	if w.Transition() {
+		if pid := s.prompts.take(w.JobID); pid != "" && w.To == jobs.Succeeded {
+			r.response = new(jobs.ResponseID(pid, w.JobID))
 		}
 	}
-	if err := s.writes.do(ctx, &writeReq{finish: r}); err != nil {
+	if err := s.writes.Do(ctx, &writeReq{finish: r}); err != nil {
 		return jobs.Job{}, err
 	}
 	return r.job, nil
@@ -190,15 +191,15 @@ func (s *Store) finish(ctx context.Context, r *finishReq) (jobs.Job, error) {
 // when it runs under Worker; otherwise jobs.ErrNotClaimed. Concurrent
 // finishing writes are committed together. See jobs.Store.
 func (s *Store) Succeed(ctx context.Context, p jobs.SucceedParams) (jobs.Job, error) {
-	if len(p.Parsed) > 0 && !json.Valid(p.Parsed) {
-		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: parsed output is not valid JSON: %w", p.JobID, jobs.ErrInvalid)
-	}
-	usage, err := json.Marshal(p.Usage)
+	p, err := p.Normalize()
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
 	}
-	j, err := s.finish(ctx, &finishReq{op: "succeed", jobID: p.JobID, worker: p.Worker, output: p.Output,
-		parsed: rawPtr(p.Parsed), model: p.Model, usage: new(string(usage))})
+	w, err := finish.Succeed(p)
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
+	}
+	j, err := s.finish(ctx, w)
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
 	}
@@ -208,29 +209,25 @@ func (s *Store) Succeed(ctx context.Context, p jobs.SucceedParams) (jobs.Job, er
 // Requeue moves a job running under Worker back to queued; otherwise
 // jobs.ErrNotClaimed. See jobs.Store.
 func (s *Store) Requeue(ctx context.Context, p jobs.RequeueParams) (jobs.Job, error) {
-	r := &finishReq{op: "requeue", jobID: p.JobID, worker: p.Worker, kind: string(p.Kind), message: p.Message,
-		inc: 1, handback: p.Handback}
-	if p.Handback {
-		r.inc = 0
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("pgstore: requeue %s: %w", p.JobID, err)
 	}
-	if !p.AvailableAt.IsZero() {
-		r.avail = new(p.AvailableAt.UTC().Truncate(time.Microsecond))
-	}
-	j, err := s.finish(ctx, r)
+	j, err := s.finish(ctx, finish.Requeue(p))
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: requeue %s: %w", p.JobID, err)
 	}
 	return j, nil
 }
 
-// Fail moves a job running under Worker to failed (an empty Kind is
-// stored as unknown); otherwise jobs.ErrNotClaimed. See jobs.Store.
+// Fail moves a job running under Worker to failed; otherwise
+// jobs.ErrNotClaimed. See jobs.Store.
 func (s *Store) Fail(ctx context.Context, p jobs.FailParams) (jobs.Job, error) {
-	kind := p.Kind
-	if kind == jobs.KindNone {
-		kind = jobs.KindUnknown
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("pgstore: fail %s: %w", p.JobID, err)
 	}
-	j, err := s.finish(ctx, &finishReq{op: "fail", jobID: p.JobID, worker: p.Worker, kind: string(kind), message: p.Message})
+	j, err := s.finish(ctx, finish.Fail(p))
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: fail %s: %w", p.JobID, err)
 	}
@@ -240,10 +237,11 @@ func (s *Store) Fail(ctx context.Context, p jobs.FailParams) (jobs.Job, error) {
 // AppendAttempt records one execution attempt of a job running under
 // Worker; otherwise jobs.ErrNotClaimed. See jobs.Store.
 func (s *Store) AppendAttempt(ctx context.Context, p jobs.AttemptParams) error {
-	if len(p.Data) > 0 && !json.Valid(p.Data) {
-		return fmt.Errorf("pgstore: append attempt %s: data is not valid JSON: %w", p.JobID, jobs.ErrInvalid)
+	p, err := p.Normalize()
+	if err == nil {
+		_, err = s.finish(ctx, finish.Attempt(p))
 	}
-	if _, err := s.finish(ctx, &finishReq{op: "attempt", jobID: p.JobID, worker: p.Worker, data: rawPtr(p.Data)}); err != nil {
+	if err != nil {
 		return fmt.Errorf("pgstore: append attempt %s: %w", p.JobID, err)
 	}
 	return nil
@@ -303,7 +301,7 @@ func lockJob(p *phase, orgID, jobID string, to jobs.State, dst *jobs.Job) {
 // *jobs.TransitionError. See jobs.Store.
 func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, error) {
 	var old, out jobs.Job
-	err := s.write(ctx, func(ph *phase) {
+	err := s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Cancelled, &old)
 	}, func(ph *phase, now time.Time) {
 		ph.queryRow(cancelSQL.q, cancelSQL.args(now, p.JobID, string(old.State), s.schema), scanInto(&out))
@@ -311,13 +309,13 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: cancel %s: %w", p.JobID, err)
 	}
-	s.broadcast()
+	s.notify.Broadcast()
 	return out, nil
 }
 
 // retrySQL supersedes the old job and inserts its replacement (queued,
-// so into job_queue too), with both events (old first), in one statement
-// under the event lock.
+// so into job_queue too), with both events (old first, each naming the
+// other), in one statement under the event lock.
 var retrySQL = named(`
 	WITH old AS (
 		UPDATE jobs SET state = 'superseded', updated_at = $now WHERE id = $old_id RETURNING jobs.*
@@ -331,42 +329,46 @@ var retrySQL = named(`
 	), queued AS (
 		`+queueRows("fresh")+`
 	), ev AS (
-		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
-		SELECT id, prompt_id, org_id, 'transition', $from::text, 'superseded', $now FROM old
+		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
+		SELECT id, prompt_id, org_id, 'transition', $from::text, 'superseded', $old_data::json, $now FROM old
 		UNION ALL
-		SELECT id, prompt_id, org_id, 'transition', NULL, 'queued', $now FROM fresh
+		SELECT id, prompt_id, org_id, 'transition', NULL, 'queued', $new_data::json, $now FROM fresh
 	), `+notified("fresh")+`
 	SELECT `+jobCols+` FROM fresh, notified`,
-	"now", "old_id", "new_id", "priority", "from", "schema")
+	"now", "old_id", "new_id", "priority", "from", "old_data", "new_data", "schema")
 
 // Retry supersedes a succeeded, failed or cancelled job with a new queued
 // one (same prompt, options and dependency; the old priority unless
 // overridden); any other state is a *jobs.TransitionError. See
 // jobs.Store.
 func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error) {
-	if p.Priority != nil && (*p.Priority < 0 || *p.Priority > 100) {
-		return jobs.Job{}, fmt.Errorf("pgstore: retry %s: priority %d is outside 0–100: %w", p.JobID, *p.Priority, jobs.ErrInvalid)
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("pgstore: retry %s: %w", p.JobID, err)
 	}
 	var old, out jobs.Job
 	newID := jobs.NewID()
-	err := s.write(ctx, func(ph *phase) {
+	oldData := jobs.TransitionData{SupersededBy: newID}.JSON()
+	newData := jobs.TransitionData{Supersedes: p.JobID}.JSON()
+	err = s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Superseded, &old)
 	}, func(ph *phase, now time.Time) {
-		ph.queryRow(retrySQL.q, retrySQL.args(now, p.JobID, newID, p.Priority, string(old.State), s.schema), scanInto(&out))
+		ph.queryRow(retrySQL.q, retrySQL.args(now, p.JobID, newID, p.Priority, string(old.State),
+			string(oldData), string(newData), s.schema), scanInto(&out))
 	})
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: retry %s: %w", p.JobID, err)
 	}
-	s.broadcast()
+	s.notify.Broadcast()
 	return out, nil
 }
 
 // promptCache maps the jobs this store claimed to their prompts, until a
 // finishing call for the job. A Succeed then sends its response ID
 // (jobs.ResponseID of prompt and job) with the statement; without it the
-// statement derives the ID itself (response_id, migration 00003), which
-// costs about 5µs a row inside the serialized section, where Go's is
-// nearly free. A job's prompt never changes, so an entry cannot be wrong;
+// statement derives the ID itself (response_id, migration 00003): two
+// SHA-256 hashes a row inside the serialized section, where Go computes
+// the ID before the transaction starts. A job's prompt never changes, so an entry cannot be wrong;
 // it can only be missing (claimed by another process, or the cache was
 // reset), and then the statement falls back. Entries of jobs never
 // finished through this store (cancelled, or reclaimed and never reported)

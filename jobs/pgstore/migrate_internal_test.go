@@ -1,7 +1,7 @@
 package pgstore
 
 import (
-	"io/fs"
+	"database/sql"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -17,22 +17,8 @@ import (
 // are in job_queue and job_running and the store claims and finishes them;
 // migration 2 also goes down and up again.
 func TestMigrationSideTablesBackfill(t *testing.T) {
-	dsn := pgtest.Schema(t)
+	dsn, db, p := migrations(t)
 	ctx := t.Context()
-	cc, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := stdlib.OpenDB(*cc)
-	defer db.Close()
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := p.UpTo(ctx, 1); err != nil {
 		t.Fatalf("up to 1: %v", err)
 	}
@@ -84,5 +70,77 @@ func TestMigrationSideTablesBackfill(t *testing.T) {
 	}
 	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: "q1", Worker: "w2", Output: "ok"}); err != nil {
 		t.Fatalf("Succeed of the job claimed after the upgrade: %v", err)
+	}
+}
+
+// migrations returns a fresh schema's DSN, a connection to it and the
+// goose provider of the embedded migrations there.
+func migrations(t *testing.T) (string, *sql.DB, *goose.Provider) {
+	t.Helper()
+	dsn := pgtest.Schema(t)
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDB(*cc)
+	t.Cleanup(func() { db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrationFS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, db, p
+}
+
+// Migration 5 moves a profile written into execution_options to the
+// prompt (unless the prompt has one) and drops the key; going down puts
+// the prompt's profile back into the options. Its listing index leaves
+// state out: no index on jobs may cover a column a transition changes.
+func TestMigrationProfileStoredOnce(t *testing.T) {
+	_, db, p := migrations(t)
+	ctx := t.Context()
+	if _, err := p.UpTo(ctx, 4); err != nil {
+		t.Fatalf("up to 4: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO prompts (id, org_id, created_by, profile, created_at) VALUES
+			('p1', 'o', 'u', '', now()), ('p2', 'o', 'u', 'mine', now()), ('p3', 'o', 'u', '', now());
+		INSERT INTO jobs (id, prompt_id, state, priority, max_attempts, execution_options, org_id, created_by,
+			created_at, updated_at, available_at) VALUES
+			('j1', 'p1', 'succeeded', 50, 3, '{"profile":"fast","model":"m"}', 'o', 'u', now(), now(), now()),
+			('j2', 'p2', 'succeeded', 50, 3, '{"profile":"other"}', 'o', 'u', now(), now(), now()),
+			('j3', 'p3', 'succeeded', 50, 3, '{"profile":""}', 'o', 'u', now(), now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	// state is every prompt's profile and every job's options (jsonb: in
+	// its canonical form).
+	state := func() string {
+		t.Helper()
+		var got string
+		if err := db.QueryRowContext(ctx, `SELECT
+			(SELECT string_agg(id || '=' || profile, ' ' ORDER BY id) FROM prompts) || ' ' ||
+			(SELECT jsonb_object_agg(id, execution_options::jsonb)::text FROM jobs)`).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if got, want := state(), `p1=fast p2=mine p3= {"j1": {"model": "m"}, "j2": {}, "j3": {}}`; got != want {
+		t.Errorf("after up: %s, want %s", got, want)
+	}
+	var stateIndexes int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_indexes
+		WHERE schemaname = current_schema() AND tablename = 'jobs' AND indexdef ~ '\mstate\M'`).Scan(&stateIndexes); err != nil {
+		t.Fatal(err)
+	}
+	if stateIndexes != 0 {
+		t.Errorf("%d indexes on jobs cover state: transitions would not be HOT updates", stateIndexes)
+	}
+	if _, err := p.DownTo(ctx, 4); err != nil {
+		t.Fatalf("down to 4: %v", err)
+	}
+	if got, want := state(), `p1=fast p2=mine p3= {"j1": {"model": "m", "profile": "fast"}, "j2": {"profile": "mine"}, "j3": {}}`; got != want {
+		t.Errorf("after down: %s, want %s", got, want)
 	}
 }

@@ -99,8 +99,7 @@ func (p *phase) commit() {
 // made, so a generic plan would scan them whole, dead rows included, where
 // an index lookup by job ID is what every writing statement wants. JIT is
 // off because a disabled sequential scan, where one is the only path, costs
-// 1e10 and would make PostgreSQL compile the plan on every execution
-// (measured: 20-200 ms each).
+// 1e10 and would make PostgreSQL compile the plan on every execution.
 const writeSettings = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
 
@@ -117,14 +116,30 @@ func begin(p *phase, pre func(*phase)) {
 	}
 }
 
-// writeWith returns write when the locked statements depend on what the
-// pre-lock ones read (or those reads may reject the transaction), else
-// writeOnce.
-func (s *Store) writeWith(readsFirst bool) func(context.Context, func(*phase), func(*phase, time.Time)) error {
+// The four ways to run a writing transaction:
+//
+//	writeOneTrip        everything in one round trip (the stamp is read before sending)
+//	writeTwoTrips       the event lock in the first round trip, the locked statements,
+//	                    built from what the first one read, in the second
+//	writeTwoTripsGated  writeTwoTrips, but the first round trip takes the event lock only
+//	                    when a gate statement says there is something to do
+//	chooseTrips         picks writeOneTrip or writeTwoTrips for a transaction
+//
+// Each takes pre, the statements that may wait for other transactions (row
+// locks, inserts that may conflict), and locked, which queues the
+// statements that run under the event lock given the stamp.
+
+// writeFunc is writeOneTrip's and writeTwoTrips' signature.
+type writeFunc func(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error
+
+// chooseTrips returns writeTwoTrips when the locked statements depend on
+// what the pre-lock ones read (or those reads may reject the transaction),
+// else writeOneTrip.
+func (s *Store) chooseTrips(readsFirst bool) writeFunc {
 	if readsFirst {
-		return s.write
+		return s.writeTwoTrips
 	}
-	return s.writeOnce
+	return s.writeOneTrip
 }
 
 // checkStampSQL fails the transaction with SQLSTATE stampBelowFloor when a
@@ -152,7 +167,7 @@ func (s *Store) inTx(ctx context.Context, send func(conn *pgxpool.Conn) error) e
 	return nil
 }
 
-// writeOnce runs a writing transaction in one round trip, in the order
+// writeOneTrip runs a writing transaction in one round trip, in the order
 // the package doc describes: BEGIN; pre's statements (validation, row
 // locks, inserts that may wait on a unique key); the event lock; the
 // stamp check; locked's statements (stamps and events; none may wait for
@@ -163,8 +178,8 @@ func (s *Store) inTx(ctx context.Context, send func(conn *pgxpool.Conn) error) e
 //
 // If a ChangesSince took the event lock between the clock reading and
 // this transaction's turn, and its clock read later, the stamp check fails;
-// the transaction, which wrote nothing, runs again through write.
-func (s *Store) writeOnce(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
+// the transaction, which wrote nothing, runs again through writeTwoTrips.
+func (s *Store) writeOneTrip(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
 	stamp := s.clock()
 	err := s.inTx(ctx, func(conn *pgxpool.Conn) error {
 		var p phase
@@ -177,21 +192,21 @@ func (s *Store) writeOnce(ctx context.Context, pre func(*phase), locked func(p *
 	})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == stampBelowFloor {
-		return s.write(ctx, pre, locked)
+		return s.writeTwoTrips(ctx, pre, locked)
 	}
 	return err
 }
 
-// write runs a writing transaction whose locked statements depend on what
-// pre reads, in two round trips:
+// writeTwoTrips runs a writing transaction whose locked statements depend
+// on what pre reads, in two round trips:
 //
 //  1. BEGIN; pre's statements; the event lock; the change floor
 //  2. the stamp: the store clock read only now, or the floor if that is
 //     later; locked's statements; COMMIT
 //
 // An error from any reader rolls the transaction back.
-func (s *Store) write(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
-	_, err := s.writeIf(ctx, pre, nil, locked)
+func (s *Store) writeTwoTrips(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
+	_, err := s.writeTwoTripsGated(ctx, pre, nil, locked)
 	return err
 }
 
@@ -204,11 +219,11 @@ type lockGate struct {
 	args []any
 }
 
-// writeIf is write with an optional gate on the event lock. When the gate
-// says no, locked is not called and the transaction (which has written
-// nothing) just commits, so it serializes with nobody; took reports which
-// happened.
-func (s *Store) writeIf(ctx context.Context, pre func(*phase), gate *lockGate, locked func(p *phase, now time.Time)) (took bool, err error) {
+// writeTwoTripsGated is writeTwoTrips with an optional gate on the event
+// lock. When the gate says no, locked is not called and the transaction
+// (which has written nothing) just commits, so it serializes with nobody;
+// took reports which happened.
+func (s *Store) writeTwoTripsGated(ctx context.Context, pre func(*phase), gate *lockGate, locked func(p *phase, now time.Time)) (took bool, err error) {
 	err = s.inTx(ctx, func(conn *pgxpool.Conn) error {
 		var first phase
 		begin(&first, pre)

@@ -2,16 +2,15 @@ package pgstore
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/listing"
 )
 
 // GetPrompt returns a prompt, or jobs.ErrNotFound. See jobs.Store.
@@ -53,11 +52,7 @@ func (s *Store) PromptJobs(ctx context.Context, orgID, promptID string) ([]jobs.
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: prompt jobs %s: %w", promptID, err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+jobCols+` FROM jobs WHERE prompt_id = $1 ORDER BY created_at, id`, promptID)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: prompt jobs %s: %w", promptID, err)
-	}
-	out, err := collectJobs(rows)
+	out, err := s.queryJobs(ctx, `SELECT `+jobCols+` FROM jobs WHERE prompt_id = $1 ORDER BY created_at, id`, promptID)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: prompt jobs %s: %w", promptID, err)
 	}
@@ -87,79 +82,20 @@ func (s *Store) JobEvents(ctx context.Context, orgID, jobID string) ([]jobs.Even
 	return out, nil
 }
 
+// listDialect is how listing.Query writes for PostgreSQL.
+var listDialect = listing.Dialect{
+	Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
+	Time:        func(t time.Time) any { return t },
+}
+
 // ListJobs returns a page of jobs, newest first, with keyset pagination
-// on (created_at, id). See jobs.Store.
+// on (created_at, id) (listing.List). See jobs.Store.
 func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	limit = min(limit, 1000)
-	if p.State != "" && !p.State.Valid() {
-		return jobs.JobPage{}, fmt.Errorf("pgstore: list jobs: unknown state %q: %w", p.State, jobs.ErrInvalid)
-	}
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if p.OrgID != "" {
-		where = append(where, "org_id = "+arg(p.OrgID))
-	}
-	if p.CreatedBy != "" {
-		where = append(where, "created_by = "+arg(p.CreatedBy))
-	}
-	if p.State != "" {
-		where = append(where, "state = "+arg(string(p.State)))
-	}
-	if !p.Since.IsZero() {
-		where = append(where, "created_at >= "+arg(p.Since.UTC().Truncate(time.Microsecond)))
-	}
-	if p.After != "" {
-		at, id, err := decodeCursor(p.After)
-		if err != nil {
-			return jobs.JobPage{}, fmt.Errorf("pgstore: list jobs: %w", err)
-		}
-		where = append(where, "(created_at, id) < ("+arg(at)+", "+arg(id)+")")
-	}
-	q := `SELECT ` + jobCols + ` FROM jobs`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ` + arg(limit+1)
-	rows, err := s.pool.Query(ctx, q, args...)
+	page, err := listing.List(ctx, p, listDialect, jobCols, s.queryJobs)
 	if err != nil {
 		return jobs.JobPage{}, fmt.Errorf("pgstore: list jobs: %w", err)
 	}
-	list, err := collectJobs(rows)
-	if err != nil {
-		return jobs.JobPage{}, fmt.Errorf("pgstore: list jobs: %w", err)
-	}
-	var page jobs.JobPage
-	if len(list) > limit {
-		list = list[:limit]
-		last := list[limit-1]
-		page.Next = encodeCursor(last.CreatedAt, last.ID)
-	}
-	page.Jobs = list
 	return page, nil
-}
-
-// encodeCursor makes an opaque ListJobs cursor from a row's sort key.
-func encodeCursor(at time.Time, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "/" + id))
-}
-
-func decodeCursor(c string) (time.Time, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
-	if err == nil {
-		us, id, ok := strings.Cut(string(raw), "/")
-		if n, perr := strconv.ParseInt(us, 10, 64); ok && perr == nil {
-			return time.UnixMicro(n).UTC(), id, nil
-		}
-	}
-	return time.Time{}, "", fmt.Errorf("malformed cursor: %w", jobs.ErrInvalid)
 }
 
 // ChangesSince returns jobs changed after Since, oldest change first,
@@ -177,12 +113,11 @@ func decodeCursor(c string) (time.Time, string, error) {
 // last timestamp, and AsOf is that timestamp, so paging always advances.
 // See jobs.Store.
 func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Changes, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 500
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Changes{}, fmt.Errorf("pgstore: changes since: %w", err)
 	}
-	since := p.Since.UTC().Truncate(time.Microsecond)
-	out, err := s.changesSince(ctx, since, p.OrgID, limit)
+	out, err := s.changesSince(ctx, p.Since, p.OrgID, p.Limit)
 	if err != nil {
 		return jobs.Changes{}, fmt.Errorf("pgstore: changes since: %w", err)
 	}
@@ -204,7 +139,7 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 		out.AsOf = t.Add(-time.Microsecond)
 		var read phase
 		// Writers that read their clock before this and take the lock after
-		// it must not stamp below T (see writeOnce).
+		// it must not stamp below T (see writeOneTrip).
 		read.exec(`
 			INSERT INTO change_floor (at) VALUES ($1)
 			ON CONFLICT (one) DO UPDATE SET at = EXCLUDED.at WHERE change_floor.at < EXCLUDED.at`, t)
@@ -252,16 +187,15 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 // EventsAfter pages through the event log by seq. It needs no lock: seq
 // order is commit order (see the package doc). See jobs.Store.
 func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Event, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 500
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: events after: %w", err)
 	}
 	var rows pgx.Rows
-	var err error
 	if p.OrgID == "" {
-		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM job_events WHERE seq > $1 ORDER BY seq LIMIT $2`, p.After, limit)
+		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM job_events WHERE seq > $1 ORDER BY seq LIMIT $2`, p.After, p.Limit)
 	} else {
-		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM job_events WHERE org_id = $3 AND seq > $1 ORDER BY seq LIMIT $2`, p.After, limit, p.OrgID)
+		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM job_events WHERE org_id = $3 AND seq > $1 ORDER BY seq LIMIT $2`, p.After, p.Limit, p.OrgID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: events after: %w", err)
@@ -273,94 +207,65 @@ func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Ev
 	return out, nil
 }
 
-// Metrics counts jobs by state and summarizes jobs finished since Since
-// whose outcome stands (succeeded, failed, cancelled: a superseded job's
-// outcome was replaced by its retry, which counts instead). See
-// jobs.Store.
-func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics, error) {
-	m := jobs.Metrics{Counts: map[jobs.State]int{}, ErrorRate: map[jobs.ErrorKind]float64{}}
-	for _, st := range jobs.States {
-		m.Counts[st] = 0
-	}
-	rows, err := s.pool.Query(ctx, `SELECT state, count(*) FROM jobs WHERE ($1 = '' OR org_id = $1) GROUP BY state`, p.OrgID)
-	if err != nil {
-		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
-	}
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			rows.Close()
-			return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
-		}
-		m.Counts[jobs.State(st)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
-	}
+// threadSQL is a prompt's ancestors, nearest first, up to $3 steps and no
+// further than the first one missing (archived); the prompt itself is
+// depth 0, so no row at all means the prompt is unknown. Each comes with
+// the output of its latest succeeded job, NULL when it has none.
+const threadSQL = `
+	WITH RECURSIVE thread AS (
+		SELECT id, parent_id, text, 0 AS depth FROM prompts WHERE id = $1 AND ($2 = '' OR org_id = $2)
+		UNION ALL
+		SELECT p.id, p.parent_id, p.text, t.depth + 1 FROM thread t JOIN prompts p ON p.id = t.parent_id
+		WHERE t.depth < $3
+	)
+	SELECT t.id, t.text, t.depth, a.output FROM thread t LEFT JOIN LATERAL (
+		SELECT r.output FROM jobs j JOIN responses r ON r.id = j.response_id
+		WHERE j.prompt_id = t.id AND j.state = 'succeeded' ORDER BY j.created_at DESC, j.id DESC LIMIT 1
+	) a ON true
+	ORDER BY t.depth DESC`
 
-	var since *time.Time
-	if !p.Since.IsZero() {
-		t := p.Since.UTC().Truncate(time.Microsecond)
-		since = &t
-	}
-	// percentile_disc is the nearest-rank percentile: always a latency
-	// that some job actually had.
-	var pct []*int64
-	err = s.pool.QueryRow(ctx, `
-		SELECT count(*),
-			percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (
-				ORDER BY (extract(epoch FROM finished_at - created_at) * 1000000)::bigint)
-		FROM jobs
-		WHERE finished_at IS NOT NULL AND ($1::timestamptz IS NULL OR finished_at >= $1)
-			AND ($2 = '' OR org_id = $2) AND state IN ('succeeded', 'failed', 'cancelled')`,
-		since, p.OrgID).Scan(&m.Finished, &pct)
+// Thread returns a prompt's ancestors, oldest first, with their answers,
+// in one query (threadSQL). See jobs.Store.
+func (s *Store) Thread(ctx context.Context, p jobs.ThreadParams) ([]jobs.Turn, error) {
+	p, err := p.Normalize()
 	if err != nil {
-		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
+		return nil, fmt.Errorf("pgstore: thread %s: %w", p.PromptID, err)
 	}
-	if len(pct) == 3 {
-		for i, d := range []*time.Duration{&m.LatencyP50, &m.LatencyP95, &m.LatencyP99} {
-			if pct[i] != nil {
-				*d = time.Duration(*pct[i]) * time.Microsecond
-			}
-		}
-	}
-	if m.Finished == 0 {
-		return m, nil
-	}
-	rows, err = s.pool.Query(ctx, `
-		SELECT coalesce(error_kind, 'unknown'), count(*) FROM jobs
-		WHERE finished_at IS NOT NULL AND ($1::timestamptz IS NULL OR finished_at >= $1)
-			AND ($2 = '' OR org_id = $2) AND state = 'failed'
-		GROUP BY 1`, since, p.OrgID)
+	rows, err := s.pool.Query(ctx, threadSQL, p.PromptID, p.OrgID, p.Depth)
 	if err != nil {
-		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
+		return nil, fmt.Errorf("pgstore: thread %s: %w", p.PromptID, err)
 	}
-	for rows.Next() {
-		var kind string
-		var n int
-		if err := rows.Scan(&kind, &n); err != nil {
-			rows.Close()
-			return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
+	var (
+		turns  []jobs.Turn
+		t      jobs.Turn
+		depth  int
+		answer *string
+		found  bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&t.PromptID, &t.Text, &depth, &answer}, func() error {
+		found = true
+		if depth > 0 {
+			t.Answer, t.Answered = str(answer), answer != nil
+			turns = append(turns, t)
 		}
-		m.ErrorRate[jobs.ErrorKind(kind)] = float64(n) / float64(m.Finished)
+		return nil
+	})
+	if err == nil && !found {
+		err = jobs.ErrNotFound
 	}
-	if err := rows.Err(); err != nil {
-		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: thread %s: %w", p.PromptID, err)
 	}
-	return m, nil
+	return turns, nil
 }
-
-// archiveChunk bounds one archive transaction, so archiving a large
-// backlog neither holds many row locks nor builds one huge transaction.
-const archiveChunk = 5000
 
 // Archive deletes terminal jobs finished before before, with their events
 // and responses, and prompts left without jobs. It skips jobs another
 // transaction holds. jobs has no index on finished_at (it would keep the
 // finishing update from being a HOT update, see migration 00002), so
-// Archive walks the table once in primary-key order, a chunk of rows per
-// transaction. See jobs.Store.
+// Archive walks the table once in primary-key order, jobs.ArchiveBatch
+// jobs per transaction, so archiving a large backlog neither holds many
+// row locks nor builds one huge transaction. See jobs.Store.
 func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 	before = before.UTC().Truncate(time.Microsecond)
 	total := 0
@@ -392,7 +297,7 @@ func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 					AND NOT EXISTS (SELECT 1 FROM jobs j
 						WHERE j.prompt_id = p.id AND j.id <> ALL (ARRAY(SELECT id FROM gone)))
 			)
-			SELECT (SELECT count(*) FROM gone), (SELECT max(id) FROM scanned)`, before, archiveChunk, after).Scan(&n, &last)
+			SELECT (SELECT count(*) FROM gone), (SELECT max(id) FROM scanned)`, before, jobs.ArchiveBatch, after).Scan(&n, &last)
 		if err != nil {
 			return total, fmt.Errorf("pgstore: archive: %w", err)
 		}
@@ -402,4 +307,87 @@ func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 		}
 		after = *last
 	}
+}
+
+// windowSQL is the metrics window: jobs finished at or after $1 (all when
+// NULL), in org $2 (any when empty), whose outcome stands, with their
+// latency in microseconds.
+const windowSQL = `
+	SELECT org_id, state, error_kind, (extract(epoch FROM finished_at - created_at) * 1000000)::bigint AS us
+	FROM jobs
+	WHERE finished_at IS NOT NULL AND ($1::timestamptz IS NULL OR finished_at >= $1)
+		AND ($2 = '' OR org_id = $2) AND state IN ('succeeded', 'failed', 'cancelled')`
+
+// Metrics counts jobs by state and summarizes jobs finished since Since
+// whose outcome stands (succeeded, failed, cancelled: a superseded job's
+// outcome was replaced by its retry, which counts instead); with ByOrg,
+// per org too. See jobs.Store.
+func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
+	}
+	// One round trip: the counts, the window's latencies and error
+	// rates, and with ByOrg each org's latency.
+	m := jobs.NewMetrics()
+	var since *time.Time
+	if !p.Since.IsZero() {
+		since = &p.Since
+	}
+	b := &pgx.Batch{}
+
+	b.Queue(`SELECT state, count(*) FROM jobs WHERE ($1 = '' OR org_id = $1) GROUP BY state`, p.OrgID).
+		Query(func(rows pgx.Rows) error {
+			var st string
+			var n int
+			_, err := pgx.ForEachRow(rows, []any{&st, &n}, func() error {
+				m.Counts[jobs.State(st)] = n
+				return nil
+			})
+			return err
+		})
+	// percentile_disc is the nearest-rank percentile: always a latency
+	// that some job actually had.
+	var pct []*int64
+	b.Queue(`SELECT count(*), percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY us)
+		FROM (`+windowSQL+`) w`, since, p.OrgID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&m.Finished, &pct)
+	})
+	b.Queue(`SELECT coalesce(error_kind, 'unknown'), count(*) FROM (`+windowSQL+`) w
+		WHERE state = 'failed' GROUP BY 1`, since, p.OrgID).Query(func(rows pgx.Rows) error {
+		var kind string
+		var n int
+		_, err := pgx.ForEachRow(rows, []any{&kind, &n}, func() error {
+			m.ErrorRate[jobs.ErrorKind(kind)] = float64(n)
+			return nil
+		})
+		return err
+	})
+	if p.ByOrg {
+		// The average in whole microseconds, rounded down (div truncates
+		// the numeric sum), the p95 by nearest rank.
+		b.Queue(`SELECT org_id, count(*), div(sum(us), count(*))::bigint, percentile_disc(0.95) WITHIN GROUP (ORDER BY us)
+			FROM (`+windowSQL+`) w GROUP BY org_id ORDER BY org_id`, since, p.OrgID).Query(func(rows pgx.Rows) error {
+			var o jobs.OrgLatency
+			var avg, p95 int64
+			_, err := pgx.ForEachRow(rows, []any{&o.OrgID, &o.Finished, &avg, &p95}, func() error {
+				o.LatencyAverage, o.LatencyP95 = time.Duration(avg)*time.Microsecond, time.Duration(p95)*time.Microsecond
+				m.Orgs = append(m.Orgs, o)
+				return nil
+			})
+			return err
+		})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
+	}
+	for i, d := range []*time.Duration{&m.LatencyP50, &m.LatencyP95, &m.LatencyP99} {
+		if i < len(pct) && pct[i] != nil {
+			*d = time.Duration(*pct[i]) * time.Microsecond
+		}
+	}
+	for k, n := range m.ErrorRate {
+		m.ErrorRate[k] = n / float64(m.Finished)
+	}
+	return m, nil
 }

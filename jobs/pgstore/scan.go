@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,15 @@ func scanJob(row pgx.Row, extra ...any) (jobs.Job, error) {
 
 func collectJobs(rows pgx.Rows) ([]jobs.Job, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Job, error) { return scanJob(r) })
+}
+
+// queryJobs runs a query returning jobCols rows.
+func (s *Store) queryJobs(ctx context.Context, q string, args ...any) ([]jobs.Job, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collectJobs(rows)
 }
 
 // eventCols is the column list scanEvent reads.

@@ -19,10 +19,16 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
+	"github.com/promptkit/promptkit/jobs/internal/notify"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
+
+// migrationFS holds the migrations at its root, where goose reads them
+// (fs.Sub fails only on an invalid path).
+var migrationFS, _ = fs.Sub(migrationFiles, "migrations")
 
 // notifyChannel is the LISTEN/NOTIFY channel; the payload is the schema,
 // so stores on other schemas of the same database ignore it.
@@ -41,18 +47,17 @@ type Store struct {
 	listenCfg *pgx.ConnConfig
 
 	// writes group-commits concurrent Enqueue, Claim and finishing calls.
-	writes group[*writeReq]
+	writes *groupcommit.Group[*writeReq]
 	// prompts remembers the prompts of the jobs this store claimed, so a
 	// Succeed can name its response (see promptCache).
 	prompts promptCache
-
-	mu         sync.Mutex
-	closed     bool
-	subs       map[chan struct{}]func() bool
-	listenerOn bool
-	bgCtx      context.Context
-	bgCancel   context.CancelFunc
-	wg         sync.WaitGroup
+	// notify feeds the Notify channels; its first subscription starts the
+	// LISTEN goroutine, which runs until bgCtx ends.
+	notify    *notify.Hub
+	bgCtx     context.Context
+	bgCancel  context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // Open connects to the database at url (postgres:// or postgresql://),
@@ -87,11 +92,14 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 		schema:    schema,
 		lockKey:   eventLockKey(schema),
 		listenCfg: cfg.ConnConfig.Copy(),
-		subs:      map[chan struct{}]func() bool{},
 		bgCtx:     bg,
 		bgCancel:  cancel,
 	}
-	s.writes = group[*writeReq]{max: writeBatchMax, key: (*writeReq).key, run: s.runWrites, stop: bg}
+	s.writes = groupcommit.New(writeBatchMax, (*writeReq).key, s.runWrites)
+	s.notify = notify.New(func() {
+		s.wg.Add(1)
+		go s.listen()
+	})
 	return s, nil
 }
 
@@ -128,11 +136,7 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 	}
 	db := stdlib.OpenDB(*cc.Copy())
 	defer db.Close()
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		return fmt.Errorf("pgstore: migrate: %w", err)
-	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, sub,
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrationFS,
 		goose.WithSessionLocker(migrationLocker{}),
 		goose.WithDisableGlobalRegistry(true))
 	if err != nil {
@@ -206,24 +210,17 @@ func eventLockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
-// Close stops the LISTEN goroutine, closes every Notify channel and the
+// Close waits for the group commit in hand (calls still waiting fail),
+// closes every Notify channel, stops the LISTEN goroutine and closes the
 // connection pool. Closing twice is safe.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	for ch, stop := range s.subs {
-		stop()
-		close(ch)
-	}
-	s.subs = nil
-	s.mu.Unlock()
-	s.bgCancel()
-	s.wg.Wait()
-	s.pool.Close()
+	s.closeOnce.Do(func() {
+		s.writes.Close()
+		s.notify.Close()
+		s.bgCancel()
+		s.wg.Wait()
+		s.pool.Close()
+	})
 	return nil
 }
 
@@ -236,44 +233,7 @@ func (s *Store) clock() time.Time {
 // Notify returns a channel that receives a value, coalesced, when a job is
 // enqueued or changes state, in this process or (through LISTEN) another.
 // It is closed when ctx ends or the store closes.
-func (s *Store) Notify(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || ctx.Err() != nil {
-		close(ch)
-		return ch
-	}
-	if !s.listenerOn {
-		s.listenerOn = true
-		s.wg.Add(1)
-		go s.listen()
-	}
-	s.subs[ch] = context.AfterFunc(ctx, func() { s.unsubscribe(ch) })
-	return ch
-}
-
-func (s *Store) unsubscribe(ch chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.subs[ch]; ok {
-		delete(s.subs, ch)
-		close(ch)
-	}
-}
-
-// broadcast wakes every subscriber without blocking; a full channel
-// already holds a pending wake-up.
-func (s *Store) broadcast() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+func (s *Store) Notify(ctx context.Context) <-chan struct{} { return s.notify.Subscribe(ctx) }
 
 // listen keeps one LISTEN connection open until the store closes,
 // reconnecting with capped exponential backoff.
@@ -317,14 +277,14 @@ func (s *Store) listenOnce(ctx context.Context) (connected bool, err error) {
 	}
 	// Anything sent while we were not listening is lost: wake everyone
 	// once so they poll.
-	s.broadcast()
+	s.notify.Broadcast()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return true, err
 		}
 		if n.Payload == s.schema {
-			s.broadcast()
+			s.notify.Broadcast()
 		}
 	}
 }

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -29,35 +28,6 @@ var (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )
 
-// normalize fills defaults and checks everything that needs no database,
-// so a bad call fails before it joins a group commit.
-func normalize(p jobs.EnqueueParams) (jobs.EnqueueParams, error) {
-	prio := 50
-	if p.Priority != nil {
-		prio = *p.Priority
-	}
-	if prio < 0 || prio > 100 {
-		return p, fmt.Errorf("%w: priority %d outside 0-100", jobs.ErrInvalid, prio)
-	}
-	p.Priority = &prio
-	if p.MaxAttempts == 0 {
-		p.MaxAttempts = 3
-	}
-	if p.MaxAttempts < 1 {
-		return p, fmt.Errorf("%w: max_attempts %d < 1", jobs.ErrInvalid, p.MaxAttempts)
-	}
-	if len(p.ExecutionOptions) == 0 {
-		p.ExecutionOptions = json.RawMessage(`{}`)
-	}
-	if !json.Valid(p.ExecutionOptions) {
-		return p, fmt.Errorf("%w: execution_options is not JSON", jobs.ErrInvalid)
-	}
-	if len(p.Inputs) > 0 && !json.Valid(p.Inputs) {
-		return p, fmt.Errorf("%w: inputs is not JSON", jobs.ErrInvalid)
-	}
-	return p, nil
-}
-
 // enqueueOne stores one normalized prompt and its job.
 func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	if p.IdempotencyKey != "" {
@@ -77,7 +47,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	if p.ParentID != "" {
 		err := w.queryRow(qPromptInOrg, p.ParentID, p.OrgID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.Enqueued{}, fmt.Errorf("%w: parent prompt %s not found in the org", jobs.ErrInvalid, p.ParentID)
+			return jobs.Enqueued{}, fmt.Errorf("%w: parent prompt not found in the org", jobs.ErrInvalid)
 		}
 		if err != nil {
 			return jobs.Enqueued{}, fmt.Errorf("parent lookup: %w", err)
@@ -86,7 +56,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	if p.DependsOn != "" {
 		err := w.queryRow(qJobInOrg, p.DependsOn, p.OrgID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.Enqueued{}, fmt.Errorf("%w: depends_on job %s not found in the org", jobs.ErrInvalid, p.DependsOn)
+			return jobs.Enqueued{}, fmt.Errorf("%w: depends_on job not found in the org", jobs.ErrInvalid)
 		}
 		if err != nil {
 			return jobs.Enqueued{}, fmt.Errorf("depends_on lookup: %w", err)
@@ -101,32 +71,32 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	if !p.AvailableAt.IsZero() {
 		availableAt = p.AvailableAt.UnixMicro()
 	}
-	jobID, err := w.insertJob(promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions, "", p.DependsOn,
-		p.OrgID, p.CreatedBy, availableAt)
-	if err != nil {
+	jobID := jobs.NewID()
+	if err := w.insertJob(jobID, promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions, "", p.DependsOn,
+		p.OrgID, p.CreatedBy, availableAt); err != nil {
 		return jobs.Enqueued{}, err
 	}
 	return jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}, nil
 }
 
-// insertJob inserts a queued job, records its first event (→ queued) and
-// returns its ID.
-func (w *wtx) insertJob(promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
-	orgID, createdBy string, availableAt int64) (string, error) {
-	id := jobs.NewID()
+// insertJob inserts a queued job and records its first event (→ queued;
+// a retry's names the job it supersedes).
+func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
+	orgID, createdBy string, availableAt int64) error {
 	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
 		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt); err != nil {
-		return "", fmt.Errorf("insert job: %w", err)
+		return fmt.Errorf("insert job: %w", err)
 	}
-	w.events = append(w.events, jobEvent{jobID: id, promptID: promptID, orgID: orgID,
-		typ: jobs.EventTransition, to: jobs.Queued})
-	return id, nil
+	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued,
+		jobs.TransitionData{Supersedes: supersedes}.JSON())
+	return nil
 }
 
 // Enqueue implements jobs.Store. Concurrent calls share transactions (group
 // commit); each still gets its own result.
 func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, error) {
-	p, err := normalize(p)
+	// Normalized first, so a bad call never joins a group.
+	p, err := p.Normalize()
 	if err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("sqlitestore: enqueue: %w", err)
 	}
@@ -150,7 +120,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 	norm := make([]jobs.EnqueueParams, len(ps))
 	for i, p := range ps {
 		var err error
-		if norm[i], err = normalize(p); err != nil {
+		if norm[i], err = p.Normalize(); err != nil {
 			return nil, fmt.Errorf("sqlitestore: enqueue batch: item %d: %w", i, err)
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/finish"
 )
 
 var (
@@ -30,33 +30,30 @@ var (
 	qHeartbeat = wq(`UPDATE jobs SET running_heartbeat_at = ?1
 		WHERE state = 'running' AND worker_claim = ?2 AND id IN (SELECT value FROM json_each(?3))`)
 	qClaimedPrompt = wq(`SELECT prompt_id, org_id FROM jobs WHERE id = ? AND state = 'running' AND worker_claim = ?`)
-	qSucceed       = wq(`UPDATE jobs SET state = 'succeeded', response_id = ?1, finished_at = ?2, updated_at = ?2,
-			error_kind = '', error_message = ''
-		WHERE id = ?3 AND state = 'running' AND worker_claim = ?4 RETURNING ` + jobCols)
+	// The finishing write: the job moves to the state ?1 Go decided, only
+	// while it runs under the caller's claim. A job going back to the
+	// queue leaves its worker: no claim, no run times, no finish time.
+	qFinish = wq(`UPDATE jobs SET state = ?1, attempt = attempt + ?2, available_at = coalesce(?3, available_at),
+			error_kind = ?4, error_message = ?5, response_id = coalesce(?6, response_id),
+			finished_at = CASE ?1 WHEN 'queued' THEN NULL ELSE ?7 END,
+			worker_claim = CASE ?1 WHEN 'queued' THEN NULL ELSE worker_claim END,
+			claimed_at = CASE ?1 WHEN 'queued' THEN NULL ELSE claimed_at END,
+			started_at = CASE ?1 WHEN 'queued' THEN NULL ELSE started_at END,
+			running_heartbeat_at = CASE ?1 WHEN 'queued' THEN NULL ELSE running_heartbeat_at END,
+			updated_at = ?7
+		WHERE id = ?8 AND state = 'running' AND worker_claim = ?9 RETURNING ` + jobCols)
 	qInsertResponse = wq(`INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-	qRequeue = wq(`UPDATE jobs SET state = 'queued', attempt = attempt + ?1, available_at = ?2,
-			error_kind = ?3, error_message = ?4, worker_claim = NULL, claimed_at = NULL, started_at = NULL,
-			running_heartbeat_at = NULL, updated_at = ?5
-		WHERE id = ?6 AND state = 'running' AND worker_claim = ?7 RETURNING ` + jobCols)
-	qFail = wq(`UPDATE jobs SET state = 'failed', error_kind = ?1, error_message = ?2, finished_at = ?3, updated_at = ?3
-		WHERE id = ?4 AND state = 'running' AND worker_claim = ?5 RETURNING ` + jobCols)
 	qJobForUpdate = wq(`SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`)
 	qCancel       = wq(`UPDATE jobs SET state = 'cancelled', finished_at = ?1, updated_at = ?1
 		WHERE id = ?2 AND state IN ('queued', 'running') RETURNING ` + jobCols)
 	qSupersede = wq(`UPDATE jobs SET state = 'superseded', updated_at = ?1
 		WHERE id = ?2 AND state IN ('succeeded', 'failed', 'cancelled')`)
-	// Reclaim, first the jobs that go back to the queue, then every other
-	// job with a lost heartbeat fails as stuck.
-	qReclaimRequeue = wq(`UPDATE jobs SET state = 'queued', attempt = attempt + 1, available_at = ?1,
-			error_kind = 'worker_crash', error_message = 'heartbeat lost; job reclaimed',
-			worker_claim = NULL, claimed_at = NULL, started_at = NULL, running_heartbeat_at = NULL, updated_at = ?1
-		WHERE state = 'running' AND running_heartbeat_at < ?2 AND attempt < max_attempts AND started_at > ?3
-		RETURNING ` + jobCols)
-	qReclaimFail = wq(`UPDATE jobs SET state = 'failed', error_kind = 'stuck',
-			error_message = 'heartbeat lost; attempts spent or running too long', finished_at = ?1, updated_at = ?1
-		WHERE state = 'running' AND running_heartbeat_at < ?2
-		RETURNING ` + jobCols)
+	// Reclaim's candidates: running jobs whose heartbeat is older than the
+	// cutoff (the partial index jobs_reclaim holds exactly the running
+	// jobs).
+	qExpired = wq(`SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' AND running_heartbeat_at < ?1
+		ORDER BY running_heartbeat_at, id`)
 )
 
 // claimOrder sorts claimed jobs into claim order: RETURNING does not
@@ -83,20 +80,14 @@ func claimOrder(a, b jobs.Job) int {
 // Claim implements jobs.Store: one UPDATE … RETURNING in one transaction,
 // plus one queued → running event per job, in claim order.
 func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, error) {
-	if p.Worker == "" {
-		return nil, fmt.Errorf("sqlitestore: claim: %w: empty worker", jobs.ErrInvalid)
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1
-	}
-	ceiling := 100
-	if p.PriorityCeiling != nil {
-		ceiling = *p.PriorityCeiling
-	}
+	data := jobs.TransitionData{Worker: p.Worker}.JSON()
 	var claimed []jobs.Job
-	err := s.grouped(ctx, "claim", func(w *wtx) error {
-		rows, err := w.query(qClaim, p.Worker, w.now, ceiling, limit)
+	err = s.grouped(ctx, "claim", func(w *wtx) error {
+		rows, err := w.query(qClaim, p.Worker, w.now, *p.PriorityCeiling, p.Limit)
 		if err != nil {
 			return err
 		}
@@ -105,7 +96,7 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 		}
 		slices.SortFunc(claimed, claimOrder)
 		for _, j := range claimed {
-			w.transition(j, jobs.Queued, jobs.Running)
+			w.transition(j, jobs.Queued, jobs.Running, data)
 		}
 		return nil
 	})
@@ -145,91 +136,56 @@ func (s *Store) Heartbeat(ctx context.Context, p jobs.HeartbeatParams) (int, err
 	return int(n), nil
 }
 
+// finish applies a finishing write through the group commit.
+func (s *Store) finish(ctx context.Context, op string, f finish.Write) (jobs.Job, error) {
+	var j jobs.Job
+	err := s.grouped(ctx, op, func(w *wtx) error {
+		var err error
+		j, err = w.finish(f)
+		return err
+	})
+	return j, err
+}
+
 // Succeed implements jobs.Store.
 func (s *Store) Succeed(ctx context.Context, p jobs.SucceedParams) (jobs.Job, error) {
-	if len(p.Parsed) > 0 && !json.Valid(p.Parsed) {
-		return jobs.Job{}, fmt.Errorf("sqlitestore: succeed: %w: parsed is not JSON", jobs.ErrInvalid)
-	}
-	usage, err := json.Marshal(p.Usage)
+	p, err := p.Normalize()
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("sqlitestore: succeed: %w", err)
 	}
-	var j jobs.Job
-	err = s.grouped(ctx, "succeed", func(w *wtx) error {
-		var promptID, orgID string
-		err := w.queryRow(qClaimedPrompt, p.JobID, p.Worker).Scan(&promptID, &orgID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.ErrNotClaimed
-		}
-		if err != nil {
-			return err
-		}
-		rid := jobs.ResponseID(promptID, p.JobID)
-		if j, err = scanJob(w.queryRow(qSucceed, rid, w.now, p.JobID, p.Worker)); err != nil {
-			return err
-		}
-		if _, err := w.exec(qInsertResponse, rid, promptID, p.JobID, p.Output, nullBytes(p.Parsed),
-			p.Model, string(usage), w.now); err != nil {
-			return fmt.Errorf("insert response: %w", err)
-		}
-		w.transition(j, jobs.Running, jobs.Succeeded)
-		return nil
-	})
-	return j, err
+	f, err := finish.Succeed(p)
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("sqlitestore: succeed: %w", err)
+	}
+	return s.finish(ctx, "succeed", f)
 }
 
 // Requeue implements jobs.Store.
 func (s *Store) Requeue(ctx context.Context, p jobs.RequeueParams) (jobs.Job, error) {
-	inc := 1
-	if p.Handback {
-		inc = 0
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("sqlitestore: requeue: %w", err)
 	}
-	var j jobs.Job
-	err := s.grouped(ctx, "requeue", func(w *wtx) error {
-		avail := w.now
-		if !p.AvailableAt.IsZero() {
-			avail = p.AvailableAt.UnixMicro()
-		}
-		var err error
-		j, err = w.finishRunning(jobs.Queued, qRequeue, inc, avail, string(p.Kind), p.Message, w.now, p.JobID, p.Worker)
-		return err
-	})
-	return j, err
+	return s.finish(ctx, "requeue", finish.Requeue(p))
 }
 
-// Fail implements jobs.Store. An empty Kind is stored as unknown.
+// Fail implements jobs.Store.
 func (s *Store) Fail(ctx context.Context, p jobs.FailParams) (jobs.Job, error) {
-	kind := p.Kind
-	if kind == jobs.KindNone {
-		kind = jobs.KindUnknown
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("sqlitestore: fail: %w", err)
 	}
-	var j jobs.Job
-	err := s.grouped(ctx, "fail", func(w *wtx) error {
-		var err error
-		j, err = w.finishRunning(jobs.Failed, qFail, string(kind), p.Message, w.now, p.JobID, p.Worker)
-		return err
-	})
-	return j, err
+	return s.finish(ctx, "fail", finish.Fail(p))
 }
 
 // AppendAttempt implements jobs.Store.
 func (s *Store) AppendAttempt(ctx context.Context, p jobs.AttemptParams) error {
-	if len(p.Data) > 0 && !json.Valid(p.Data) {
-		return fmt.Errorf("sqlitestore: append attempt: %w: data is not JSON", jobs.ErrInvalid)
+	p, err := p.Normalize()
+	if err != nil {
+		return fmt.Errorf("sqlitestore: append attempt: %w", err)
 	}
-	return s.grouped(ctx, "append attempt", func(w *wtx) error {
-		var promptID, orgID string
-		err := w.queryRow(qClaimedPrompt, p.JobID, p.Worker).Scan(&promptID, &orgID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.ErrNotClaimed
-		}
-		if err != nil {
-			return err
-		}
-		w.events = append(w.events, jobEvent{jobID: p.JobID, promptID: promptID, orgID: orgID,
-			typ: jobs.EventAttempt, data: p.Data})
-		return nil
-	})
+	_, err = s.finish(ctx, "append attempt", finish.Attempt(p))
+	return err
 }
 
 // Cancel implements jobs.Store.
@@ -243,7 +199,7 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 		if j, err = scanJob(w.queryRow(qCancel, w.now, p.JobID)); err != nil {
 			return err
 		}
-		w.transition(j, old.State, jobs.Cancelled)
+		w.transition(j, old.State, jobs.Cancelled, nil)
 		return nil
 	})
 	return j, err
@@ -251,11 +207,12 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 
 // Retry implements jobs.Store.
 func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error) {
-	if p.Priority != nil && (*p.Priority < 0 || *p.Priority > 100) {
-		return jobs.Job{}, fmt.Errorf("sqlitestore: retry: %w: priority %d outside 0-100", jobs.ErrInvalid, *p.Priority)
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("sqlitestore: retry: %w", err)
 	}
 	var j jobs.Job
-	err := s.write(ctx, "retry", func(w *wtx) error {
+	err = s.write(ctx, "retry", func(w *wtx) error {
 		old, err := w.jobFor(p.JobID, p.OrgID, jobs.Superseded)
 		if err != nil {
 			return err
@@ -263,14 +220,14 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 		if _, err := w.exec(qSupersede, w.now, old.ID); err != nil {
 			return err
 		}
-		w.transition(old, old.State, jobs.Superseded)
+		id := jobs.NewID()
+		w.transition(old, old.State, jobs.Superseded, jobs.TransitionData{SupersededBy: id}.JSON())
 		prio := old.Priority
 		if p.Priority != nil {
 			prio = *p.Priority
 		}
-		id, err := w.insertJob(old.PromptID, prio, old.MaxAttempts, old.ExecutionOptions, old.ID, old.DependsOn,
-			old.OrgID, old.CreatedBy, w.now)
-		if err != nil {
+		if err := w.insertJob(id, old.PromptID, prio, old.MaxAttempts, old.ExecutionOptions, old.ID, old.DependsOn,
+			old.OrgID, old.CreatedBy, w.now); err != nil {
 			return err
 		}
 		j, err = scanJob(w.queryRow(qJobForUpdate, id, ""))
@@ -279,67 +236,91 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 	return j, err
 }
 
-// Default reclaim thresholds (seed §5).
-const (
-	defaultReclaimAfter = 5 * time.Minute
-	defaultStuckAfter   = 15 * time.Minute
-)
-
-// Reclaim implements jobs.Store. Zero thresholds mean the seed's defaults,
-// 5 and 15 minutes.
+// Reclaim implements jobs.Store: it reads the running jobs whose
+// heartbeat is older than the cutoff and applies ReclaimParams.Decide's
+// decision to each through the finishing write, conditioned on the lost
+// worker's claim.
 func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaimed, error) {
-	reclaimAfter := p.ReclaimAfter
-	if reclaimAfter <= 0 {
-		reclaimAfter = defaultReclaimAfter
-	}
-	stuckAfter := p.StuckAfter
-	if stuckAfter <= 0 {
-		stuckAfter = defaultStuckAfter
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Reclaimed{}, fmt.Errorf("sqlitestore: reclaim: %w", err)
 	}
 	var out jobs.Reclaimed
-	err := s.write(ctx, "reclaim", func(w *wtx) error {
-		heartbeatCut := w.now - reclaimAfter.Microseconds()
-		startedCut := w.now - stuckAfter.Microseconds()
-		rows, err := w.query(qReclaimRequeue, w.now, heartbeatCut, startedCut)
+	err = s.write(ctx, "reclaim", func(w *wtx) error {
+		out = jobs.Reclaimed{}
+		now := fromMicros(w.now)
+		rows, err := w.query(qExpired, p.HeartbeatCutoff(now).UnixMicro())
 		if err != nil {
 			return err
 		}
-		requeued, err := scanJobs(rows)
+		expired, err := scanJobs(rows)
 		if err != nil {
 			return err
 		}
-		if rows, err = w.query(qReclaimFail, w.now, heartbeatCut); err != nil {
-			return err
-		}
-		failed, err := scanJobs(rows)
-		if err != nil {
-			return err
-		}
-		for _, j := range requeued {
-			w.transition(j, jobs.Running, jobs.Queued)
-			out.Requeued = append(out.Requeued, j.ID)
-		}
-		for _, j := range failed {
-			w.transition(j, jobs.Running, jobs.Failed)
-			out.Failed = append(out.Failed, j.ID)
+		for _, j := range expired {
+			d := p.Decide(j, now)
+			if _, err := w.finish(finish.Reclaim(j, d)); err != nil {
+				return err
+			}
+			if d.To == jobs.Queued {
+				out.Requeued = append(out.Requeued, j.ID)
+			} else {
+				out.Failed = append(out.Failed, j.ID)
+			}
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return jobs.Reclaimed{}, err
+	}
+	return out, nil
 }
 
-// finishRunning runs a finalizing UPDATE … RETURNING on a job running
-// under the caller's claim and records its transition; no row means the
-// claim was lost, and nothing changed.
-func (w *wtx) finishRunning(to jobs.State, q string, args ...any) (jobs.Job, error) {
-	j, err := scanJob(w.queryRow(q, args...))
+// finish applies f to a job running under f.Worker and records its
+// event; a job not running under that worker (an unknown one included) is
+// jobs.ErrNotClaimed, and nothing changes.
+func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
+	var promptID, orgID string
+	if !f.Transition() || f.To == jobs.Succeeded {
+		// The attempt's event and the response need the prompt.
+		err := w.queryRow(qClaimedPrompt, f.JobID, f.Worker).Scan(&promptID, &orgID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return jobs.Job{}, jobs.ErrNotClaimed
+		}
+		if err != nil {
+			return jobs.Job{}, err
+		}
+	}
+	if !f.Transition() {
+		w.events = append(w.events, jobEvent{jobID: f.JobID, promptID: promptID, orgID: orgID,
+			typ: jobs.EventAttempt, data: f.Data})
+		return jobs.Job{}, nil
+	}
+	var responseID, available any
+	if f.To == jobs.Succeeded {
+		responseID = jobs.ResponseID(promptID, f.JobID)
+	}
+	if f.To == jobs.Queued {
+		available = w.now
+		if !f.AvailableAt.IsZero() {
+			available = f.AvailableAt.UnixMicro()
+		}
+	}
+	j, err := scanJob(w.queryRow(qFinish, string(f.To), f.Attempts, available, string(f.Kind), f.Message,
+		responseID, w.now, f.JobID, f.Worker))
 	if errors.Is(err, sql.ErrNoRows) {
-		return j, jobs.ErrNotClaimed
+		return jobs.Job{}, jobs.ErrNotClaimed
 	}
 	if err != nil {
-		return j, err
+		return jobs.Job{}, err
 	}
-	w.transition(j, jobs.Running, to)
+	if f.To == jobs.Succeeded {
+		if _, err := w.exec(qInsertResponse, responseID, promptID, f.JobID, f.Output, nullBytes(f.Parsed),
+			f.Model, string(f.Usage), w.now); err != nil {
+			return jobs.Job{}, fmt.Errorf("insert response: %w", err)
+		}
+	}
+	w.transition(j, jobs.Running, f.To, f.Data)
 	return j, nil
 }
 

@@ -3,16 +3,14 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/listing"
 )
 
 // Reads run on the reader pool unless noted. An empty org ID matches every
@@ -34,9 +32,22 @@ const (
 	qCountsOrg = `SELECT state, count(*) FROM jobs WHERE org_id = ? GROUP BY state`
 	// The metrics window: jobs whose outcome stands (a superseded job's
 	// outcome was replaced by its retry, which is counted instead).
-	qWindow = `SELECT finished_at - created_at, state, error_kind FROM jobs
+	qWindow = `SELECT org_id, finished_at - created_at, state, error_kind FROM jobs
 		WHERE finished_at IS NOT NULL AND finished_at >= ?1 AND (?2 = '' OR org_id = ?2)
-			AND state IN ('succeeded', 'failed', 'cancelled')`
+			AND state IN ('succeeded', 'failed', 'cancelled')
+		ORDER BY org_id`
+	// A prompt's ancestors, nearest first, up to ?3 steps and no further
+	// than the first one missing (archived); the prompt itself is depth 0,
+	// so no row at all means the prompt is unknown. Each with the output
+	// of its latest succeeded job, NULL when it has none.
+	qThread = `WITH RECURSIVE thread (id, parent_id, text, depth) AS (
+			SELECT id, parent_id, text, 0 FROM prompts WHERE id = ?1 AND (?2 = '' OR org_id = ?2)
+			UNION ALL
+			SELECT p.id, p.parent_id, p.text, t.depth + 1 FROM thread t JOIN prompts p ON p.id = t.parent_id
+			WHERE t.depth < ?3)
+		SELECT id, text, depth, (SELECT r.output FROM jobs j JOIN responses r ON r.id = j.response_id
+			WHERE j.prompt_id = thread.id AND j.state = 'succeeded' ORDER BY j.created_at DESC, j.id DESC LIMIT 1)
+		FROM thread ORDER BY depth DESC`
 )
 
 // ChangesSince and Archive run on the writer.
@@ -119,11 +130,7 @@ func (s *Store) PromptJobs(ctx context.Context, orgID, promptID string) ([]jobs.
 	if _, err := s.GetPrompt(ctx, orgID, promptID); err != nil {
 		return nil, fmt.Errorf("sqlitestore: prompt jobs: %w", notFound(err))
 	}
-	rows, err := s.readQuery(ctx, qPromptJobs, promptID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: prompt jobs: %w", err)
-	}
-	out, err := scanJobs(rows)
+	out, err := s.readJobs(ctx, qPromptJobs, promptID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: prompt jobs: %w", err)
 	}
@@ -170,94 +177,6 @@ func scanEvents(rows *sql.Rows) ([]jobs.Event, error) {
 	return out, rows.Err()
 }
 
-// Listing limits.
-const (
-	defaultListLimit = 50
-	maxListLimit     = 1000
-)
-
-// encodeCursor makes ListJobs' opaque Next from the last job's keyset
-// position.
-func encodeCursor(j jobs.Job) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(j.CreatedAt.UnixMicro(), 10) + "," + j.ID))
-}
-
-func decodeCursor(c string) (int64, string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: bad cursor", jobs.ErrInvalid)
-	}
-	at, id, ok := strings.Cut(string(b), ",")
-	if !ok || id == "" {
-		return 0, "", fmt.Errorf("%w: bad cursor", jobs.ErrInvalid)
-	}
-	micros, err := strconv.ParseInt(at, 10, 64)
-	if err != nil {
-		return 0, "", fmt.Errorf("%w: bad cursor", jobs.ErrInvalid)
-	}
-	return micros, id, nil
-}
-
-// ListJobs implements jobs.Store: newest first, keyset pagination on
-// (created_at, id), which an insert can never shift (it only adds rows at
-// one position in the order).
-func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	limit = min(limit, maxListLimit)
-	var (
-		where []string
-		args  []any
-	)
-	if p.OrgID != "" {
-		where, args = append(where, "org_id = ?"), append(args, p.OrgID)
-	}
-	if p.CreatedBy != "" {
-		where, args = append(where, "created_by = ?"), append(args, p.CreatedBy)
-	}
-	if p.State != "" {
-		where, args = append(where, "state = ?"), append(args, string(p.State))
-	}
-	if !p.Since.IsZero() {
-		where, args = append(where, "created_at >= ?"), append(args, p.Since.UnixMicro())
-	}
-	if p.After != "" {
-		at, id, err := decodeCursor(p.After)
-		if err != nil {
-			return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
-		}
-		where, args = append(where, "(created_at, id) < (?, ?)"), append(args, at, id)
-	}
-	q := `SELECT ` + jobCols + ` FROM jobs`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	// One row more than asked tells whether there is a next page. The
-	// query text depends only on which filters are set, so the statement
-	// cache stays small.
-	q += ` ORDER BY created_at DESC, id DESC LIMIT ?`
-	args = append(args, limit+1)
-	rows, err := s.readQuery(ctx, q, args...)
-	if err != nil {
-		return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
-	}
-	list, err := scanJobs(rows)
-	if err != nil {
-		return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
-	}
-	var page jobs.JobPage
-	if len(list) > limit {
-		list = list[:limit]
-		page.Next = encodeCursor(list[limit-1])
-	}
-	page.Jobs = list
-	return page, nil
-}
-
-const defaultChangesLimit = 500
-
 // ChangesSince implements jobs.Store. It runs inside BEGIN IMMEDIATE on
 // the writer: while it holds the lock no write is in flight, so every
 // change stamped at or before its clock reading T has committed and every
@@ -269,22 +188,22 @@ const defaultChangesLimit = 500
 // timestamp (AsOf is a time, so a page cannot end in the middle of one) and
 // AsOf is that timestamp.
 func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Changes, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultChangesLimit
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Changes{}, fmt.Errorf("sqlitestore: changes since: %w", err)
 	}
 	since := int64(math.MinInt64)
 	if !p.Since.IsZero() {
 		since = p.Since.UnixMicro()
 	}
 	var out jobs.Changes
-	err := s.write(ctx, "changes since", func(w *wtx) error {
+	err = s.write(ctx, "changes since", func(w *wtx) error {
 		var rows *sql.Rows
 		var err error
 		if p.OrgID == "" {
-			rows, err = w.query(qChanges, since, limit)
+			rows, err = w.query(qChanges, since, p.Limit)
 		} else {
-			rows, err = w.query(qChangesOrg, since, limit, p.OrgID)
+			rows, err = w.query(qChangesOrg, since, p.Limit, p.OrgID)
 		}
 		if err != nil {
 			return err
@@ -293,7 +212,7 @@ func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Ch
 			return err
 		}
 		asOf := w.now - 1
-		if len(out.Jobs) == limit {
+		if len(out.Jobs) == p.Limit {
 			last := out.Jobs[len(out.Jobs)-1]
 			u := last.UpdatedAt.UnixMicro()
 			if rows, err = w.query(qChangesTie, u, last.ID, p.OrgID); err != nil {
@@ -320,16 +239,15 @@ func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Ch
 // at its end, so the committed events are always a prefix of the sequence
 // and a snapshot never lacks one below its highest Seq.
 func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Event, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultChangesLimit
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: events after: %w", err)
 	}
 	var rows *sql.Rows
-	var err error
 	if p.OrgID == "" {
-		rows, err = s.readQuery(ctx, qEventsAfter, p.After, limit)
+		rows, err = s.readQuery(ctx, qEventsAfter, p.After, p.Limit)
 	} else {
-		rows, err = s.readQuery(ctx, qEventsAfterOrg, p.OrgID, p.After, limit)
+		rows, err = s.readQuery(ctx, qEventsAfterOrg, p.OrgID, p.After, p.Limit)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: events after: %w", err)
@@ -343,12 +261,21 @@ func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Ev
 
 // Metrics implements jobs.Store. The window holds jobs that finished at or
 // after Since and whose outcome stands (succeeded, failed, cancelled);
-// latency percentiles use the nearest-rank method.
+// latency percentiles use the nearest-rank method, like PostgreSQL's
+// percentile_disc.
 func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics, error) {
-	m := jobs.Metrics{Counts: make(map[jobs.State]int, len(jobs.States)), ErrorRate: map[jobs.ErrorKind]float64{}}
-	for _, st := range jobs.States {
-		m.Counts[st] = 0
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
 	}
+	m := jobs.NewMetrics()
+	if err := s.metrics(ctx, p, &m); err != nil {
+		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+	}
+	return m, nil
+}
+
+func (s *Store) metrics(ctx context.Context, p jobs.MetricsParams, m *jobs.Metrics) error {
 	var rows *sql.Rows
 	var err error
 	if p.OrgID == "" {
@@ -357,20 +284,17 @@ func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics
 		rows, err = s.readQuery(ctx, qCountsOrg, p.OrgID)
 	}
 	if err != nil {
-		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+		return err
 	}
-	for rows.Next() {
+	err = eachRow(rows, func() error {
 		var st string
 		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			rows.Close()
-			return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
-		}
+		err := rows.Scan(&st, &n)
 		m.Counts[jobs.State(st)] = n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 
 	since := int64(math.MinInt64)
@@ -378,50 +302,121 @@ func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics
 		since = p.Since.UnixMicro()
 	}
 	if rows, err = s.readQuery(ctx, qWindow, since, p.OrgID); err != nil {
-		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+		return err
 	}
-	defer rows.Close()
-	var lat []int64
-	failed := map[jobs.ErrorKind]int{}
-	for rows.Next() {
-		var d int64
-		var st, kind string
-		if err := rows.Scan(&d, &st, &kind); err != nil {
-			return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
+	// Latencies in µs: all of the window's, and the current org's (the
+	// rows come ordered by org).
+	var all, org []int64
+	orgID := ""
+	flush := func() {
+		if len(org) > 0 && p.ByOrg {
+			m.Orgs = append(m.Orgs, orgLatency(orgID, org))
 		}
-		lat = append(lat, d)
+		org = org[:0]
+	}
+	failed := map[jobs.ErrorKind]int{}
+	err = eachRow(rows, func() error {
+		var id, st, kind string
+		var d int64
+		if err := rows.Scan(&id, &d, &st, &kind); err != nil {
+			return err
+		}
+		if id != orgID {
+			flush()
+			orgID = id
+		}
+		all, org = append(all, d), append(org, d)
 		if jobs.State(st) == jobs.Failed {
 			failed[jobs.ErrorKind(kind)]++
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	if err := rows.Err(); err != nil {
-		return jobs.Metrics{}, fmt.Errorf("sqlitestore: metrics: %w", err)
-	}
-	m.Finished = len(lat)
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		m.LatencyP50 = percentile(lat, 0.50)
-		m.LatencyP95 = percentile(lat, 0.95)
-		m.LatencyP99 = percentile(lat, 0.99)
+	flush()
+	m.Finished = len(all)
+	if len(all) > 0 {
+		slices.Sort(all)
+		m.LatencyP50 = percentile(all, 0.50)
+		m.LatencyP95 = percentile(all, 0.95)
+		m.LatencyP99 = percentile(all, 0.99)
 		for k, n := range failed {
-			m.ErrorRate[k] = float64(n) / float64(len(lat))
+			m.ErrorRate[k] = float64(n) / float64(len(all))
 		}
 	}
-	return m, nil
+	return nil
 }
 
-// percentile is the nearest-rank percentile of sorted microsecond values.
+// orgLatency summarizes one org's latencies (µs, in any order): the
+// average in whole microseconds, rounded down, and the p95.
+func orgLatency(orgID string, lat []int64) jobs.OrgLatency {
+	slices.Sort(lat)
+	var sum int64
+	for _, d := range lat {
+		sum += d
+	}
+	return jobs.OrgLatency{OrgID: orgID, Finished: len(lat),
+		LatencyAverage: time.Duration(sum/int64(len(lat))) * time.Microsecond, LatencyP95: percentile(lat, 0.95)}
+}
+
+// percentile is the nearest-rank percentile of sorted microsecond values:
+// the ⌈p·n⌉-th smallest, as percentile_disc computes it.
 func percentile(sorted []int64, p float64) time.Duration {
 	i := int(math.Ceil(p*float64(len(sorted)))) - 1
 	i = max(0, min(i, len(sorted)-1))
 	return time.Duration(sorted[i]) * time.Microsecond
 }
 
-// archiveChunk bounds the jobs deleted per transaction.
-const archiveChunk = 500
+// eachRow calls scan for every row of rows and closes it.
+func eachRow(rows *sql.Rows, scan func() error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
 
-// Archive implements jobs.Store. It deletes in transactions of up to 500
-// jobs, so archiving a large backlog never blocks writers for long; each
+// Thread implements jobs.Store with one recursive query (qThread).
+func (s *Store) Thread(ctx context.Context, p jobs.ThreadParams) ([]jobs.Turn, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: thread: %w", err)
+	}
+	rows, err := s.readQuery(ctx, qThread, p.PromptID, p.OrgID, p.Depth)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: thread: %w", err)
+	}
+	var turns []jobs.Turn
+	found := false
+	err = eachRow(rows, func() error {
+		var t jobs.Turn
+		var depth int
+		var answer sql.NullString
+		if err := rows.Scan(&t.PromptID, &t.Text, &depth, &answer); err != nil {
+			return err
+		}
+		found = true
+		if depth > 0 {
+			t.Answer, t.Answered = answer.String, answer.Valid
+			turns = append(turns, t)
+		}
+		return nil
+	})
+	if err == nil && !found {
+		err = jobs.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: thread: %w", err)
+	}
+	return turns, nil
+}
+
+// Archive implements jobs.Store. It deletes in transactions of up to
+// jobs.ArchiveBatch jobs, so archiving a large backlog never blocks
+// writers for long; each
 // transaction is complete (jobs with their events, responses and orphaned
 // prompts), so an error leaves a consistent, partly archived database and
 // the returned count of jobs already deleted.
@@ -430,7 +425,7 @@ func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 	for {
 		n := 0
 		err := s.write(ctx, "archive", func(w *wtx) error {
-			rows, err := w.query(qArchivable, before.UnixMicro(), archiveChunk)
+			rows, err := w.query(qArchivable, before.UnixMicro(), jobs.ArchiveBatch)
 			if err != nil {
 				return err
 			}
@@ -468,8 +463,23 @@ func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		if n < archiveChunk {
+		if n < jobs.ArchiveBatch {
 			return total, nil
 		}
 	}
+}
+
+// listDialect is how listing.Query writes for SQLite.
+var listDialect = listing.Dialect{
+	Placeholder: func(int) string { return "?" },
+	Time:        func(t time.Time) any { return t.UnixMicro() },
+}
+
+// ListJobs implements jobs.Store (listing.List).
+func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, error) {
+	page, err := listing.List(ctx, p, listDialect, jobCols, s.readJobs)
+	if err != nil {
+		return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
+	}
+	return page, nil
 }

@@ -20,18 +20,20 @@
 // # Group commit
 //
 // The per-job writes (Enqueue, Claim, Heartbeat, Succeed, Requeue, Fail,
-// AppendAttempt) go through a committer goroutine the Store owns: calls
-// that arrive while a write is in progress run together in the next
+// AppendAttempt) go through a group committer (jobs/internal/groupcommit):
+// calls that arrive while a write is in progress run together in the next
 // transaction, each inside its own SAVEPOINT, so one commit serves many
 // callers and a call that fails is rolled back alone. Each caller still
 // gets its own result or error, and an error means nothing of that call
-// was stored. Rarer writes (EnqueueBatch, Cancel, Retry, Reclaim, Archive)
-// and ChangesSince run their own transactions.
+// was stored; a call whose context ends while it waits is not run, and
+// calls after Close fail. Rarer writes (EnqueueBatch, Cancel, Retry,
+// Reclaim, Archive) and ChangesSince run their own transactions.
 //
 // # Notifications
 //
-// Notify is an in-process broadcast: it fires on this Store's enqueues and
-// transitions. Other processes sharing the file are not notified; they poll.
+// Notify wakes on this Store's enqueues and transitions, and (polling
+// PRAGMA data_version, see watch) on commits by other processes sharing
+// the file.
 package sqlitestore
 
 import (
@@ -51,6 +53,8 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
+	"github.com/promptkit/promptkit/jobs/internal/notify"
 )
 
 var _ jobs.Store = (*Store)(nil)
@@ -58,8 +62,9 @@ var _ jobs.Store = (*Store)(nil)
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// errClosed is returned by calls made after Close.
-var errClosed = errors.New("sqlitestore: store is closed")
+// migrationFS holds the migrations at its root, where goose reads them
+// (fs.Sub fails only on an invalid path).
+var migrationFS, _ = fs.Sub(migrationFiles, "migrations")
 
 // busyTimeout is how long a writer waits for another process's write lock
 // before giving up with SQLITE_BUSY.
@@ -82,20 +87,16 @@ type Store struct {
 	rmu    sync.Mutex
 	rstmts map[string]*sql.Stmt // reader statements, prepared on first use
 
-	calls         chan *call // to the group committer
-	closing       chan struct{}
-	committerDone chan struct{}
-	closeOnce     sync.Once
-	closeErr      error
+	writes *groupcommit.Group[*call]
+	notify *notify.Hub
 
-	subMu      sync.Mutex
-	subs       map[*subscriber]struct{}
-	subsClosed bool
-
-	// The watcher notices commits by other processes (see watch); it
-	// starts with the first Notify.
-	watchOnce sync.Once
+	// The watcher notices commits by other processes (see watch); the hub
+	// starts it with the first Notify.
+	stopWatch chan struct{}
 	watchDone chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // watchInterval is how often the watcher asks SQLite whether another
@@ -157,11 +158,7 @@ func openReader(path string) (*sql.DB, error) {
 
 // migrate applies the embedded migrations on db.
 func migrate(ctx context.Context, db *sql.DB) error {
-	sub, err := fs.Sub(migrationFiles, "migrations")
-	if err != nil {
-		return err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return err
 	}
@@ -185,10 +182,9 @@ func Migrate(ctx context.Context, path string) error {
 	return nil
 }
 
-// Open opens (creating if needed) the database file at path, applies the
-// migrations and starts the group-commit goroutine. Close the Store when
-// done. path must be a file: an in-memory database would be a different
-// database on each connection.
+// Open opens (creating if needed) the database file at path and applies
+// the migrations. Close the Store when done. path must be a file: an
+// in-memory database would be a different database on each connection.
 func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
 		return nil, fmt.Errorf("sqlitestore: open: %w: need a file path, not %q", jobs.ErrInvalid, path)
@@ -207,20 +203,19 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	}
 	s := &Store{
-		writer:        writer,
-		reader:        reader,
-		now:           opts.Now,
-		wstmts:        make(map[string]*sql.Stmt, len(writerQueries)),
-		rstmts:        make(map[string]*sql.Stmt),
-		calls:         make(chan *call),
-		closing:       make(chan struct{}),
-		committerDone: make(chan struct{}),
-		subs:          make(map[*subscriber]struct{}),
-		watchDone:     make(chan struct{}),
+		writer:    writer,
+		reader:    reader,
+		now:       opts.Now,
+		wstmts:    make(map[string]*sql.Stmt, len(writerQueries)),
+		rstmts:    make(map[string]*sql.Stmt),
+		stopWatch: make(chan struct{}),
+		watchDone: make(chan struct{}),
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.writes = groupcommit.New(maxGroup, nil, s.commitGroup)
+	s.notify = notify.New(func() { go s.watch() })
 	for _, q := range writerQueries {
 		st, err := writer.PrepareContext(ctx, q)
 		if err != nil {
@@ -230,20 +225,19 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 		}
 		s.wstmts[q] = st
 	}
-	go s.commitLoop()
 	return s, nil
 }
 
-// Close stops the group-commit goroutine (after it finishes the batch in
-// hand), closes every Notify channel and the database connections. Calling
-// it again returns the first result.
+// Close waits for the group commit in hand (calls still waiting fail),
+// closes every Notify channel, stops the watcher and closes the database
+// connections. Calling it again returns the first result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		close(s.closing)
-		<-s.committerDone
-		s.watchOnce.Do(func() { close(s.watchDone) }) // never started
-		<-s.watchDone
-		s.closeSubscribers()
+		s.writes.Close()
+		if s.notify.Close() {
+			close(s.stopWatch)
+			<-s.watchDone
+		}
 		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
 	})
 	return s.closeErr
@@ -287,6 +281,15 @@ func (s *Store) readQuery(ctx context.Context, q string, args ...any) (*sql.Rows
 		return nil, err
 	}
 	return st.QueryContext(ctx, args...)
+}
+
+// readJobs runs a read returning jobCols rows on the reader pool.
+func (s *Store) readJobs(ctx context.Context, q string, args ...any) ([]jobs.Job, error) {
+	rows, err := s.readQuery(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanJobs(rows)
 }
 
 // readRow runs a single-row read on the reader pool.
@@ -336,13 +339,21 @@ type jobEvent struct {
 	data                   []byte
 }
 
-// write runs fn in a BEGIN IMMEDIATE transaction, then appends the events
-// fn recorded, commits, and notifies subscribers if there were any.
-// Errors are wrapped as "sqlitestore: <op>: …".
+// write runs fn in a transaction of its own (see tx); errors read
+// "sqlitestore: <op>: …".
 func (s *Store) write(ctx context.Context, op string, fn func(w *wtx) error) error {
+	if err := s.tx(ctx, fn); err != nil {
+		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+	}
+	return nil
+}
+
+// tx runs fn in a BEGIN IMMEDIATE transaction, then appends the events fn
+// recorded, commits, and notifies subscribers if there were any.
+func (s *Store) tx(ctx context.Context, fn func(w *wtx) error) error {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: %s: begin: %w", op, err)
+		return fmt.Errorf("begin: %w", err)
 	}
 	w := &wtx{ctx: ctx, tx: tx, s: s, now: s.nowMicros()}
 	// Time never goes back for the store: not below a committed updated_at
@@ -353,13 +364,13 @@ func (s *Store) write(ctx context.Context, op string, fn func(w *wtx) error) err
 	var last sql.NullInt64
 	if err := w.queryRow(qLastUpdate).Scan(&last); err != nil {
 		_ = tx.Rollback()
-		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+		return err
 	}
 	w.now = max(w.now, last.Int64, s.floor.Load())
 	s.floor.Store(w.now) // only transactions write it, one at a time
 	if err := fn(w); err != nil {
 		_ = tx.Rollback()
-		return fmt.Errorf("sqlitestore: %s: %w", op, err)
+		return err
 	}
 	// Events last, so the sequence numbers are taken at the end of the
 	// transaction (see the jobs package doc on event ordering).
@@ -367,14 +378,14 @@ func (s *Store) write(ctx context.Context, op string, fn func(w *wtx) error) err
 		if _, err := w.exec(qInsertEvent, e.jobID, e.promptID, e.orgID, string(e.typ),
 			string(e.from), string(e.to), nullBytes(e.data), w.now); err != nil {
 			_ = tx.Rollback()
-			return fmt.Errorf("sqlitestore: %s: insert event: %w", op, err)
+			return fmt.Errorf("insert event: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlitestore: %s: commit: %w", op, err)
+		return fmt.Errorf("commit: %w", err)
 	}
 	if len(w.events) > 0 {
-		s.broadcast()
+		s.notify.Broadcast()
 	}
 	return nil
 }
@@ -400,68 +411,15 @@ func (w *wtx) queryRow(q string, args ...any) *sql.Row {
 	return w.stmt(q).QueryRowContext(w.ctx, args...)
 }
 
-// transition records a state change of j.
-func (w *wtx) transition(j jobs.Job, from, to jobs.State) {
+// transition records a state change of j, with its data (see
+// jobs.TransitionData).
+func (w *wtx) transition(j jobs.Job, from, to jobs.State, data []byte) {
 	w.events = append(w.events, jobEvent{jobID: j.ID, promptID: j.PromptID, orgID: j.OrgID,
-		typ: jobs.EventTransition, from: from, to: to})
+		typ: jobs.EventTransition, from: from, to: to, data: data})
 }
 
-// subscriber is one Notify channel.
-type subscriber struct {
-	ch   chan struct{}
-	stop func() bool // stops the context.AfterFunc
-}
-
-// Notify implements jobs.Store. The channel has a buffer of one, so
-// notifications coalesce while the consumer is busy.
-func (s *Store) Notify(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	if s.subsClosed {
-		close(ch)
-		return ch
-	}
-	sub := &subscriber{ch: ch}
-	s.subs[sub] = struct{}{}
-	s.watchOnce.Do(func() { go s.watch() })
-	// AfterFunc instead of a goroutine per subscriber; it runs after we
-	// release subMu even if ctx is already done.
-	sub.stop = context.AfterFunc(ctx, func() { s.unsubscribe(sub) })
-	return ch
-}
-
-func (s *Store) unsubscribe(sub *subscriber) {
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	if _, ok := s.subs[sub]; ok {
-		delete(s.subs, sub)
-		close(sub.ch)
-	}
-}
-
-func (s *Store) closeSubscribers() {
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	s.subsClosed = true
-	for sub := range s.subs {
-		sub.stop()
-		delete(s.subs, sub)
-		close(sub.ch)
-	}
-}
-
-// broadcast wakes every subscriber without blocking.
-func (s *Store) broadcast() {
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	for sub := range s.subs {
-		select {
-		case sub.ch <- struct{}{}:
-		default:
-		}
-	}
-}
+// Notify implements jobs.Store.
+func (s *Store) Notify(ctx context.Context) <-chan struct{} { return s.notify.Subscribe(ctx) }
 
 // Time and NULL helpers. Times are stored as unix microseconds UTC.
 
@@ -577,7 +535,7 @@ func (s *Store) watch() {
 	for first := true; ; first = false {
 		if !first {
 			select {
-			case <-s.closing:
+			case <-s.stopWatch:
 				return
 			case <-t.C:
 			}
@@ -589,7 +547,7 @@ func (s *Store) watch() {
 		// The first reading wakes too: a commit may have landed between
 		// the subscription and this baseline.
 		if v != last {
-			s.broadcast()
+			s.notify.Broadcast()
 		}
 		last = v
 	}

@@ -9,36 +9,22 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/jobstest"
 	"github.com/promptkit/promptkit/jobs/sqlitestore"
 )
 
-// harness opens each test's store on its own file in a temporary
+// harness gives each suite test a database file in its own temporary
 // directory; the DSN is the file path.
 var harness = jobstest.Harness{
-	Open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
-		path := filepath.Join(t.TempDir(), "jobs.db")
-		s, err := sqlitestore.Open(context.Background(), path, opts)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		return s, path
-	},
-	Reopen: func(dsn string, opts jobs.Options) (jobs.Store, error) {
-		return sqlitestore.Open(context.Background(), dsn, opts)
-	},
+	NewDatabase: func(t *testing.T) string { return filepath.Join(t.TempDir(), "jobs.db") },
+	Open:        jobstest.Opener(sqlitestore.Open),
 }
 
 // TestMain runs the suite's child claimer when re-executed by it, and
 // otherwise the tests under a goroutine-leak check, which proves Close
-// stops the group committer and every Notify watcher.
-func TestMain(m *testing.M) {
-	jobstest.RunChildIfRequested(harness)
-	goleak.VerifyTestMain(m)
-}
+// stops the watcher of other processes' commits.
+func TestMain(m *testing.M) { jobstest.Main(m, harness) }
 
 func TestConformance(t *testing.T) {
 	jobstest.Run(t, harness)

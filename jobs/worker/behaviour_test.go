@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
@@ -98,7 +99,7 @@ func TestChains(t *testing.T) {
 				if p := f.job(parent.JobID); p.State != want {
 					t.Fatalf("parent is %s, want %s", p.State, want)
 				}
-				if c.State != jobs.Failed || !strings.Contains(c.ErrorMessage, parent.JobID) || !strings.Contains(c.ErrorMessage, string(want)) {
+				if c.State != jobs.Failed || c.ErrorKind != jobs.KindDependencyFailed || !strings.Contains(c.ErrorMessage, parent.JobID) || !strings.Contains(c.ErrorMessage, string(want)) {
 					t.Fatalf("child: state=%s kind=%q msg=%q; want failed naming %s and %s", c.State, c.ErrorKind, c.ErrorMessage, parent.JobID, want)
 				}
 				if c.ResponseID != "" || f.responses(child.JobID) != 0 {
@@ -108,6 +109,38 @@ func TestChains(t *testing.T) {
 					if text == "second" {
 						t.Fatal("the child was sent to the provider")
 					}
+				}
+			})
+		})
+	}
+	// A dependency that succeeded keeps counting after a retry superseded
+	// it, or after it was archived.
+	for _, how := range []string{"retried", "archived"} {
+		t.Run("parent succeeded, then "+how, func(t *testing.T) {
+			eachStore(t, func(t *testing.T, f *fixture) {
+				parent := f.enqueue(jobs.EnqueueParams{Text: "first"})
+				f.srv.Enqueue(providertest.Reply("parent done"), providertest.Reply("child done"))
+				f.runOnce(f.worker("w1"), 1)
+				child := f.enqueue(jobs.EnqueueParams{Text: "second", DependsOn: parent.JobID})
+				switch how {
+				case "retried":
+					if _, err := f.store.Retry(f.ctx, jobs.RetryParams{JobID: parent.JobID}); err != nil {
+						t.Fatal(err)
+					}
+				case "archived":
+					f.clock.Advance(time.Hour)
+					if n, err := f.store.Archive(f.ctx, f.clock.Now()); err != nil || n != 1 {
+						t.Fatalf("Archive = %d, %v", n, err)
+					}
+				}
+				// The retry, if any, waits behind the child (same
+				// priority, created later).
+				w := f.worker("w1")
+				for f.job(child.JobID).State == jobs.Queued {
+					f.runOnce(w, 1)
+				}
+				if c := f.job(child.JobID); c.State != jobs.Succeeded {
+					t.Fatalf("child: state=%s kind=%q msg=%q", c.State, c.ErrorKind, c.ErrorMessage)
 				}
 			})
 		})
@@ -274,10 +307,15 @@ func TestAttemptEvents(t *testing.T) {
 			t.Errorf("outcomes %q, %q", a1.Outcome, a2.Outcome)
 		}
 		r, err := f.store.GetResponse(f.ctx, "", j.ResponseID)
-		// Known is false here by the worker's choice: it marks a count known
-		// only when every dispatched attempt reported it, and the 503 did not.
-		if err != nil || r.Usage.TotalTokens != 10 || r.Usage.PromptTokens != 7 {
-			t.Fatalf("response usage = %+v, %v", r.Usage, err)
+		// A stored count is known when the provider reported it on at least
+		// one attempt of the run (the 503 reported none), and its value is
+		// the sum of what was reported; a count never reported is unknown.
+		want := promptkit.Usage{
+			TokenUsage: promptkit.TokenUsage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10},
+			Known:      promptkit.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true, ReasoningTokens: true},
+		}
+		if err != nil || r.Usage != want {
+			t.Fatalf("response usage = %+v, %v; want %+v", r.Usage, err, want)
 		}
 	})
 }

@@ -194,6 +194,17 @@ func (f *fixture) worker(name string, mod ...func(*worker.Config)) *worker.Worke
 	return w
 }
 
+// reclaimer returns a reclaimer on the fixture's store with the default
+// thresholds.
+func (f *fixture) reclaimer() *worker.Reclaimer {
+	f.t.Helper()
+	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: f.store, Logger: f.log})
+	if err != nil {
+		f.t.Fatalf("worker.NewReclaimer: %v", err)
+	}
+	return r
+}
+
 // start runs w.Run in the background; the returned stop cancels it and
 // waits for it to return (also done at cleanup).
 func (f *fixture) start(w *worker.Worker) (stop func()) {

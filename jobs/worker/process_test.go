@@ -120,7 +120,7 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		}
 
 		f.clock.Advance(5*time.Minute + time.Second)
-		got, err := (&worker.Reclaimer{Store: f.store}).Sweep(f.ctx)
+		got, err := f.reclaimer().Sweep(f.ctx)
 		if err != nil || len(got.Requeued) != 1 || got.Requeued[0] != e.JobID {
 			t.Fatalf("Sweep = %+v, %v", got, err)
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/promptkit/promptkit/providertest"
 )
 
-// The seed's five proofs (§7 test discipline), against both stores.
+// The five proofs of the job design (docs/service.md), against both stores.
 
 // Proof 1: queued → running → succeeded, with the response row and the
 // event log queued, running, attempt, succeeded.
@@ -152,7 +152,7 @@ func TestProofHeartbeatLossReclaimed(t *testing.T) {
 		if err != nil || len(claimed) != 1 || claimed[0].ID != e.JobID {
 			t.Fatalf("Claim = %v, %v", claimed, err)
 		}
-		r := &worker.Reclaimer{Store: f.store, Logger: f.log} // seed defaults: 5m, 15m
+		r := f.reclaimer() // default thresholds: 5m, 15m
 
 		f.clock.Advance(4 * time.Minute)
 		if got, err := r.Sweep(f.ctx); err != nil || len(got.Requeued)+len(got.Failed) != 0 {
@@ -204,7 +204,7 @@ func TestProofDoubleClaimOneFinalization(t *testing.T) {
 		f.arrivals(1)
 
 		f.clock.Advance(6 * time.Minute)
-		got, err := (&worker.Reclaimer{Store: f.store}).Sweep(f.ctx)
+		got, err := f.reclaimer().Sweep(f.ctx)
 		if err != nil || !slices.Equal(got.Requeued, []string{e.JobID}) {
 			t.Fatalf("Sweep = %+v, %v", got, err)
 		}

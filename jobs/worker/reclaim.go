@@ -2,58 +2,91 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
 )
 
-// Reclaimer periodically hands back jobs whose worker stopped
-// heart-beating (seed §8): to queued while attempts and time remain, else
-// to failed as stuck.
-type Reclaimer struct {
+// ReclaimerConfig configures a Reclaimer.
+type ReclaimerConfig struct {
+	// Store holds the jobs. Required.
 	Store jobs.Store
-	// Interval between sweeps. Defaults to 1 minute.
-	Interval time.Duration
 	// ReclaimAfter is the heartbeat age of a dead worker. Defaults to 5m.
 	ReclaimAfter time.Duration
-	// StuckAfter is the run time after which a dead worker's job fails.
-	// Defaults to 15m.
+	// StuckAfter is the run time after which a dead worker's job fails as
+	// stuck instead of going back to the queue. Defaults to 15m.
 	StuckAfter time.Duration
+	// Interval between sweeps. Defaults to a tenth of ReclaimAfter, so a
+	// dead worker's job is handed back within ReclaimAfter plus a tenth
+	// of it.
+	Interval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
 
-// Sweep runs one reclaim pass.
-func (r *Reclaimer) Sweep(ctx context.Context) (jobs.Reclaimed, error) {
-	return r.Store.Reclaim(ctx, jobs.ReclaimParams{ReclaimAfter: or(r.ReclaimAfter, 5*time.Minute), StuckAfter: or(r.StuckAfter, 15*time.Minute)})
+// Reclaimer hands back the jobs of workers that stopped heart-beating: to
+// queued while attempts and time remain, else to failed as stuck (see
+// jobs.ReclaimParams.Decide).
+type Reclaimer struct {
+	store    jobs.Store
+	params   jobs.ReclaimParams
+	interval time.Duration
+	log      *slog.Logger
 }
 
-// Run sweeps every Interval until ctx ends.
-func (r *Reclaimer) Run(ctx context.Context) {
-	log := r.Logger
-	if log == nil {
-		log = slog.Default()
+// NewReclaimer checks cfg, fills its defaults and returns a Reclaimer.
+func NewReclaimer(cfg ReclaimerConfig) (*Reclaimer, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("worker: ReclaimerConfig.Store is required")
 	}
-	t := time.NewTicker(or(r.Interval, time.Minute))
+	if cfg.Interval < 0 {
+		return nil, fmt.Errorf("worker: ReclaimerConfig.Interval %v is negative", cfg.Interval)
+	}
+	p, err := jobs.ReclaimParams{ReclaimAfter: cfg.ReclaimAfter, StuckAfter: cfg.StuckAfter}.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("worker: reclaimer: %w", err)
+	}
+	r := &Reclaimer{store: cfg.Store, params: p, interval: or(cfg.Interval, p.ReclaimAfter/10), log: cfg.Logger}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	return r, nil
+}
+
+// Interval returns the time between sweeps.
+func (r *Reclaimer) Interval() time.Duration { return r.interval }
+
+// Sweep runs one reclaim pass.
+func (r *Reclaimer) Sweep(ctx context.Context) (jobs.Reclaimed, error) {
+	return r.store.Reclaim(ctx, r.params)
+}
+
+// Run sweeps at once and then every Interval until ctx ends; it returns
+// nil then.
+func (r *Reclaimer) Run(ctx context.Context) error {
+	every(ctx, r.interval, func() {
+		if got, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("reclaim failed", "err", err)
+		} else if len(got.Requeued)+len(got.Failed) > 0 {
+			r.log.Info("reclaimed jobs of dead workers", "requeued", len(got.Requeued), "failed_stuck", len(got.Failed))
+		}
+	})
+	return nil
+}
+
+// every calls fn at once and then every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
-		if got, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("reclaim failed", "err", err)
-		} else if n := len(got.Requeued) + len(got.Failed); n > 0 {
-			log.Info("reclaimed jobs of dead workers", "requeued", len(got.Requeued), "failed_stuck", len(got.Failed))
-		}
+		fn()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
-}
-
-func or(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }

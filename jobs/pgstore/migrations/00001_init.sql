@@ -1,4 +1,4 @@
--- The job store's schema (SPEC §3). IDs are text: the domain's IDs are
+-- The job store's schema. IDs are text: the domain's IDs are
 -- strings (UUIDv7 made by the store, but callers may look up anything an
 -- HTTP path carries), and a malformed ID must be "not found", not a cast
 -- error. Times are timestamptz with microsecond precision; the store
@@ -32,7 +32,7 @@ CREATE TABLE jobs (
     -- transaction as its prompt (Enqueue) or by Retry from a job it holds
     -- locked, and Archive deletes a prompt only when no other job refers
     -- to it; the per-row check would run inside the serialized end of
-    -- every enqueue (see the package doc), a third of that statement's time.
+    -- every enqueue (see the package doc).
     prompt_id            text        NOT NULL,
     state                text        NOT NULL
         CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'superseded')),
@@ -95,8 +95,9 @@ CREATE TABLE responses (
     output            text        NOT NULL,
     parsed            json,
     model             text        NOT NULL DEFAULT '',
-    -- jobs.Usage as JSON: the counts and, under "known", which of them the
-    -- provider reported (unknown is not zero). Queryable as
+    -- pktype.Usage as JSON: the counts, null for one the provider did not
+    -- report (unknown is not zero; rows written before pktype.Usage keep
+    -- that in a "known" object, which it still reads). Queryable as
     -- (usage->>'total_tokens')::int.
     usage             json        NOT NULL DEFAULT '{}',
     created_at        timestamptz NOT NULL

@@ -4,9 +4,9 @@
 -- updated_at, finished_at), PostgreSQL had to write a new entry into every
 -- index of jobs on each of them. With no index on a changing column, and
 -- room on the page for the new row version (fillfactor), an update is a
--- heap-only tuple (HOT) update that touches no index: measured here, about
--- 8x cheaper per row, and these updates run in the store's serialized
--- section (see the package doc).
+-- heap-only tuple (HOT) update that touches no index, far cheaper per row;
+-- and these updates run in the store's serialized section (see the package
+-- doc).
 --
 -- So the queue and the running set move to two narrow side tables that
 -- mirror jobs.state (a job is in job_queue exactly when it is queued, in

@@ -3,11 +3,9 @@
 -- text column under any collation but C or POSIX (en_US.UTF-8, ICU, and
 -- C.UTF-8 before PostgreSQL 17) compares through the collation library:
 -- on every step of every index descent and every index insert.
--- COLLATE "C" is a memcmp: on an ICU en-US database,
--- bulk insert and work-off gained 11-14 %; on C.UTF-8 the gain is within
--- noise (BENCHMARKS.md, fourth PostgreSQL round). Byte order is also the
--- order SQLite's BINARY collation gives, so keyset pages break ties the
--- same way on both stores.
+-- COLLATE "C" is a memcmp, whatever collation the database has. Byte order
+-- is also the order SQLite's BINARY collation gives, so keyset pages break
+-- ties the same way on both stores.
 --
 -- Changing a column's collation rebuilds the indexes on it but does not
 -- rewrite the table. Columns compared with each other change together: two

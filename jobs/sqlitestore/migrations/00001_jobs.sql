@@ -1,4 +1,4 @@
--- The job service schema (SPEC §3). Times are INTEGER unix microseconds
+-- The job service schema. Times are INTEGER unix microseconds
 -- UTC (the same precision as PostgreSQL's timestamptz), NULL when unset.
 -- Every statement says IF NOT EXISTS: two processes opening a fresh file at
 -- once may both run this migration; SQLite's write lock serialises them and
@@ -98,7 +98,7 @@ CREATE TABLE IF NOT EXISTS responses (
     output     TEXT NOT NULL,
     parsed     TEXT, -- JSON
     model      TEXT NOT NULL DEFAULT '',
-    usage      TEXT NOT NULL DEFAULT '{}', -- JSON of jobs.Usage, with Known
+    usage      TEXT NOT NULL DEFAULT '{}', -- JSON of pktype.Usage (null: unknown)
     created_at INTEGER NOT NULL
 ) STRICT;
 

@@ -1,0 +1,89 @@
+// Package finish says what the job stores' finishing writes do to a job
+// running under a worker — Succeed, Requeue, Fail, AppendAttempt and
+// Reclaim's decisions — and what event records each, so that both stores
+// apply the same Write and only move rows.
+package finish
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// Write is one write to a job running under Worker. A store applies it
+// only while the job is running under Worker; otherwise it changes nothing
+// and the call gets jobs.ErrNotClaimed.
+type Write struct {
+	JobID  string
+	Worker string
+	// To is the state the job moves to: succeeded, queued or failed.
+	// Empty for an attempt, which only appends an event.
+	To jobs.State
+	// Attempts is added to the job's attempt count.
+	Attempts int
+	// AvailableAt is a requeued job's not-before time; zero means the
+	// transaction's time.
+	AvailableAt time.Time
+	// Kind and Message are the job's error_kind and error_message (empty
+	// clears them).
+	Kind    jobs.ErrorKind
+	Message string
+	// Data is the event's data: jobs.TransitionData for a transition, the
+	// caller's for an attempt.
+	Data json.RawMessage
+	// The response of a job that succeeded.
+	Output string
+	Parsed json.RawMessage
+	Model  string
+	Usage  json.RawMessage
+}
+
+// Transition reports whether w changes the job's state.
+func (w Write) Transition() bool { return w.To != "" }
+
+// Succeed is the write of a normalized SucceedParams.
+func Succeed(p jobs.SucceedParams) (Write, error) {
+	usage, err := json.Marshal(p.Usage)
+	if err != nil {
+		return Write{}, err
+	}
+	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded,
+		Data:   jobs.TransitionData{Worker: p.Worker}.JSON(),
+		Output: p.Output, Parsed: p.Parsed, Model: p.Model, Usage: usage}, nil
+}
+
+// Requeue is the write of a normalized RequeueParams: a hand-back spends
+// no attempt.
+func Requeue(p jobs.RequeueParams) Write {
+	w := Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Queued, Attempts: 1, AvailableAt: p.AvailableAt,
+		Kind: p.Kind, Message: p.Message,
+		Data: jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message, Handback: p.Handback}.JSON()}
+	if p.Handback {
+		w.Attempts = 0
+	}
+	return w
+}
+
+// Fail is the write of a normalized FailParams.
+func Fail(p jobs.FailParams) Write {
+	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Failed, Kind: p.Kind, Message: p.Message,
+		Data: jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message}.JSON()}
+}
+
+// Attempt is the write of a normalized AttemptParams.
+func Attempt(p jobs.AttemptParams) Write {
+	return Write{JobID: p.JobID, Worker: p.Worker, Data: p.Data}
+}
+
+// Reclaim is the write that applies d to j, a running job whose worker
+// was lost: it is conditioned on j's claim, and its event names the lost
+// worker. A requeued job spends an attempt and is available at once.
+func Reclaim(j jobs.Job, d jobs.ReclaimDecision) Write {
+	w := Write{JobID: j.ID, Worker: j.WorkerClaim, To: d.To, Kind: d.Kind, Message: d.Message,
+		Data: jobs.TransitionData{Worker: j.WorkerClaim, ErrorKind: d.Kind, ErrorMessage: d.Message}.JSON()}
+	if d.To == jobs.Queued {
+		w.Attempts = 1
+	}
+	return w
+}

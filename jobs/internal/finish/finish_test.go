@@ -1,0 +1,47 @@
+package finish
+
+import (
+	"testing"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// Attempts spent and event data, per write (the conformance suite checks
+// that both stores apply them).
+func TestWrites(t *testing.T) {
+	requeue := Requeue(jobs.RequeueParams{JobID: "j", Worker: "w", Kind: jobs.KindTimeout, Message: "slow"})
+	handback := Requeue(jobs.RequeueParams{JobID: "j", Worker: "w", Handback: true})
+	lost := jobs.Job{ID: "j", WorkerClaim: "dead", Attempt: 1, MaxAttempts: 3, StartedAt: time.Unix(0, 0)}
+	p, _ := jobs.ReclaimParams{}.Normalize()
+	back := Reclaim(lost, p.Decide(lost, time.Unix(600, 0)))
+	stuck := Reclaim(lost, p.Decide(lost, time.Unix(3600, 0)))
+	for _, c := range []struct {
+		name     string
+		w        Write
+		to       jobs.State
+		attempts int
+		data     jobs.TransitionData
+	}{
+		{"requeue", requeue, jobs.Queued, 1, jobs.TransitionData{Worker: "w", ErrorKind: jobs.KindTimeout, ErrorMessage: "slow"}},
+		{"hand-back", handback, jobs.Queued, 0, jobs.TransitionData{Worker: "w", Handback: true}},
+		{"fail", Fail(jobs.FailParams{JobID: "j", Worker: "w", Kind: jobs.KindAuth, Message: "no"}), jobs.Failed, 0,
+			jobs.TransitionData{Worker: "w", ErrorKind: jobs.KindAuth, ErrorMessage: "no"}},
+		{"reclaim requeue", back, jobs.Queued, 1, jobs.TransitionData{Worker: "dead", ErrorKind: jobs.KindWorkerCrash, ErrorMessage: back.Message}},
+		{"reclaim stuck", stuck, jobs.Failed, 0, jobs.TransitionData{Worker: "dead", ErrorKind: jobs.KindStuck, ErrorMessage: stuck.Message}},
+	} {
+		if c.w.To != c.to || c.w.Attempts != c.attempts || string(c.w.Data) != string(c.data.JSON()) || !c.w.Transition() {
+			t.Errorf("%s: to %s, attempts %d, data %s; want %s, %d, %s", c.name, c.w.To, c.w.Attempts, c.w.Data, c.to, c.attempts, c.data.JSON())
+		}
+	}
+	if back.Worker != "dead" || back.Message == "" || stuck.Message == back.Message {
+		t.Errorf("reclaim writes: %+v, %+v", back, stuck)
+	}
+	if a := Attempt(jobs.AttemptParams{JobID: "j", Worker: "w", Data: []byte(`{}`)}); a.Transition() || string(a.Data) != `{}` {
+		t.Errorf("attempt write: %+v", a)
+	}
+	s, err := Succeed(jobs.SucceedParams{JobID: "j", Worker: "w", Output: "ok"})
+	if err != nil || s.To != jobs.Succeeded || string(s.Data) != `{"worker":"w"}` || len(s.Usage) == 0 {
+		t.Errorf("succeed write: %+v, %v", s, err)
+	}
+}

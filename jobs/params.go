@@ -1,0 +1,355 @@
+package jobs
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/promptkit/promptkit/pktype"
+)
+
+// The rules every store applies to its parameters live here, once: the
+// stores call Normalize first and then only move rows. Each Normalize
+// fills the documented defaults and returns an error matching ErrInvalid
+// that names the parameter.
+
+// Defaults and bounds.
+const (
+	DefaultPriority    = 50
+	MinPriority        = 0
+	MaxPriority        = 100
+	DefaultMaxAttempts = 3
+	DefaultListLimit   = 50
+	MaxListLimit       = 1000
+	DefaultPageLimit   = 500 // ChangesSince and EventsAfter
+	// ArchiveBatch is how many jobs one Archive transaction examines, so
+	// archiving a large backlog never holds writers up for long.
+	ArchiveBatch = 1000
+	// DefaultReclaimAfter and DefaultStuckAfter are the reclaim
+	// thresholds.
+	DefaultReclaimAfter = defaultReclaim
+	DefaultStuckAfter   = defaultStuckAfter
+	// MaxErrorMessage bounds a stored error message, in bytes.
+	MaxErrorMessage = maxErrorMessage
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+func checkPriority(p int) error {
+	if p < MinPriority || p > MaxPriority {
+		return invalid("priority %d is outside %d–%d", p, MinPriority, MaxPriority)
+	}
+	return nil
+}
+
+// Normalize checks p and fills its defaults: priority 50, three attempts,
+// execution options {} (or the given ones, re-encoded compactly), and
+// AvailableAt at microsecond precision. Exactly one of Text (not blank) and
+// PromptRef must be set; Inputs go with PromptRef and must be a JSON
+// object; ExecutionOptions must parse (see ParseExecutionOptions).
+func (p EnqueueParams) Normalize() (EnqueueParams, error) {
+	switch {
+	case p.PromptRef == "" && strings.TrimSpace(p.Text) == "":
+		return p, invalid("set text or prompt_ref")
+	case p.PromptRef != "" && p.Text != "":
+		return p, invalid("set text or prompt_ref, not both")
+	case p.Text != "" && len(p.Inputs) > 0:
+		return p, invalid("inputs go with prompt_ref, not text")
+	}
+	if len(p.Inputs) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(p.Inputs, &obj); err != nil || obj == nil {
+			return p, invalid("inputs are not a JSON object")
+		}
+	}
+	prio := DefaultPriority
+	if p.Priority != nil {
+		prio = *p.Priority
+	}
+	if err := checkPriority(prio); err != nil {
+		return p, err
+	}
+	p.Priority = &prio
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.MaxAttempts < 1 {
+		return p, invalid("max_attempts %d is below 1", p.MaxAttempts)
+	}
+	opts, err := ParseExecutionOptions(p.ExecutionOptions)
+	if err != nil {
+		return p, err
+	}
+	p.ExecutionOptions = opts.JSON()
+	if !p.AvailableAt.IsZero() {
+		p.AvailableAt = p.AvailableAt.UTC().Truncate(time.Microsecond)
+	}
+	return p, nil
+}
+
+// Normalize checks p and fills its defaults: Limit 1, PriorityCeiling 100.
+func (p ClaimParams) Normalize() (ClaimParams, error) {
+	if p.Worker == "" {
+		return p, invalid("empty worker")
+	}
+	if p.Limit <= 0 {
+		p.Limit = 1
+	}
+	ceiling := MaxPriority
+	if p.PriorityCeiling != nil {
+		ceiling = *p.PriorityCeiling
+	}
+	if ceiling < MinPriority || ceiling > MaxPriority {
+		return p, invalid("priority ceiling %d is outside %d–%d", ceiling, MinPriority, MaxPriority)
+	}
+	p.PriorityCeiling = &ceiling
+	return p, nil
+}
+
+// Normalize checks p: a succeeded job's parsed output must be JSON.
+func (p SucceedParams) Normalize() (SucceedParams, error) {
+	if len(p.Parsed) > 0 && !json.Valid(p.Parsed) {
+		return p, invalid("parsed output is not JSON")
+	}
+	return p, nil
+}
+
+// Normalize redacts and bounds the message (see ErrorMessage).
+func (p RequeueParams) Normalize() (RequeueParams, error) {
+	if !p.AvailableAt.IsZero() {
+		p.AvailableAt = p.AvailableAt.UTC().Truncate(time.Microsecond)
+	}
+	p.Message = ErrorMessage(p.Message)
+	return p, nil
+}
+
+// Normalize stores an empty kind as unknown and redacts and bounds the
+// message (see ErrorMessage).
+func (p FailParams) Normalize() (FailParams, error) {
+	if p.Kind == KindNone {
+		p.Kind = KindUnknown
+	}
+	p.Message = ErrorMessage(p.Message)
+	return p, nil
+}
+
+// Normalize checks that an attempt's data is JSON.
+func (p AttemptParams) Normalize() (AttemptParams, error) {
+	if len(p.Data) > 0 && !json.Valid(p.Data) {
+		return p, invalid("attempt data is not JSON")
+	}
+	return p, nil
+}
+
+// Normalize checks an overriding priority.
+func (p RetryParams) Normalize() (RetryParams, error) {
+	if p.Priority != nil {
+		if err := checkPriority(*p.Priority); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// Normalize fills the default thresholds for zero values (5 and 15
+// minutes) and refuses negative ones, or a ReclaimAfter that is not below
+// StuckAfter.
+func (p ReclaimParams) Normalize() (ReclaimParams, error) {
+	if p.ReclaimAfter < 0 || p.StuckAfter < 0 {
+		return p, invalid("negative reclaim threshold")
+	}
+	if p.ReclaimAfter == 0 {
+		p.ReclaimAfter = DefaultReclaimAfter
+	}
+	if p.StuckAfter == 0 {
+		p.StuckAfter = DefaultStuckAfter
+	}
+	if p.ReclaimAfter >= p.StuckAfter {
+		return p, invalid("reclaim_after %v is not below stuck_after %v", p.ReclaimAfter, p.StuckAfter)
+	}
+	return p, nil
+}
+
+// Normalize fills Limit (50, at most 1000), checks State and the cursor,
+// and truncates Since to microseconds.
+func (p ListParams) Normalize() (ListParams, error) {
+	if p.Limit <= 0 {
+		p.Limit = DefaultListLimit
+	}
+	p.Limit = min(p.Limit, MaxListLimit)
+	if p.State != "" && !p.State.Valid() {
+		return p, invalid("unknown state %q", p.State)
+	}
+	if p.After != "" {
+		if _, err := DecodeCursor(p.After); err != nil {
+			return p, err
+		}
+	}
+	if !p.Since.IsZero() {
+		p.Since = p.Since.UTC().Truncate(time.Microsecond)
+	}
+	return p, nil
+}
+
+// Normalize fills Limit (500) and truncates Since to microseconds.
+func (p ChangesParams) Normalize() (ChangesParams, error) {
+	if p.Limit <= 0 {
+		p.Limit = DefaultPageLimit
+	}
+	if !p.Since.IsZero() {
+		p.Since = p.Since.UTC().Truncate(time.Microsecond)
+	}
+	return p, nil
+}
+
+// Normalize fills Limit (500).
+func (p EventsParams) Normalize() (EventsParams, error) {
+	if p.Limit <= 0 {
+		p.Limit = DefaultPageLimit
+	}
+	return p, nil
+}
+
+// Normalize truncates Since to microseconds.
+func (p MetricsParams) Normalize() (MetricsParams, error) {
+	if !p.Since.IsZero() {
+		p.Since = p.Since.UTC().Truncate(time.Microsecond)
+	}
+	return p, nil
+}
+
+// Normalize checks the depth: ancestors to return, 0 or more.
+func (p ThreadParams) Normalize() (ThreadParams, error) {
+	if p.Depth < 0 {
+		return p, invalid("thread depth %d is negative", p.Depth)
+	}
+	return p, nil
+}
+
+// ErrorMessage is what a store keeps of an error message: redacted like
+// the engine's provider messages (printable UTF-8, credential-shaped
+// tokens replaced) and cut to MaxErrorMessage bytes without splitting a
+// character.
+func ErrorMessage(s string) string { return pktype.Redact(s, MaxErrorMessage) }
+
+// Cursor is a position in ListJobs' newest-first order.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// String encodes the cursor as ListJobs' opaque Next.
+func (c Cursor) String() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "/" + c.ID))
+}
+
+// CursorAfter is the cursor that continues a listing after j.
+func CursorAfter(j Job) Cursor { return Cursor{CreatedAt: j.CreatedAt, ID: j.ID} }
+
+// DecodeCursor parses what Cursor.String made; anything else matches
+// ErrInvalid.
+func DecodeCursor(s string) (Cursor, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		us, id, ok := strings.Cut(string(raw), "/")
+		if n, perr := strconv.ParseInt(us, 10, 64); ok && perr == nil && id != "" {
+			return Cursor{CreatedAt: time.UnixMicro(n).UTC(), ID: id}, nil
+		}
+	}
+	return Cursor{}, invalid("malformed cursor")
+}
+
+// TransitionData is the Data of a transition event: who made the change
+// and why. Stores build it with JSON, so both write the same thing for the
+// same transition:
+//
+//	→ queued (enqueue)            nothing; a retry's new job: supersedes
+//	queued → running (claim)      worker
+//	running → succeeded           worker
+//	running → queued (requeue)    worker, error_kind, error_message, handback when handed back
+//	running → failed              worker, error_kind, error_message
+//	running → queued|failed       (reclaim) the lost worker, error_kind, error_message
+//	→ cancelled                   nothing
+//	→ superseded                  superseded_by: the retry's job
+type TransitionData struct {
+	Worker       string    `json:"worker,omitempty"`
+	ErrorKind    ErrorKind `json:"error_kind,omitempty"`
+	ErrorMessage string    `json:"error_message,omitempty"`
+	Handback     bool      `json:"handback,omitempty"`
+	Supersedes   string    `json:"supersedes,omitempty"`
+	SupersededBy string    `json:"superseded_by,omitempty"`
+}
+
+// JSON encodes d; nil when d is empty, so an event without data stores
+// NULL.
+func (d TransitionData) JSON() json.RawMessage {
+	if d == (TransitionData{}) {
+		return nil
+	}
+	b, _ := json.Marshal(d) // cannot fail: strings and a bool
+	return b
+}
+
+// ExecutionOptions are a job's execution_options: how the worker runs it.
+type ExecutionOptions struct {
+	// Model overrides the profile's model.
+	Model string `json:"model,omitempty"`
+	// Depth is how many ancestor prompts (parent_id) are sent as history;
+	// nil uses the worker's default, 0 sends none.
+	Depth *int `json:"depth,omitempty"`
+	// PreferProvider runs the job on this backend instead of the
+	// profile's; the backend must serve the model (a profile uses it with
+	// that model).
+	PreferProvider string `json:"prefer_provider,omitempty"`
+}
+
+// ParseExecutionOptions decodes execution_options strictly: an unknown key
+// or a bad value matches ErrInvalid and names the key. Empty input means
+// no options. router_model is refused:
+// promptkit has no routing step that a router model could drive.
+func ParseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
+	var o ExecutionOptions
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return o, nil
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil || keys == nil {
+		return o, invalid("execution_options is not a JSON object")
+	}
+	for k, v := range keys {
+		var err error
+		switch k {
+		case "model":
+			err = json.Unmarshal(v, &o.Model)
+		case "prefer_provider":
+			err = json.Unmarshal(v, &o.PreferProvider)
+		case "depth":
+			err = json.Unmarshal(v, &o.Depth)
+			if err == nil && o.Depth != nil && *o.Depth < 0 {
+				return o, invalid("execution_options.depth %d is negative", *o.Depth)
+			}
+		case "router_model":
+			return o, invalid("execution_options.router_model is not supported: promptkit does not route prompts between models; set model, or prefer_provider to choose the backend")
+		case "profile":
+			return o, invalid("execution_options.profile: set the prompt's profile instead")
+		default:
+			return o, invalid("execution_options has an unknown key %q (known: model, depth, prefer_provider)", k)
+		}
+		if err != nil {
+			return o, invalid("execution_options.%s has the wrong type", k)
+		}
+	}
+	return o, nil
+}
+
+// JSON encodes the options compactly, {} when there are none.
+func (o ExecutionOptions) JSON() json.RawMessage {
+	b, _ := json.Marshal(o) // cannot fail: strings and an int
+	return b
+}

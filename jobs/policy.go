@@ -1,0 +1,177 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/promptkit/promptkit/pktype"
+)
+
+// The failure policy: what a failed job attempt is (its ErrorKind),
+// whether another attempt may help (Retryable), and when it may run again
+// (Backoff). The worker applies it; the stores only record its decisions.
+//
+//	error                                         kind               retried
+//	HTTP 429                                      rate_limit         yes: at the provider's Retry-After, else after at least 60 s
+//	HTTP 401, 403                                 auth               no
+//	a missing credential (API key variable)       auth               no
+//	every HTTP 5xx                                provider_5xx       yes, with backoff
+//	any other HTTP 4xx                            provider_4xx       no
+//	per-attempt timeout, job deadline             timeout            yes, with backoff
+//	malformed response                            parse              no
+//	output still invalid after repair             parse              no
+//	unknown prompt or profile, bad inputs,        invalid_request    no
+//	a template that does not render, bad config
+//	dependency failed or cancelled                dependency_failed  no
+//	worker died (heartbeat lost)                  worker_crash       yes: requeued by Reclaim
+//	worker died, attempts spent or too long       stuck              no
+//	anything else (transport failure, …)          unknown            yes, with backoff
+
+// Retryable reports whether a failure of this kind may heal by itself, so
+// that another attempt (while attempts remain) is worth making.
+func (k ErrorKind) Retryable() bool {
+	switch k {
+	case KindTimeout, KindRateLimit, KindProvider5xx, KindWorkerCrash, KindUnknown:
+		return true
+	}
+	return false
+}
+
+// Failure is a failed job attempt as the policy sees it.
+type Failure struct {
+	Kind ErrorKind
+	// RetryAfter is the provider's Retry-After, zero when it sent none.
+	RetryAfter time.Time
+}
+
+// Classify maps an engine error to the failure policy (see the table
+// above). It reads the error's identities, never its text.
+func Classify(err error) Failure {
+	var ge *pktype.GenerationError
+	if errors.As(err, &ge) { // also inside a RetryExhaustedError
+		f := Failure{RetryAfter: ge.RetryAfter()}
+		switch s := ge.StatusCode(); {
+		case s == 429:
+			f.Kind = KindRateLimit
+		case s == 401 || s == 403:
+			f.Kind = KindAuth
+		case s >= 500 && s <= 599:
+			f.Kind = KindProvider5xx
+		case s >= 400 && s <= 499:
+			f.Kind = KindProvider4xx
+		default:
+			f.Kind = KindUnknown
+		}
+		return f
+	}
+	switch {
+	case errors.Is(err, pktype.ErrMissingCredential):
+		return Failure{Kind: KindAuth}
+	case errors.Is(err, context.DeadlineExceeded):
+		return Failure{Kind: KindTimeout}
+	case errors.Is(err, pktype.ErrMalformedResponse):
+		return Failure{Kind: KindParse}
+	case errors.Is(err, pktype.ErrInvalidRequest), errors.Is(err, pktype.ErrInvalidConfig),
+		errors.Is(err, pktype.ErrPromptNotFound), errors.Is(err, pktype.ErrProfileNotFound),
+		errors.Is(err, ErrInvalid):
+		return Failure{Kind: KindInvalidRequest}
+	}
+	return Failure{Kind: KindUnknown}
+}
+
+// Job backoff: the k-th failed attempt waits base·5^(k−1) (5 s, 25 s,
+// 125 s, …, at most maxBackoff) plus a uniform jitter of up to
+// min(base, 15 s): 5 s + 0–5 s, then 25 s + 0–15 s, then 125 s + 0–15 s.
+const (
+	firstBackoff   = 5 * time.Second
+	maxBackoff     = time.Hour
+	maxJitter      = 15 * time.Second
+	rateLimitFloor = 60 * time.Second
+)
+
+// Backoff returns when a job whose attempt-th attempt (1-based) failed
+// with f may run again: the exponential backoff above, never before the
+// provider's Retry-After, and a rate limit without one waits at least
+// 60 s. jitter(n) returns a uniform duration in [0, n]; nil uses
+// math/rand.
+func Backoff(f Failure, attempt int, now time.Time, jitter func(time.Duration) time.Duration) time.Time {
+	if jitter == nil {
+		jitter = func(n time.Duration) time.Duration { return time.Duration(rand.Int64N(int64(n) + 1)) }
+	}
+	base := firstBackoff
+	for i := 1; i < attempt && base < maxBackoff; i++ {
+		base *= 5
+	}
+	base = min(base, maxBackoff)
+	span := min(base, maxJitter)
+	at := now.Add(base + min(max(jitter(span), 0), span))
+	floor := f.RetryAfter // the provider's, whatever the status
+	if floor.IsZero() && f.Kind == KindRateLimit {
+		floor = now.Add(rateLimitFloor)
+	}
+	if floor.After(at) {
+		at = floor
+	}
+	return at
+}
+
+// Reclaim messages, one per outcome.
+const (
+	msgReclaimed      = "heartbeat lost: worker presumed dead; job requeued"
+	msgStuckAttempts  = "heartbeat lost on the last attempt: failed as stuck"
+	msgStuckLongRun   = "heartbeat lost after running longer than the stuck threshold: failed as stuck"
+	maxErrorMessage   = 500
+	defaultReclaim    = 5 * time.Minute
+	defaultStuckAfter = 15 * time.Minute
+)
+
+// ReclaimDecision is what Reclaim does with one running job whose heartbeat
+// is older than ReclaimAfter.
+type ReclaimDecision struct {
+	To      State // Queued or Failed
+	Kind    ErrorKind
+	Message string
+}
+
+// Decide returns what happens to j, a running job whose heartbeat was lost,
+// at now: back to the queue (attempt + 1, worker_crash) when it has
+// attempts left and started less than StuckAfter ago, else failed as stuck.
+// p must be normalized.
+func (p ReclaimParams) Decide(j Job, now time.Time) ReclaimDecision {
+	switch {
+	case j.Attempt >= j.MaxAttempts:
+		return ReclaimDecision{To: Failed, Kind: KindStuck, Message: msgStuckAttempts}
+	case !j.StartedAt.After(now.Add(-p.StuckAfter)):
+		return ReclaimDecision{To: Failed, Kind: KindStuck, Message: msgStuckLongRun}
+	}
+	return ReclaimDecision{To: Queued, Kind: KindWorkerCrash, Message: msgReclaimed}
+}
+
+// Expired reports whether a running job's heartbeat at hb counts as lost
+// at now (strictly older than ReclaimAfter). p must be normalized.
+func (p ReclaimParams) Expired(hb, now time.Time) bool { return hb.Before(now.Add(-p.ReclaimAfter)) }
+
+// HeartbeatCutoff is the heartbeat time below which a job is reclaimed at
+// now. p must be normalized.
+func (p ReclaimParams) HeartbeatCutoff(now time.Time) time.Time { return now.Add(-p.ReclaimAfter) }
+
+// DependencyOutcome says what a job may do given its DependsOn job dep
+// (nil when dep no longer exists: it was archived, so it had finished).
+// A dependency that succeeded, even one later superseded by a retry, lets
+// the job run; one that failed or was cancelled fails it; one still queued
+// or running makes it wait (Claim never hands such a job out).
+func DependencyOutcome(dep *Job) (run bool, reason string) {
+	switch {
+	case dep == nil:
+		return true, ""
+	case dep.State == Succeeded, dep.State == Superseded && dep.ResponseID != "":
+		return true, ""
+	case dep.State == Superseded:
+		return false, fmt.Sprintf("dependency %s ended without an answer before it was retried", dep.ID)
+	default:
+		return false, fmt.Sprintf("dependency %s is %s", dep.ID, dep.State)
+	}
+}

@@ -1,0 +1,71 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// ArchiverConfig configures an Archiver.
+type ArchiverConfig struct {
+	// Store holds the jobs. Required.
+	Store jobs.Store
+	// After is the age of a finished job at which it is archived: deleted
+	// with its events and response. Required (positive); 720h (30 days)
+	// is a common choice.
+	After time.Duration
+	// Interval between passes. Defaults to an hour, or After if shorter.
+	Interval time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Archiver deletes finished jobs once they are older than After.
+type Archiver struct {
+	cfg ArchiverConfig
+}
+
+// NewArchiver checks cfg, fills its defaults and returns an Archiver.
+func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("worker: ArchiverConfig.Store is required")
+	case cfg.After <= 0:
+		return nil, fmt.Errorf("worker: ArchiverConfig.After %v must be positive", cfg.After)
+	case cfg.Interval < 0:
+		return nil, fmt.Errorf("worker: ArchiverConfig.Interval %v is negative", cfg.Interval)
+	}
+	cfg.Interval = or(cfg.Interval, min(time.Hour, cfg.After))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Archiver{cfg: cfg}, nil
+}
+
+// Archive runs one pass: it deletes the jobs that finished more than
+// After ago and returns how many.
+func (a *Archiver) Archive(ctx context.Context) (int, error) {
+	return a.cfg.Store.Archive(ctx, a.cfg.Now().Add(-a.cfg.After))
+}
+
+// Run archives at once and then every Interval until ctx ends; it returns
+// nil then.
+func (a *Archiver) Run(ctx context.Context) error {
+	every(ctx, a.cfg.Interval, func() {
+		if n, err := a.Archive(ctx); err != nil && ctx.Err() == nil {
+			a.cfg.Logger.Warn("archiving failed", "archived", n, "err", err)
+		} else if n > 0 {
+			a.cfg.Logger.Info("archived finished jobs", "jobs", n)
+		}
+	})
+	return nil
+}

@@ -1,0 +1,241 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// execute runs one claimed job: prepare builds the engine request, run
+// calls the engine, settle decides the store write, apply makes it.
+func (w *Worker) execute(parent context.Context, j jobs.Job) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	defer w.track(j, cancel)()
+	// Store reads and the finalizing write use a context that survives the
+	// run's cancellation: a handed-back job must still be written back.
+	fin := context.WithoutCancel(parent)
+
+	req, o := w.prepare(fin, j)
+	if o.err == nil && o.dependency == "" {
+		o = w.run(ctx, j, req)
+	}
+	w.apply(fin, parent, settle(j, o, w.cfg.Name, w.cfg.Now(), w.cfg.Jitter))
+}
+
+// outcome is what became of one job attempt, as settle needs it.
+type outcome struct {
+	// res is the engine's result, nil unless the run succeeded.
+	res *promptkit.RunResult
+	// err is why there is no result: the engine's error, or the request
+	// could not be built.
+	err error
+	// stopped is set when the worker stopped the run: errCancelled (the
+	// job is no longer ours) or errShutdown (hand it back).
+	stopped error
+	// dependency says why the job's dependency makes it fail.
+	dependency string
+	// wallStart and clockStart are the run's start on the wall clock
+	// (what the engine's Retry-After times are on) and on the worker's
+	// clock (what available_at is on).
+	wallStart, clockStart time.Time
+}
+
+// prepare checks the job's dependency and builds its engine request: the
+// prompt (ad-hoc text, or a named prompt with inputs), the thread history
+// and the job's options.
+func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest, outcome) {
+	if j.DependsOn != "" {
+		dep, err := w.store.GetJob(ctx, "", j.DependsOn)
+		var depJob *jobs.Job
+		switch {
+		case err == nil:
+			depJob = &dep
+		case !errors.Is(err, jobs.ErrNotFound):
+			return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the dependency: %w", err)}
+		}
+		if run, reason := jobs.DependencyOutcome(depJob); !run {
+			return promptkit.RunRequest{}, outcome{dependency: reason}
+		}
+	}
+	p, err := w.store.GetPrompt(ctx, "", j.PromptID)
+	if err != nil {
+		return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
+	}
+	opts, err := jobs.ParseExecutionOptions(j.ExecutionOptions)
+	if err != nil {
+		return promptkit.RunRequest{}, outcome{err: err}
+	}
+	req, err := Request(p, opts)
+	if err != nil {
+		return promptkit.RunRequest{}, outcome{err: err}
+	}
+	depth := w.cfg.HistoryDepth
+	if opts.Depth != nil {
+		depth = *opts.Depth
+	}
+	if depth > 0 && p.ParentID != "" {
+		turns, err := w.store.Thread(ctx, jobs.ThreadParams{PromptID: p.ID, Depth: depth})
+		if err != nil {
+			return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the thread: %w", err)}
+		}
+		req.History = history(turns)
+	}
+	return req, outcome{}
+}
+
+// Request is the engine request for a prompt with execution options,
+// without its thread history. Submitters call it with Engine.Prepare to
+// refuse at submission what the worker could not run.
+func Request(p jobs.Prompt, opts jobs.ExecutionOptions) (promptkit.RunRequest, error) {
+	req := promptkit.RunRequest{Text: p.Text, PromptID: p.PromptRef, ProfileID: p.Profile,
+		Model: opts.Model, Backend: opts.PreferProvider}
+	if len(p.Inputs) > 0 {
+		if err := json.Unmarshal(p.Inputs, &req.Inputs); err != nil {
+			return req, fmt.Errorf("%w: inputs are not a JSON object", jobs.ErrInvalid)
+		}
+	}
+	return req, nil
+}
+
+// history turns a thread into conversation messages, oldest first: each
+// ad-hoc prompt's text and its answer, when it has one.
+func history(turns []jobs.Turn) []promptkit.Message {
+	var msgs []promptkit.Message
+	for _, t := range turns {
+		if t.Text == "" {
+			continue // a named prompt's text is not stored
+		}
+		msgs = append(msgs, promptkit.Message{Role: promptkit.RoleUser, Content: t.Text})
+		if t.Answered {
+			msgs = append(msgs, promptkit.Message{Role: promptkit.RoleAssistant, Content: t.Answer})
+		}
+	}
+	return msgs
+}
+
+// run calls the engine under the job timeout, recording its attempts.
+func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) outcome {
+	req.Observer = w.recordAttempts(context.WithoutCancel(ctx), j)
+	// A provider delay beyond the job's deadline ends the attempt at once;
+	// the job is re-queued for that time instead of holding this slot.
+	req.NoWaitPastDeadline = true
+	runCtx, stop := context.WithTimeout(ctx, w.cfg.JobTimeout)
+	defer stop()
+	o := outcome{wallStart: time.Now(), clockStart: w.cfg.Now()}
+	o.res, o.err = w.cfg.Engine.Run(runCtx, req)
+	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
+		o.stopped = cause
+	}
+	return o
+}
+
+// recordAttempts turns the engine's attempt observations into durable
+// attempt events.
+func (w *Worker) recordAttempts(ctx context.Context, j jobs.Job) promptkit.ExecutionObserver {
+	return func(ev promptkit.ExecutionEvent) {
+		if ev.Kind != promptkit.ExecutionAttempt {
+			return
+		}
+		data, _ := json.Marshal(attemptData{
+			JobAttempt: j.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
+			StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
+			CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
+			Model: ev.Model, Usage: observedUsage(ev.Usage),
+		})
+		if err := w.store.AppendAttempt(ctx, jobs.AttemptParams{JobID: j.ID, Worker: w.cfg.Name, Data: data}); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
+			w.log.Warn("recording an attempt failed", "job", j.ID, "err", err)
+		}
+	}
+}
+
+// attemptData is the JSON of an attempt event.
+type attemptData struct {
+	JobAttempt     int                       `json:"job_attempt"`
+	Generation     uint64                    `json:"generation"`
+	Attempt        uint64                    `json:"attempt"`
+	Dispatched     bool                      `json:"dispatched"`
+	StatusCode     int                       `json:"status_code,omitempty"`
+	Outcome        string                    `json:"outcome"`
+	Failure        string                    `json:"failure,omitempty"`
+	CapacityWaitMS int64                     `json:"capacity_wait_ms"`
+	GenerationMS   int64                     `json:"generation_ms"`
+	Model          string                    `json:"model,omitempty"`
+	Usage          map[string]*observedCount `json:"usage,omitempty"`
+}
+
+type observedCount struct {
+	Value int `json:"value"`
+}
+
+// observedUsage keeps only the counts the provider reported.
+func observedUsage(u promptkit.ObservedTokenUsage) map[string]*observedCount {
+	out := map[string]*observedCount{}
+	names := [5]string{"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "reasoning_tokens"}
+	for i, c := range u.Counts() {
+		if c.Known {
+			out[names[i]] = &observedCount{Value: c.Value}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// finalizeWaits are the pauses between tries of a finalizing write that
+// failed for a reason other than a lost claim (a database hiccup): the
+// result is in hand, and without it the job would sit in running until
+// the reclaim loop runs it again.
+var finalizeWaits = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+
+// apply makes the store write settle decided, on ctx, retrying transient
+// failures; the waits between tries end early when stop ends (the worker
+// stops for good).
+func (w *Worker) apply(ctx, stop context.Context, wr write) {
+	if wr.op == opDiscard {
+		w.log.Info("job result discarded: no longer claimed", "job", wr.jobID)
+		return
+	}
+	for i := 0; ; i++ {
+		err := w.writeOnce(ctx, wr)
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, jobs.ErrNotClaimed):
+			// Another writer won (cancel, reclaim): our result is discarded.
+			w.log.Info("job finalization discarded: no longer claimed", "op", wr.op, "job", wr.jobID)
+			return
+		case errors.Is(err, jobs.ErrInvalid) || i == len(finalizeWaits):
+			w.log.Error("job finalization failed; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID, "err", err)
+			return
+		}
+		w.log.Warn("job finalization failed; retrying", "op", wr.op, "job", wr.jobID, "err", err)
+		t := time.NewTimer(finalizeWaits[i])
+		select {
+		case <-stop.Done():
+			t.Stop()
+			w.log.Error("job finalization abandoned at shutdown; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Worker) writeOnce(ctx context.Context, wr write) error {
+	var err error
+	switch wr.op {
+	case opSucceed:
+		_, err = w.store.Succeed(ctx, wr.succeed)
+	case opRequeue:
+		_, err = w.store.Requeue(ctx, wr.requeue)
+	case opFail:
+		_, err = w.store.Fail(ctx, wr.fail)
+	}
+	return err
+}

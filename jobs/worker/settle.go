@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"errors"
+	"time"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// op is the kind of store write that settles a job.
+type op string
+
+const (
+	opDiscard op = "discard" // the job is no longer ours: write nothing
+	opSucceed op = "succeed"
+	opRequeue op = "requeue"
+	opFail    op = "fail"
+)
+
+// write is the store write that settles one job attempt.
+type write struct {
+	op      op
+	jobID   string
+	succeed jobs.SucceedParams
+	requeue jobs.RequeueParams
+	fail    jobs.FailParams
+}
+
+// invalidOutputMessage is the error message of an output that still fails
+// the output schema after repair; the output itself is never quoted.
+const invalidOutputMessage = "output does not satisfy the prompt's output schema"
+
+// settle decides, from a job and what became of its attempt, the store
+// write that finishes the attempt: the jobs package's failure policy
+// applied by worker at now. It does no I/O.
+func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(time.Duration) time.Duration) write {
+	succeed := func(res *promptkit.RunResult) write {
+		return write{op: opSucceed, jobID: j.ID, succeed: jobs.SucceedParams{JobID: j.ID, Worker: worker,
+			Output: res.Text, Parsed: res.Output, Model: res.Model, Usage: res.Usage}}
+	}
+	requeue := func(at time.Time, kind jobs.ErrorKind, msg string, handback bool) write {
+		return write{op: opRequeue, jobID: j.ID, requeue: jobs.RequeueParams{JobID: j.ID, Worker: worker,
+			AvailableAt: at, Kind: kind, Message: msg, Handback: handback}}
+	}
+	fail := func(kind jobs.ErrorKind, msg string) write {
+		return write{op: opFail, jobID: j.ID, fail: jobs.FailParams{JobID: j.ID, Worker: worker, Kind: kind, Message: msg}}
+	}
+	// The engine resolves Retry-After on the wall clock; available_at is
+	// on the worker's (and store's) clock. Carry a time over, measured from
+	// the run's start so a wait is never shortened.
+	onClock := func(t time.Time) time.Time { return o.clockStart.Add(t.Sub(o.wallStart)) }
+
+	switch {
+	case errors.Is(o.stopped, errCancelled):
+		return write{op: opDiscard, jobID: j.ID}
+	case errors.Is(o.stopped, errShutdown):
+		return requeue(now, jobs.KindNone, "", true)
+	case o.dependency != "":
+		return fail(jobs.KindDependencyFailed, o.dependency)
+	case o.err == nil && o.res.Validation.Status == promptkit.ValidationInvalid:
+		return fail(jobs.KindParse, invalidOutputMessage)
+	case o.err == nil:
+		return succeed(o.res)
+	}
+	if nb, ok := promptkit.NotBefore(o.err); ok && errors.Is(o.err, promptkit.ErrCapacity) {
+		// The backend is paused by the provider past this job's deadline:
+		// nothing was sent, so no attempt is spent.
+		return requeue(onClock(nb), jobs.KindRateLimit, "backend paused by the provider's Retry-After", true)
+	}
+	f := jobs.Classify(o.err)
+	if !f.RetryAfter.IsZero() {
+		f.RetryAfter = onClock(f.RetryAfter)
+	}
+	if f.Kind.Retryable() && j.Attempt < j.MaxAttempts {
+		return requeue(jobs.Backoff(f, j.Attempt, now, jitter), f.Kind, o.err.Error(), false)
+	}
+	return fail(f.Kind, o.err.Error())
+}
