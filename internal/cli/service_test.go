@@ -90,6 +90,10 @@ func TestServeSubmitWaitAndOperate(t *testing.T) {
 		}
 	}
 
+	code, out, _ = run(t, "jobs", "metrics", "--database", db, "--by-org")
+	if code != 0 || !regexp.MustCompile(`(?m)^ORG\s+FINISHED\s+LATENCY AVG\s+LATENCY P95\n-\s+1\s`).MatchString(out) {
+		t.Fatalf("jobs metrics --by-org: exit %d\n%s", code, out)
+	}
 	code, out, _ = run(t, "jobs", "retry", id, "--database", db)
 	if code != 0 || !strings.Contains(out, "supersedes "+id) {
 		t.Fatalf("jobs retry: exit %d %s", code, out)
@@ -150,6 +154,10 @@ func TestOperatorCommandsWithoutServe(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"text":"ok"}`+"\n"+`{"txt":"SECRET-LINE"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	badOpts := filepath.Join(dir, "badopts.jsonl")
+	if err := os.WriteFile(badOpts, []byte(`{"text":"x","execution_options":{"router_model":"r"}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		code int
@@ -162,6 +170,15 @@ func TestOperatorCommandsWithoutServe(t *testing.T) {
 		{[]string{"jobs", "show", "nope", "--database", db}, 1, "not found"},
 		{[]string{"jobs", "archive", "--database", db}, 2, "--before"},
 		{[]string{"jobs", "list", "--database", db, "--since", "yesterday"}, 2, "--since"},
+		// Refused at submission: what a worker could not run.
+		{[]string{"submit", "--database", db, "--text", "x", "--profile", "nope"}, 2, "profile not found"},
+		{[]string{"submit", "--database", db, "--text", "x", "--prefer-provider", "nope"}, 2, "does not serve"},
+		{[]string{"submit", "--database", db, "--text", "x", "--depth", "-1"}, 2, "depth"},
+		{[]string{"submit", "--database", db, "--file", badOpts}, 1, "badopts.jsonl:1: jobs: invalid parameters: execution_options.router_model"},
+		// Settings that cannot work together.
+		{[]string{"worker", "--once", "--database", db, "--reclaim-after", "3s"}, 2, "heartbeat interval 30s is not below reclaim_after 3s"},
+		{[]string{"worker", "--once", "--database", db, "--reclaim-after", "20m"}, 2, "reclaim_after 20m0s is not below stuck_after 15m0s"},
+		{[]string{"jobs", "reclaim", "--database", db, "--reclaim-after", "20m"}, 2, "not below stuck_after"},
 	}
 	for _, c := range cases {
 		code, _, errOut := run(t, c.args...)

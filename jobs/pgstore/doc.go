@@ -9,7 +9,7 @@
 // # Tables
 //
 // jobs holds every job, with indexes only on columns that never change
-// (id, org and creation time, prompt), and half of each page left free:
+// (id, org, user and creation time, prompt), and half of each page left free:
 // so a transition (claim, finish, requeue, heartbeat) is a HOT update
 // that writes no index entry. Two narrow side tables mirror jobs.state
 // and carry the indexes the hot paths need: job_queue holds exactly the
