@@ -271,7 +271,7 @@ func DecodeCursor(s string) (Cursor, error) {
 //
 //	→ queued (enqueue)            nothing; a retry's new job: supersedes
 //	queued → running (claim)      worker
-//	running → succeeded           worker
+//	running → succeeded           nothing (the job keeps its worker_claim)
 //	running → queued (requeue)    worker, error_kind, error_message, handback when handed back
 //	running → failed              worker, error_kind, error_message
 //	running → queued|failed       (reclaim) the lost worker, error_kind, error_message

@@ -57,7 +57,7 @@ var edges = []edge{
 		}
 		sameTime(f.t, "FinishedAt", got.FinishedAt, f.now())
 		return got
-	}, func(_ *fixture, _ jobs.Job, w string) jobs.TransitionData { return jobs.TransitionData{Worker: w} }},
+	}, noData},
 	{"requeue", jobs.Running, jobs.Queued, func(f *fixture, j jobs.Job, w string) jobs.Job {
 		got, err := f.store.Requeue(f.ctx, jobs.RequeueParams{JobID: j.ID, Worker: w, Kind: jobs.KindTimeout, Message: "slow"})
 		if err != nil {

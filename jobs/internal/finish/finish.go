@@ -49,7 +49,6 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 		return Write{}, err
 	}
 	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded,
-		Data:   jobs.TransitionData{Worker: p.Worker}.JSON(),
 		Output: p.Output, Parsed: p.Parsed, Model: p.Model, Usage: usage}, nil
 }
 

@@ -41,7 +41,7 @@ func TestWrites(t *testing.T) {
 		t.Errorf("attempt write: %+v", a)
 	}
 	s, err := Succeed(jobs.SucceedParams{JobID: "j", Worker: "w", Output: "ok"})
-	if err != nil || s.To != jobs.Succeeded || string(s.Data) != `{"worker":"w"}` || len(s.Usage) == 0 {
+	if err != nil || s.To != jobs.Succeeded || s.Data != nil || len(s.Usage) == 0 {
 		t.Errorf("succeed write: %+v, %v", s, err)
 	}
 }
