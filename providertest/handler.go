@@ -279,9 +279,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if readErr != nil {
 		parseErr = readErr
 	}
-	h.arrive(rec)
+	a := h.arrive(rec, r)
 
-	out := h.respond(r.Context(), r, chat, parseErr)
+	out := h.respond(r.Context(), a, chat, parseErr)
 
 	// Leave before writing, so a client holding the response sees
 	// counters that already include it.
@@ -297,7 +297,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	out.write(w, h.clock())
 }
 
-func (h *Handler) arrive(rec Request) {
+// admission is what a request is given when it arrives: a reply decided
+// there (wrong path or method, rate limited), or its scripted Response
+// (nil: the default responder answers), and the channel that shutdown
+// closes.
+type admission struct {
+	decided  *reply
+	scripted *Response
+	abort    <-chan struct{}
+}
+
+// arrive records a request and decides, in the same critical section,
+// which scripted reply it gets: so replies go in the order arrivals are
+// counted, and a test that saw n arrivals (WaitArrivals) knows that the
+// first n scripted replies are taken.
+func (h *Handler) arrive(rec Request, r *http.Request) admission {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.stats.Requests++
@@ -314,59 +328,58 @@ func (h *Handler) arrive(rec Request) {
 		close(h.arrived)
 		h.arrived = nil
 	}
-}
-
-// respond decides the reply; nil means the request context ended first.
-func (h *Handler) respond(ctx context.Context, r *http.Request, chat *chatRequest, parseErr error) *reply {
-	if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		h.reject()
-		return &reply{
+	a := admission{abort: h.abortLocked()}
+	switch {
+	case !strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		h.stats.Rejected++
+		a.decided = &reply{
 			status: http.StatusNotFound,
 			body:   errorJSON(fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), "invalid_request_error", "unknown_url"),
 		}
-	}
-	if r.Method != http.MethodPost {
-		h.reject()
-		return &reply{
+	case r.Method != http.MethodPost:
+		h.stats.Rejected++
+		a.decided = &reply{
 			status: http.StatusMethodNotAllowed,
 			header: http.Header{"Allow": {http.MethodPost}},
 			body:   errorJSON(fmt.Sprintf("Method %s not allowed; use POST", r.Method), "invalid_request_error", "method_not_allowed"),
 		}
-	}
-
-	h.mu.Lock()
-	if retry, limited := h.limitLocked(); limited {
-		h.stats.RateLimited++
-		h.mu.Unlock()
-		return &reply{
-			status: http.StatusTooManyRequests,
-			header: http.Header{"Retry-After": {retry}},
-			body:   errorJSON("rate limit exceeded", "rate_limit_error", "rate_limit_exceeded"),
+	default:
+		if retry, limited := h.limitLocked(); limited {
+			h.stats.RateLimited++
+			a.decided = &reply{
+				status: http.StatusTooManyRequests,
+				header: http.Header{"Retry-After": {retry}},
+				body:   errorJSON("rate limit exceeded", "rate_limit_error", "rate_limit_exceeded"),
+			}
+		} else if len(h.script) > 0 {
+			rs := h.script[0]
+			h.script[0] = Response{} // drop references held by the backing array
+			h.script = h.script[1:]
+			a.scripted = &rs
+			h.stats.Scripted++
 		}
 	}
-	var scripted *Response
-	if len(h.script) > 0 {
-		rs := h.script[0]
-		h.script[0] = Response{} // drop references held by the backing array
-		h.script = h.script[1:]
-		scripted = &rs
-		h.stats.Scripted++
-	}
-	abort := h.abortLocked()
-	h.mu.Unlock()
+	return a
+}
 
-	if scripted != nil {
-		if err := h.wait(ctx, abort, h.latency+scripted.Delay, scripted.Hold); err != nil {
+// respond makes the reply arrival decided on; nil means the request
+// context ended first.
+func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, parseErr error) *reply {
+	switch {
+	case a.decided != nil:
+		return a.decided
+	case a.scripted != nil:
+		if err := h.wait(ctx, a.abort, h.latency+a.scripted.Delay, a.scripted.Hold); err != nil {
 			return closedReply(err)
 		}
-		return h.build(scripted, chat)
+		return h.build(a.scripted, chat)
 	}
 
 	if parseErr != nil {
 		h.reject()
 		return &reply{status: http.StatusBadRequest, body: errorJSON(parseErr.Error(), "invalid_request_error", "invalid_request")}
 	}
-	if err := h.wait(ctx, abort, h.latency, nil); err != nil {
+	if err := h.wait(ctx, a.abort, h.latency, nil); err != nil {
 		return closedReply(err)
 	}
 	h.mu.Lock()

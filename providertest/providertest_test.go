@@ -417,6 +417,12 @@ func TestHoldKeepsRequestsInFlight(t *testing.T) {
 	if err := s.WaitArrivals(context.Background(), 3); err != nil {
 		t.Fatal(err)
 	}
+	// The three arrivals have taken the three held replies: replies are
+	// handed out in the order arrivals are counted, so the next request
+	// gets "free" however the handlers are scheduled.
+	if p := s.Pending(); p != 1 {
+		t.Fatalf("Pending = %d after 3 arrivals, want 1", p)
+	}
 	if s.InFlight() != 3 || s.MaxInFlight() != 3 {
 		t.Fatalf("InFlight %d MaxInFlight %d, want 3 and 3", s.InFlight(), s.MaxInFlight())
 	}
