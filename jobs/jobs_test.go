@@ -10,9 +10,9 @@ import (
 	"github.com/promptkit/promptkit/jobs"
 )
 
-// seedTransitions is the seed's transition table (§3), line by line; the
+// designTransitions is the job design's transition table, line by line; the
 // two running → failed lines (budget spent, stuck) are one edge.
-var seedTransitions = [][2]jobs.State{
+var designTransitions = [][2]jobs.State{
 	{jobs.Queued, jobs.Running},
 	{jobs.Queued, jobs.Cancelled},
 	{jobs.Running, jobs.Succeeded},
@@ -25,10 +25,10 @@ var seedTransitions = [][2]jobs.State{
 	{jobs.Cancelled, jobs.Superseded},
 }
 
-func TestTransitionsMatchSeed(t *testing.T) {
-	seed := map[[2]jobs.State]bool{}
-	for _, e := range seedTransitions {
-		seed[e] = true
+func TestTransitionsMatchDesign(t *testing.T) {
+	design := map[[2]jobs.State]bool{}
+	for _, e := range designTransitions {
+		design[e] = true
 	}
 	table := map[[2]jobs.State]bool{}
 	for _, tr := range jobs.Transitions() {
@@ -37,16 +37,16 @@ func TestTransitionsMatchSeed(t *testing.T) {
 			t.Errorf("Transitions lists %s → %s twice", tr.From, tr.To)
 		}
 		table[e] = true
-		if !seed[e] {
-			t.Errorf("Transitions has %s → %s, which the seed does not allow", tr.From, tr.To)
+		if !design[e] {
+			t.Errorf("Transitions has %s → %s, which the design does not allow", tr.From, tr.To)
 		}
 		if tr.Trigger == "" {
 			t.Errorf("%s → %s has no trigger", tr.From, tr.To)
 		}
 	}
-	for e := range seed {
+	for e := range design {
 		if !table[e] {
-			t.Errorf("Transitions lacks the seed's %s → %s", e[0], e[1])
+			t.Errorf("Transitions lacks the design's %s → %s", e[0], e[1])
 		}
 	}
 }
@@ -64,7 +64,7 @@ func TestAllowedEdges(t *testing.T) {
 
 func TestForbiddenPairs(t *testing.T) {
 	allowed := map[[2]jobs.State]bool{}
-	for _, e := range seedTransitions {
+	for _, e := range designTransitions {
 		allowed[e] = true
 	}
 	forbidden := 0

@@ -501,14 +501,14 @@ func testErrorMessageBounded(t *testing.T, h Harness) {
 	check("Fail", j, "w2")
 }
 
-var seedReclaim = jobs.ReclaimParams{ReclaimAfter: 5 * time.Minute, StuckAfter: 15 * time.Minute}
+var defaultReclaim = jobs.ReclaimParams{ReclaimAfter: 5 * time.Minute, StuckAfter: 15 * time.Minute}
 
 // expectReclaimed checks that Reclaim at now applied
 // ReclaimParams.Decide to before (the job as its lost worker left it): the
 // state, kind and message Decide chose, and an event naming the worker.
 func (f *fixture) expectReclaimed(before jobs.Job, now time.Time) {
 	f.t.Helper()
-	d := seedReclaim.Decide(before, now)
+	d := defaultReclaim.Decide(before, now)
 	j := f.job(before.ID)
 	if j.State != d.To || j.ErrorKind != d.Kind || j.ErrorMessage != d.Message {
 		f.t.Errorf("reclaimed job: %s %q %q; want %s %q %q", j.State, j.ErrorKind, j.ErrorMessage, d.To, d.Kind, d.Message)
@@ -551,14 +551,14 @@ func testReclaimHeartbeatEdge(t *testing.T, h Harness) {
 	f.advance(time.Minute)
 	f.claimID("w", fresh.JobID)
 	f.advance(4 * time.Minute)
-	if r, err := f.store.Reclaim(f.ctx, seedReclaim); err != nil || len(r.Requeued)+len(r.Failed) != 0 {
+	if r, err := f.store.Reclaim(f.ctx, defaultReclaim); err != nil || len(r.Requeued)+len(r.Failed) != 0 {
 		t.Fatalf("Reclaim at exactly 5 minutes = %+v, %v; want nothing", r, err)
 	}
 	if j := f.job(e.JobID); j.State != jobs.Running || j.WorkerClaim != "w" {
 		t.Fatalf("job at exactly 5 minutes = %+v", j)
 	}
 	now := f.advance(time.Microsecond)
-	r, err := f.store.Reclaim(f.ctx, seedReclaim)
+	r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 	if err != nil || len(r.Requeued) != 1 || r.Requeued[0] != e.JobID || len(r.Failed) != 0 {
 		t.Fatalf("Reclaim at 5 minutes + 1µs = %+v, %v; want [%s] requeued", r, err, e.JobID)
 	}
@@ -585,7 +585,7 @@ func testReclaimHeartbeatEdge(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	f.advance(4 * time.Minute)
-	if r, err := f.store.Reclaim(f.ctx, seedReclaim); err != nil || contains(r.Requeued, fresh.JobID) || contains(r.Failed, fresh.JobID) {
+	if r, err := f.store.Reclaim(f.ctx, defaultReclaim); err != nil || contains(r.Requeued, fresh.JobID) || contains(r.Failed, fresh.JobID) {
 		t.Errorf("Reclaim took a job with a 4-minute-old heartbeat: %+v, %v", r, err)
 	}
 }
@@ -612,7 +612,7 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 		now := f.advance(5*time.Minute + time.Microsecond) // started 15m ago, heartbeat 5m+1µs old
-		r, err := f.store.Reclaim(f.ctx, seedReclaim)
+		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 		if err != nil || len(r.Failed) != 1 || r.Failed[0] != e.JobID || len(r.Requeued) != 0 {
 			t.Fatalf("Reclaim = %+v, %v; want [%s] failed", r, err, e.JobID)
 		}
@@ -633,7 +633,7 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 		f.advance(5*time.Minute + time.Microsecond) // started 15m−1µs ago, heartbeat 5m+1µs old
-		r, err := f.store.Reclaim(f.ctx, seedReclaim)
+		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 		if err != nil || len(r.Requeued) != 1 || r.Requeued[0] != e.JobID || len(r.Failed) != 0 {
 			t.Fatalf("Reclaim = %+v, %v; want [%s] requeued", r, err, e.JobID)
 		}
@@ -648,7 +648,7 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 		two := f.enqueue(jobs.EnqueueParams{MaxAttempts: 2})
 		claimed := f.claim("w", 2)
 		now := f.advance(5*time.Minute + time.Microsecond)
-		r, err := f.store.Reclaim(f.ctx, seedReclaim)
+		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 		if err != nil || len(r.Failed) != 1 || r.Failed[0] != one.JobID || len(r.Requeued) != 1 || r.Requeued[0] != two.JobID {
 			t.Fatalf("Reclaim = %+v, %v; want %s failed (1 of 1) and %s requeued (1 of 2)", r, err, one.JobID, two.JobID)
 		}
@@ -663,7 +663,7 @@ func testReclaimStuckEdges(t *testing.T, h Harness) {
 		}
 		f.claimID("w", two.JobID)
 		f.advance(5*time.Minute + time.Microsecond)
-		r, err = f.store.Reclaim(f.ctx, seedReclaim)
+		r, err = f.store.Reclaim(f.ctx, defaultReclaim)
 		if err != nil || len(r.Failed) != 1 || r.Failed[0] != two.JobID {
 			t.Fatalf("Reclaim = %+v, %v; want %s failed (2 of 2)", r, err, two.JobID)
 		}

@@ -25,7 +25,7 @@ func noData(*fixture, jobs.Job, string) jobs.TransitionData { return jobs.Transi
 // reclaimData is the data of a reclaim at the fixture's time: the lost
 // worker and ReclaimParams.Decide's kind and message.
 func reclaimData(f *fixture, before jobs.Job, worker string) jobs.TransitionData {
-	d := seedReclaim.Decide(before, f.now())
+	d := defaultReclaim.Decide(before, f.now())
 	return jobs.TransitionData{Worker: worker, ErrorKind: d.Kind, ErrorMessage: d.Message}
 }
 
@@ -72,7 +72,7 @@ var edges = []edge{
 	}},
 	{"reclaim", jobs.Running, jobs.Queued, func(f *fixture, j jobs.Job, _ string) jobs.Job {
 		f.advance(5*time.Minute + time.Microsecond)
-		r, err := f.store.Reclaim(f.ctx, seedReclaim)
+		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 		if err != nil || len(r.Requeued) != 1 || r.Requeued[0] != j.ID {
 			f.t.Fatalf("Reclaim = %+v, %v", r, err)
 		}
@@ -92,7 +92,7 @@ var edges = []edge{
 	}},
 	{"reclaim stuck", jobs.Running, jobs.Failed, func(f *fixture, j jobs.Job, _ string) jobs.Job {
 		f.advance(15 * time.Minute)
-		r, err := f.store.Reclaim(f.ctx, seedReclaim)
+		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 		if err != nil || len(r.Failed) != 1 || r.Failed[0] != j.ID {
 			f.t.Fatalf("Reclaim = %+v, %v", r, err)
 		}
@@ -331,7 +331,7 @@ func testStaleClaim(t *testing.T, h Harness) {
 	e := f.enqueue(jobs.EnqueueParams{})
 	f.claimID("worker-a", e.JobID)
 	f.advance(5*time.Minute + time.Microsecond)
-	r, err := f.store.Reclaim(f.ctx, seedReclaim)
+	r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 	if err != nil || len(r.Requeued) != 1 {
 		t.Fatalf("Reclaim = %+v, %v", r, err)
 	}
