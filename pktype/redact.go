@@ -30,6 +30,9 @@ func Redact(s string, maxBytes int, secrets ...string) string {
 	s = replaceSecrets(sanitize(s), secrets)
 	s = bearerRE.ReplaceAllString(s, "Bearer "+Redacted)
 	s = skRE.ReplaceAllString(s, Redacted)
+	// A secret that is not valid UTF-8 may have matched part of a
+	// character.
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	return truncateUTF8(s, maxBytes)
 }
 
