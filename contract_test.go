@@ -36,52 +36,17 @@ const (
 	contractValid  = `{"summary":"ok"}`
 )
 
-// contractLog collects one run's execution events.
-type contractLog struct {
-	mu  sync.Mutex
-	evs []promptkit.ExecutionEvent
-}
-
-func (l *contractLog) observe(ev promptkit.ExecutionEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.evs = append(l.evs, ev)
-}
-
-func (l *contractLog) events() []promptkit.ExecutionEvent {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]promptkit.ExecutionEvent(nil), l.evs...)
-}
-
-func contractKinds(evs []promptkit.ExecutionEvent) string {
-	ks := make([]string, len(evs))
-	for i, ev := range evs {
-		ks[i] = string(ev.Kind)
-	}
-	return strings.Join(ks, ",")
-}
-
 // contractSignal returns an observer that closes the returned channel the
 // first time an event of kind arrives, after logging every event to log.
-func contractSignal(log *contractLog, kind promptkit.ExecutionEventKind) (promptkit.ExecutionObserver, <-chan struct{}) {
+func contractSignal(log *eventLog, kind promptkit.ExecutionEventKind) (promptkit.ExecutionObserver, <-chan struct{}) {
 	ch := make(chan struct{})
 	var once sync.Once
 	return func(ev promptkit.ExecutionEvent) {
-		log.observe(ev)
+		log.Observe(ev)
 		if ev.Kind == kind {
 			once.Do(func() { close(ch) })
 		}
 	}, ch
-}
-
-// contractGuard bounds waits that only a deadlock or a leaked permit could
-// make long, so such a regression fails instead of hanging. It is not a
-// timing assertion.
-func contractGuard(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // contractAwait waits for ch, failing the test if the guard ends first.
@@ -140,7 +105,7 @@ func contractRig(t *testing.T, o contractOpts) (*providertest.Server, *promptkit
 // non-empty RunID, and returns the finished event.
 func contractFinished(t *testing.T, evs []promptkit.ExecutionEvent) promptkit.ExecutionEvent {
 	t.Helper()
-	if got := contractKinds(evs); got != "started,finished" {
+	if got := eventKinds(evs); got != "started,finished" {
 		t.Fatalf("events = %s, want started,finished", got)
 	}
 	if evs[0].RunID == "" || evs[1].RunID != evs[0].RunID {
@@ -149,7 +114,7 @@ func contractFinished(t *testing.T, evs []promptkit.ExecutionEvent) promptkit.Ex
 	return evs[1]
 }
 
-// Item 1 (stage 9): a prepared run whose observer panics, at any event,
+// A prepared run whose observer panics, at any event,
 // releases its backend permit and its admission slot.
 func TestContractPreparedObserverPanicReleasesResources(t *testing.T) {
 	t.Parallel()
@@ -160,9 +125,9 @@ func TestContractPreparedObserverPanicReleasesResources(t *testing.T) {
 			t.Parallel()
 			srv, eng := contractRig(t, contractOpts{maxActive: 1, maxRuns: 1, retries: contractInt(1)})
 			srv.Enqueue(providertest.Status(503), providertest.Reply("first"))
-			var log contractLog
+			var log eventLog
 			h, err := eng.PrepareExecution(context.Background(), promptkit.RunRequest{Text: "x", Observer: func(ev promptkit.ExecutionEvent) {
-				log.observe(ev)
+				log.Observe(ev)
 				if ev.Kind == kind {
 					panic(boom{kind})
 				}
@@ -178,8 +143,8 @@ func TestContractPreparedObserverPanicReleasesResources(t *testing.T) {
 			if got != (boom{kind}) {
 				t.Fatalf("recovered %v, want the observer's panic", got)
 			}
-			if evs := log.events(); len(evs) == 0 || evs[len(evs)-1].Kind != kind {
-				t.Fatalf("events after the panic: %s", contractKinds(log.events()))
+			if evs := log.Events(); len(evs) == 0 || evs[len(evs)-1].Kind != kind {
+				t.Fatalf("events after the panic: %s", eventKinds(log.Events()))
 			}
 			// The handle was claimed before the first event: it stays used.
 			if _, err := eng.RunPrepared(context.Background(), h); !errors.Is(err, promptkit.ErrInvalidRequest) {
@@ -187,7 +152,7 @@ func TestContractPreparedObserverPanicReleasesResources(t *testing.T) {
 			}
 			// The single admission slot and the single permit are free: an
 			// ordinary run and another prepared run both complete.
-			guard := contractGuard(t)
+			guard := deadlockGuard(t)
 			if res, err := eng.Run(guard, promptkit.RunRequest{Text: "after"}); err != nil || res.Text == "" {
 				t.Fatalf("run after the observer panic: res = %+v, err = %v", res, err)
 			}
@@ -221,24 +186,24 @@ func contractUnsetEnv(t *testing.T) string {
 	}
 }
 
-// Item 2 (stage 9): a claimed prepared run that fails on a missing
+// A claimed prepared run that fails on a missing
 // credential still emits finished after started.
 func TestContractPreparedClaimedThenMissingCredential(t *testing.T) {
 	t.Parallel()
 	srv, eng := contractRig(t, contractOpts{apiKeyEnv: contractUnsetEnv(t)})
-	var log contractLog
-	h, err := eng.PrepareExecution(context.Background(), promptkit.RunRequest{Text: "x", Observer: log.observe})
+	var log eventLog
+	h, err := eng.PrepareExecution(context.Background(), promptkit.RunRequest{Text: "x", Observer: log.Observe})
 	if err != nil {
 		t.Fatalf("PrepareExecution must not read the credential: %v", err)
 	}
-	if n := len(log.events()); n != 0 {
+	if n := len(log.Events()); n != 0 {
 		t.Fatalf("preparation emitted %d events", n)
 	}
 	res, err := eng.RunPrepared(context.Background(), h)
 	if !errors.Is(err, promptkit.ErrInvalidRequest) || res != nil {
 		t.Fatalf("res = %+v, err = %v; want no result and ErrInvalidRequest", res, err)
 	}
-	evs := log.events()
+	evs := log.Events()
 	fin := contractFinished(t, evs)
 	if fin.Outcome != promptkit.ExecutionOutcomeError || fin.Failure != promptkit.ExecutionFailureInvalidRequest || fin.Attempts != 0 {
 		t.Fatalf("finished = %+v", fin)
@@ -253,72 +218,35 @@ func TestContractPreparedClaimedThenMissingCredential(t *testing.T) {
 	}
 }
 
-// Item 2 (stage 9): a claimed prepared run refused by a full admission
-// queue still emits finished (capacity) after started.
+// A claimed prepared run refused by a full admission queue still emits
+// finished (capacity) after started.
 func TestContractPreparedClaimedThenCapacity(t *testing.T) {
 	t.Parallel()
-	srv, eng := contractRig(t, contractOpts{maxRuns: 1, maxQueued: 1})
-	guard := contractGuard(t)
-	hold := make(chan struct{})
-	srv.Enqueue(providertest.Response{Hold: hold, Text: "first"})
-	first := make(chan error, 1)
-	go func() {
-		_, err := eng.Run(guard, promptkit.RunRequest{Text: "a"})
-		first <- err
-	}()
-	if err := srv.WaitArrivals(guard, 1); err != nil {
-		t.Fatal(err)
-	}
-	// The first run holds the only admission slot. Of two prepared runs,
-	// one takes the only queue slot and the other is refused at once.
-	var logs [2]contractLog
-	type outcome struct {
-		i   int
-		res *promptkit.RunResult
-		err error
-	}
-	results := make(chan outcome, 2)
-	for i := range logs {
-		h, err := eng.PrepareExecution(guard, promptkit.RunRequest{Text: "b", Observer: logs[i].observe})
+	contractQueueFull(t, func(ctx context.Context, eng *promptkit.Engine, obs promptkit.ExecutionObserver) (*promptkit.RunResult, error) {
+		h, err := eng.PrepareExecution(ctx, promptkit.RunRequest{Text: "b", Observer: obs})
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
-		go func() {
-			res, err := eng.RunPrepared(guard, h)
-			results <- outcome{i, res, err}
-		}()
-	}
-	refused := <-results
-	if !errors.Is(refused.err, promptkit.ErrCapacity) || errors.Is(refused.err, context.Canceled) || errors.Is(refused.err, context.DeadlineExceeded) || refused.res != nil {
-		t.Fatalf("res = %+v, err = %v; want an immediate ErrCapacity and no result", refused.res, refused.err)
-	}
-	fin := contractFinished(t, logs[refused.i].events())
-	if fin.Outcome != promptkit.ExecutionOutcomeError || fin.Failure != promptkit.ExecutionFailureCapacity || fin.Attempts != 0 || fin.ProfileID != "default" {
-		t.Fatalf("finished = %+v", fin)
-	}
-	close(hold)
-	if err := <-first; err != nil {
-		t.Fatal(err)
-	}
-	queued := <-results
-	if queued.err != nil {
-		t.Fatalf("queued prepared run: %v", queued.err)
-	}
-	evs := logs[queued.i].events()
-	if got := contractKinds(evs); got != "started,attempt,finished" || evs[2].Outcome != promptkit.ExecutionOutcomeSuccess || evs[2].RunID != queued.res.RunID {
-		t.Fatalf("queued run's events = %s %+v", got, evs)
-	}
+		return eng.RunPrepared(ctx, h)
+	})
 }
 
-// Item 3: ErrValidation cannot be produced through the public API (see
-// the report); no test is written for it.
-
-// Item 4: a run refused because the admission queue is full is observed:
-// its finished event says capacity, and the error is ErrCapacity.
+// A run refused because the admission queue is full is observed: its
+// finished event says capacity, and the error is ErrCapacity.
 func TestContractAdmissionQueueFullObserved(t *testing.T) {
 	t.Parallel()
+	contractQueueFull(t, func(ctx context.Context, eng *promptkit.Engine, obs promptkit.ExecutionObserver) (*promptkit.RunResult, error) {
+		return eng.Run(ctx, promptkit.RunRequest{Text: "b", Observer: obs})
+	})
+}
+
+// contractQueueFull holds the only admission slot with a run the provider
+// holds, then starts two more runs with run: one takes the only queue slot
+// and completes once the first finishes, the other is refused at once
+// with ErrCapacity, observed as a capacity failure.
+func contractQueueFull(t *testing.T, run func(context.Context, *promptkit.Engine, promptkit.ExecutionObserver) (*promptkit.RunResult, error)) {
 	srv, eng := contractRig(t, contractOpts{maxRuns: 1, maxQueued: 1})
-	guard := contractGuard(t)
+	guard := deadlockGuard(t)
 	hold := make(chan struct{})
 	srv.Enqueue(providertest.Response{Hold: hold, Text: "first"})
 	first := make(chan error, 1)
@@ -329,7 +257,7 @@ func TestContractAdmissionQueueFullObserved(t *testing.T) {
 	if err := srv.WaitArrivals(guard, 1); err != nil {
 		t.Fatal(err)
 	}
-	var logs [2]contractLog
+	var logs [2]eventLog
 	type outcome struct {
 		i   int
 		res *promptkit.RunResult
@@ -338,7 +266,7 @@ func TestContractAdmissionQueueFullObserved(t *testing.T) {
 	results := make(chan outcome, 2)
 	for i := range logs {
 		go func() {
-			res, err := eng.Run(guard, promptkit.RunRequest{Text: "b", Observer: logs[i].observe})
+			res, err := run(guard, eng, logs[i].Observe)
 			results <- outcome{i, res, err}
 		}()
 	}
@@ -347,8 +275,8 @@ func TestContractAdmissionQueueFullObserved(t *testing.T) {
 	if !errors.Is(refused.err, promptkit.ErrCapacity) || errors.Is(refused.err, context.Canceled) || errors.Is(refused.err, context.DeadlineExceeded) || refused.res != nil {
 		t.Fatalf("res = %+v, err = %v; want an immediate ErrCapacity and no result", refused.res, refused.err)
 	}
-	fin := contractFinished(t, logs[refused.i].events())
-	if fin.Outcome != promptkit.ExecutionOutcomeError || fin.Failure != promptkit.ExecutionFailureCapacity || fin.Attempts != 0 {
+	fin := contractFinished(t, logs[refused.i].Events())
+	if fin.Outcome != promptkit.ExecutionOutcomeError || fin.Failure != promptkit.ExecutionFailureCapacity || fin.Attempts != 0 || fin.ProfileID != "default" {
 		t.Fatalf("finished = %+v", fin)
 	}
 	close(hold)
@@ -359,12 +287,13 @@ func TestContractAdmissionQueueFullObserved(t *testing.T) {
 	if queued.err != nil {
 		t.Fatalf("queued run: %v", queued.err)
 	}
-	if evs := logs[queued.i].events(); contractKinds(evs) != "started,attempt,finished" || evs[2].Outcome != promptkit.ExecutionOutcomeSuccess {
-		t.Fatalf("queued run's events = %s", contractKinds(evs))
+	evs := logs[queued.i].Events()
+	if got := eventKinds(evs); got != "started,attempt,finished" || evs[2].Outcome != promptkit.ExecutionOutcomeSuccess || evs[2].RunID != queued.res.RunID {
+		t.Fatalf("queued run's events = %s %+v", got, evs)
 	}
 }
 
-// Item 5: RetryExhaustedError's nil pointer and zero value are safe, and
+// RetryExhaustedError's nil pointer and zero value are safe, and
 // neither its text nor %#v carries provider text, which Detail keeps.
 func TestContractRetryExhaustedErrorSafeAndRedacted(t *testing.T) {
 	t.Parallel()
@@ -441,7 +370,7 @@ func TestContractRetryExhaustedErrorSafeAndRedacted(t *testing.T) {
 	})
 }
 
-// Item 6: of two Retry-After header lines on a 503, the first counts.
+// Of two Retry-After header lines on a 503, the first counts.
 func TestContractRetryAfterFirstHeaderLineCounts(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -500,7 +429,7 @@ func TestContractRetryAfterFirstHeaderLineCounts(t *testing.T) {
 	}
 }
 
-// Item 7: PromptHash covers the rendered request only: retry settings and
+// PromptHash covers the rendered request only: retry settings and
 // the observer never change it; the text does.
 func TestContractPromptHashIgnoresRetriesAndObserver(t *testing.T) {
 	t.Parallel()
@@ -571,7 +500,7 @@ func TestContractPromptHashIgnoresRetriesAndObserver(t *testing.T) {
 	}
 }
 
-// Item 8: TransientRetries = math.MaxInt is accepted, in Config and in a
+// TransientRetries = math.MaxInt is accepted, in Config and in a
 // RunRequest (ordinary and prepared), and nothing overflows: one 503 then
 // a 200 is a success in two attempts.
 func TestContractTransientRetriesMaxInt(t *testing.T) {
@@ -592,8 +521,8 @@ func TestContractTransientRetriesMaxInt(t *testing.T) {
 			t.Parallel()
 			srv, eng := contractRig(t, contractOpts{retries: c.config})
 			srv.Enqueue(providertest.Status(503), providertest.Reply("ok"))
-			var log contractLog
-			req := promptkit.RunRequest{Text: "x", TransientRetries: c.request, Observer: log.observe}
+			var log eventLog
+			req := promptkit.RunRequest{Text: "x", TransientRetries: c.request, Observer: log.Observe}
 			var res *promptkit.RunResult
 			var err error
 			if c.prepared {
@@ -608,8 +537,8 @@ func TestContractTransientRetriesMaxInt(t *testing.T) {
 			if err != nil || res.Text != "ok" || res.Attempts != 2 || srv.Count() != 2 {
 				t.Fatalf("res = %+v, err = %v, provider calls = %d", res, err, srv.Count())
 			}
-			evs := log.events()
-			if got := contractKinds(evs); got != "started,attempt,retry_delay,attempt,finished" {
+			evs := log.Events()
+			if got := eventKinds(evs); got != "started,attempt,retry_delay,attempt,finished" {
 				t.Fatalf("events = %s", got)
 			}
 			if fin := evs[4]; fin.Attempts != 2 || fin.TransientRetries != 1 || fin.Outcome != promptkit.ExecutionOutcomeSuccess {
@@ -658,7 +587,7 @@ func newContractPools(t *testing.T, maxRuns, maxQueued int, pauseOnRetryAfter bo
 	return p
 }
 
-// Item 9 (stage 10): two profiles sharing one finite backend under
+// Two profiles sharing one finite backend under
 // initial, retry and repair traffic; backoff frees the active permit but
 // not logical admission; different backend pools stay independent.
 func TestContractSharedBackendPools(t *testing.T) {
@@ -667,7 +596,7 @@ func TestContractSharedBackendPools(t *testing.T) {
 	t.Run("initial retry and repair traffic share one permit", func(t *testing.T) {
 		t.Parallel()
 		p := newContractPools(t, 0, 0, true)
-		guard := contractGuard(t)
+		guard := deadlockGuard(t)
 		hold := make(chan struct{})
 		// Taken in arrival order by whichever run sends: two 503s (the
 		// first held in flight) and one invalid output; then the default
@@ -680,7 +609,7 @@ func TestContractSharedBackendPools(t *testing.T) {
 			res *promptkit.RunResult
 			err error
 		}
-		var logs [2]contractLog
+		var logs [2]eventLog
 		results := [2]chan outcome{make(chan outcome, 1), make(chan outcome, 1)}
 		for i, profile := range []string{"a", "b"} {
 			obs, started := contractSignal(&logs[i], promptkit.ExecutionStarted)
@@ -716,7 +645,7 @@ func TestContractSharedBackendPools(t *testing.T) {
 			}
 			attempts += o.res.Attempts
 			repairs += o.res.RepairCalls
-			evs := logs[i].events()
+			evs := logs[i].Events()
 			fin := evs[len(evs)-1]
 			if fin.Kind != promptkit.ExecutionFinished || fin.RunID != o.res.RunID || fin.Attempts != uint64(o.res.Attempts) || fin.RepairCalls != uint64(o.res.RepairCalls) {
 				t.Fatalf("run %s: finished %+v disagrees with result %+v", profile, fin, o.res)
@@ -746,9 +675,9 @@ func TestContractSharedBackendPools(t *testing.T) {
 		// Without a backend-wide pause, a Retry-After of an hour keeps run
 		// a in its retry wait for the whole test.
 		p := newContractPools(t, 0, 0, false)
-		guard := contractGuard(t)
+		guard := deadlockGuard(t)
 		p.shared.Enqueue(providertest.Status(503).WithRetryAfter("3600"))
-		var log contractLog
+		var log eventLog
 		obs, attempted := contractSignal(&log, promptkit.ExecutionAttempt)
 		ctxA, cancelA := context.WithCancel(guard)
 		defer cancelA()
@@ -772,8 +701,8 @@ func TestContractSharedBackendPools(t *testing.T) {
 		if err := <-doneA; !errors.Is(err, context.Canceled) || errors.Is(err, promptkit.ErrRetriesExhausted) {
 			t.Fatalf("run a: %v, want context.Canceled", err)
 		}
-		evs := log.events()
-		if got := contractKinds(evs); got != "started,attempt,retry_delay,finished" {
+		evs := log.Events()
+		if got := eventKinds(evs); got != "started,attempt,retry_delay,finished" {
 			t.Fatalf("run a's events = %s", got)
 		}
 		if fin := evs[3]; fin.Failure != promptkit.ExecutionFailureCanceled || fin.Attempts != 1 {
@@ -787,9 +716,9 @@ func TestContractSharedBackendPools(t *testing.T) {
 	t.Run("backoff keeps logical admission", func(t *testing.T) {
 		t.Parallel()
 		p := newContractPools(t, 1, 1, false)
-		guard := contractGuard(t)
+		guard := deadlockGuard(t)
 		p.shared.Enqueue(providertest.Status(503).WithRetryAfter("3600"))
-		var log contractLog
+		var log eventLog
 		obs, attempted := contractSignal(&log, promptkit.ExecutionAttempt)
 		ctxA, cancelA := context.WithCancel(guard)
 		defer cancelA()
@@ -835,7 +764,7 @@ func TestContractSharedBackendPools(t *testing.T) {
 	t.Run("unlimited backend", func(t *testing.T) {
 		t.Parallel()
 		p := newContractPools(t, 0, 0, true)
-		guard := contractGuard(t)
+		guard := deadlockGuard(t)
 		hold := make(chan struct{})
 		p.open.Enqueue(providertest.Response{Hold: hold, Text: "one"}, providertest.Response{Hold: hold, Text: "two"})
 		errs := make(chan error, 2)
@@ -861,7 +790,7 @@ func TestContractSharedBackendPools(t *testing.T) {
 	})
 }
 
-// Item 10 (stage 10): transient failure, successful invalid output, repair
+// Transient failure, successful invalid output, repair
 // transient failure, valid output: consistent counts, usage and events.
 func TestContractTransientRepairTransientSequence(t *testing.T) {
 	t.Parallel()
@@ -874,9 +803,9 @@ func TestContractTransientRepairTransientSequence(t *testing.T) {
 		providertest.Status(503),
 		providertest.Response{Text: contractValid, Usage: u2},
 	)
-	var log contractLog
+	var log eventLog
 	req := contractSummarize("sequence", "")
-	req.Observer = log.observe
+	req.Observer = log.Observe
 	res, err := eng.Run(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
@@ -900,7 +829,7 @@ func TestContractTransientRepairTransientSequence(t *testing.T) {
 		t.Fatal("retries did not resend their generation's request, or the repair did not change it")
 	}
 
-	evs := log.events()
+	evs := log.Events()
 	type step struct {
 		kind                promptkit.ExecutionEventKind
 		generation, attempt uint64
@@ -918,7 +847,7 @@ func TestContractTransientRepairTransientSequence(t *testing.T) {
 		{promptkit.ExecutionFinished, 0, 0, promptkit.ExecutionOutcomeSuccess, 0},
 	}
 	if len(evs) != len(want) {
-		t.Fatalf("events = %s", contractKinds(evs))
+		t.Fatalf("events = %s", eventKinds(evs))
 	}
 	for i, w := range want {
 		ev := evs[i]
