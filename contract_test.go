@@ -587,6 +587,25 @@ func newContractPools(t *testing.T, maxRuns, maxQueued int, pauseOnRetryAfter bo
 	return p
 }
 
+// startInRetryWait starts run a on profile a, whose first attempt gets a
+// 503 asking to wait an hour, and returns once that attempt is over and
+// the run waits to retry: its events, its result and what cancels it.
+func (p *contractPools) startInRetryWait(t *testing.T, guard context.Context) (*eventLog, <-chan error, context.CancelFunc) {
+	t.Helper()
+	p.shared.Enqueue(providertest.Status(503).WithRetryAfter("3600"))
+	log := &eventLog{}
+	obs, attempted := contractSignal(log, promptkit.ExecutionAttempt)
+	ctxA, cancelA := context.WithCancel(guard)
+	t.Cleanup(cancelA)
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := p.eng.Run(ctxA, promptkit.RunRequest{Text: "alpha", ProfileID: "a", Observer: obs})
+		doneA <- err
+	}()
+	contractAwait(t, guard, attempted, "run a's first attempt")
+	return log, doneA, cancelA
+}
+
 // Two profiles sharing one finite backend under
 // initial, retry and repair traffic; backoff frees the active permit but
 // not logical admission; different backend pools stay independent.
@@ -676,17 +695,7 @@ func TestContractSharedBackendPools(t *testing.T) {
 		// a in its retry wait for the whole test.
 		p := newContractPools(t, 0, 0, false)
 		guard := deadlockGuard(t)
-		p.shared.Enqueue(providertest.Status(503).WithRetryAfter("3600"))
-		var log eventLog
-		obs, attempted := contractSignal(&log, promptkit.ExecutionAttempt)
-		ctxA, cancelA := context.WithCancel(guard)
-		defer cancelA()
-		doneA := make(chan error, 1)
-		go func() {
-			_, err := p.eng.Run(ctxA, promptkit.RunRequest{Text: "alpha", ProfileID: "a", Observer: obs})
-			doneA <- err
-		}()
-		contractAwait(t, guard, attempted, "run a's first attempt")
+		log, doneA, cancelA := p.startInRetryWait(t, guard)
 		// Run a waits to retry; the shared backend's only permit is free.
 		res, err := p.eng.Run(guard, promptkit.RunRequest{Text: "beta", ProfileID: "b"})
 		if err != nil || res.BackendID != "shared" || res.Attempts != 1 {
@@ -717,17 +726,7 @@ func TestContractSharedBackendPools(t *testing.T) {
 		t.Parallel()
 		p := newContractPools(t, 1, 1, false)
 		guard := deadlockGuard(t)
-		p.shared.Enqueue(providertest.Status(503).WithRetryAfter("3600"))
-		var log eventLog
-		obs, attempted := contractSignal(&log, promptkit.ExecutionAttempt)
-		ctxA, cancelA := context.WithCancel(guard)
-		defer cancelA()
-		doneA := make(chan error, 1)
-		go func() {
-			_, err := p.eng.Run(ctxA, promptkit.RunRequest{Text: "alpha", ProfileID: "a", Observer: obs})
-			doneA <- err
-		}()
-		contractAwait(t, guard, attempted, "run a's first attempt")
+		_, doneA, cancelA := p.startInRetryWait(t, guard)
 		// Run a waits to retry and keeps the only admission slot: of two
 		// more runs (one on the shared backend, one on another backend:
 		// admission is engine-wide), one queues and one is refused.
