@@ -150,12 +150,8 @@ func (p ReclaimParams) Decide(j Job, now time.Time) ReclaimDecision {
 	return ReclaimDecision{To: Queued, Kind: KindWorkerCrash, Message: msgReclaimed}
 }
 
-// Expired reports whether a running job's heartbeat at hb counts as lost
-// at now (strictly older than ReclaimAfter). p must be normalized.
-func (p ReclaimParams) Expired(hb, now time.Time) bool { return hb.Before(now.Add(-p.ReclaimAfter)) }
-
-// HeartbeatCutoff is the heartbeat time below which a job is reclaimed at
-// now. p must be normalized.
+// HeartbeatCutoff is the heartbeat time below which (strictly) a running
+// job's worker counts as dead at now. p must be normalized.
 func (p ReclaimParams) HeartbeatCutoff(now time.Time) time.Time { return now.Add(-p.ReclaimAfter) }
 
 // DependencyOutcome says what a job may do given its DependsOn job dep

@@ -216,8 +216,8 @@ func TestReclaimDecide(t *testing.T) {
 	if len(msgs) != 3 {
 		t.Errorf("messages %v: want one per outcome", msgs)
 	}
-	if !p.Expired(now.Add(-5*time.Minute-time.Microsecond), now) || p.Expired(now.Add(-5*time.Minute), now) {
-		t.Error("Expired is not strictly older than ReclaimAfter")
+	if got := p.HeartbeatCutoff(now); !got.Equal(now.Add(-5 * time.Minute)) {
+		t.Errorf("HeartbeatCutoff = %v, want 5 minutes before now", got)
 	}
 	for _, bad := range []jobs.ReclaimParams{{ReclaimAfter: -1}, {StuckAfter: -time.Second}, {ReclaimAfter: time.Hour}, {ReclaimAfter: time.Minute, StuckAfter: time.Minute}} {
 		if _, err := bad.Normalize(); !errors.Is(err, jobs.ErrInvalid) {
