@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -48,38 +47,46 @@ type Failure struct {
 }
 
 // Classify maps an engine error to the failure policy (see the table
-// above). It reads the error's identities, never its text.
+// above): the engine's own classification (pktype.Classify) decides, with
+// the provider's status for a provider answer and the missing credential
+// told apart from other invalid requests. It reads the error's
+// identities, never its text.
 func Classify(err error) Failure {
-	var ge *pktype.GenerationError
-	if errors.As(err, &ge) { // also inside a RetryExhaustedError
-		f := Failure{RetryAfter: ge.RetryAfter()}
-		switch s := ge.StatusCode(); {
-		case s == 429:
-			f.Kind = KindRateLimit
-		case s == 401 || s == 403:
-			f.Kind = KindAuth
-		case s >= 500 && s <= 599:
-			f.Kind = KindProvider5xx
-		case s >= 400 && s <= 499:
-			f.Kind = KindProvider4xx
-		default:
-			f.Kind = KindUnknown
-		}
-		return f
-	}
-	switch {
-	case errors.Is(err, pktype.ErrMissingCredential):
+	if errors.Is(err, pktype.ErrMissingCredential) {
 		return Failure{Kind: KindAuth}
-	case errors.Is(err, context.DeadlineExceeded):
+	}
+	if errors.Is(err, ErrInvalid) { // a stored job the worker cannot use
+		return Failure{Kind: KindInvalidRequest}
+	}
+	switch pktype.Classify(err) {
+	case pktype.ExecutionFailureProviderStatus:
+		var ge *pktype.GenerationError
+		errors.As(err, &ge) // also inside a RetryExhaustedError
+		return Failure{Kind: statusKind(ge.StatusCode()), RetryAfter: ge.RetryAfter()}
+	case pktype.ExecutionFailureDeadline:
 		return Failure{Kind: KindTimeout}
-	case errors.Is(err, pktype.ErrMalformedResponse):
+	case pktype.ExecutionFailureMalformed:
 		return Failure{Kind: KindParse}
-	case errors.Is(err, pktype.ErrInvalidRequest), errors.Is(err, pktype.ErrInvalidConfig),
-		errors.Is(err, pktype.ErrPromptNotFound), errors.Is(err, pktype.ErrProfileNotFound),
-		errors.Is(err, ErrInvalid):
+	case pktype.ExecutionFailureInvalidConfig, pktype.ExecutionFailureInvalidRequest, pktype.ExecutionFailurePromptNotFound,
+		pktype.ExecutionFailureProfileNotFound, pktype.ExecutionFailurePromptRender:
 		return Failure{Kind: KindInvalidRequest}
 	}
 	return Failure{Kind: KindUnknown}
+}
+
+// statusKind is the kind of a provider's HTTP status.
+func statusKind(s int) ErrorKind {
+	switch {
+	case s == 429:
+		return KindRateLimit
+	case s == 401 || s == 403:
+		return KindAuth
+	case s >= 500 && s <= 599:
+		return KindProvider5xx
+	case s >= 400 && s <= 499:
+		return KindProvider4xx
+	}
+	return KindUnknown
 }
 
 // Job backoff: the k-th failed attempt waits base·5^(k−1) (5 s, 25 s,
