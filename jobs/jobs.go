@@ -166,6 +166,9 @@ var (
 	ErrIllegalTransition = errors.New("jobs: illegal transition")
 	// ErrInvalid: parameters are unusable (bad priority, unknown parent…).
 	ErrInvalid = errors.New("jobs: invalid parameters")
+	// ErrIdempotencyConflict is an idempotency key repeated with a
+	// different request (EnqueueParams.RequestHash).
+	ErrIdempotencyConflict = errors.New("jobs: idempotency key reused with a different request")
 )
 
 // TransitionError is an illegal transition; it matches ErrIllegalTransition.
@@ -266,13 +269,18 @@ const (
 
 // Event is one row of the append-only event log.
 type Event struct {
-	Seq      int64           `json:"seq"`
-	JobID    string          `json:"job_id"`
-	PromptID string          `json:"prompt_id"`
-	OrgID    string          `json:"org_id"`
-	Type     EventType       `json:"type"`
-	From     State           `json:"from,omitempty"`
-	To       State           `json:"to,omitempty"`
-	Data     json.RawMessage `json:"data,omitempty"`
-	At       time.Time       `json:"at"`
+	Seq      int64  `json:"seq"`
+	JobID    string `json:"job_id"`
+	PromptID string `json:"prompt_id"`
+	OrgID    string `json:"org_id"`
+	// CreatedBy is the job's creator, and Attempt the job's attempt when
+	// the event was read (EventsAfter fills both; JobEvents leaves them
+	// zero).
+	CreatedBy string          `json:"created_by,omitempty"`
+	Attempt   int             `json:"attempt,omitempty"`
+	Type      EventType       `json:"type"`
+	From      State           `json:"from,omitempty"`
+	To        State           `json:"to,omitempty"`
+	Data      json.RawMessage `json:"data,omitempty"`
+	At        time.Time       `json:"at"`
 }

@@ -116,6 +116,9 @@ type Store interface {
 	// order. No event can commit later with a Seq at or below the last one
 	// returned, so paging by Seq never misses one.
 	EventsAfter(ctx context.Context, p EventsParams) ([]Event, error)
+	// LatestEventSeq is the Seq of the newest event (0 when there is
+	// none): EventsAfter from it returns only events committed later.
+	LatestEventSeq(ctx context.Context) (int64, error)
 	// Metrics counts jobs by state (every state present, zero included),
 	// latency percentiles of jobs that succeeded, failed or were cancelled
 	// since Since (superseded jobs are left out: their retry replaced the
@@ -127,6 +130,24 @@ type Store interface {
 	// jobs per transaction. Returns the number of jobs deleted (also with
 	// an error: what was deleted stays deleted, consistently).
 	Archive(ctx context.Context, before time.Time) (int, error)
+
+	// CreateToken stores a token's hash with its org, user and role.
+	CreateToken(ctx context.Context, p CreateTokenParams) (Token, error)
+	// ListTokens returns the tokens of orgID (empty: every org), revoked
+	// ones included, oldest first.
+	ListTokens(ctx context.Context, orgID string) ([]Token, error)
+	// RevokeToken marks a token revoked (again: no change) and returns it;
+	// ErrNotFound for an unknown ID.
+	RevokeToken(ctx context.Context, id string) (Token, error)
+	// TokenByHash returns the valid token with this hash; ErrNotFound for
+	// an unknown or revoked one.
+	TokenByHash(ctx context.Context, hash []byte) (Token, error)
+	// HasTokens reports whether any valid (not revoked) token exists.
+	HasTokens(ctx context.Context) (bool, error)
+
+	// Check returns nil when the database answers and its schema is the
+	// one this build migrates to (not older, not newer).
+	Check(ctx context.Context) error
 
 	// Notify returns a channel that receives a value, coalesced, whenever
 	// this store or (PostgreSQL: LISTEN/NOTIFY) another process enqueues
@@ -171,6 +192,10 @@ type EnqueueParams struct {
 	// IdempotencyKey makes a repeat (same org and key) return the first
 	// IDs.
 	IdempotencyKey string
+	// RequestHash, with IdempotencyKey, fingerprints the request: a
+	// repeat whose RequestHash differs from the first call's (both set)
+	// is ErrIdempotencyConflict and stores nothing.
+	RequestHash string
 }
 
 // Enqueued are the IDs of an enqueued prompt and job.
@@ -267,6 +292,9 @@ type ListParams struct {
 	OrgID     string
 	CreatedBy string
 	State     State
+	// Current leaves out superseded jobs, so each prompt appears once,
+	// with the job that stands for it.
+	Current bool
 	// Since: only jobs created at or after it.
 	Since time.Time
 	// After is the Next of the previous page.
@@ -285,7 +313,9 @@ type JobPage struct {
 // ChangesParams selects changed jobs.
 type ChangesParams struct {
 	OrgID string
-	Since time.Time
+	// CreatedBy, when set, keeps only jobs created by this user.
+	CreatedBy string
+	Since     time.Time
 	// Limit defaults to 500.
 	Limit int
 }
@@ -300,7 +330,9 @@ type Changes struct {
 // EventsParams pages through the event log.
 type EventsParams struct {
 	OrgID string
-	After int64
+	// CreatedBy, when set, keeps only events of jobs created by this user.
+	CreatedBy string
+	After     int64
 	// Limit defaults to 500.
 	Limit int
 }

@@ -3,6 +3,7 @@ package jobstest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -262,6 +263,7 @@ func testEnqueueBatch(t *testing.T, h Harness) {
 // and a call whose context is already cancelled stores nothing.
 func testEnqueueConcurrentIsolation(t *testing.T, h Harness) {
 	f := setupRealClock(t, h)
+	taken := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", IdempotencyKey: "taken", RequestHash: "h1"})
 	const n = 32
 	results := make([]jobs.Enqueued, n)
 	errs := make([]error, n)
@@ -277,6 +279,10 @@ func testEnqueueConcurrentIsolation(t *testing.T, h Harness) {
 				c, cancel := context.WithCancel(ctx)
 				cancel()
 				ctx = c
+			case 13:
+				p.IdempotencyKey, p.RequestHash = "taken", "h2"
+			case 17:
+				p.IdempotencyKey, p.RequestHash = "taken", "h1"
 			}
 			results[i], errs[i] = f.store.Enqueue(ctx, p)
 		})
@@ -290,6 +296,12 @@ func testEnqueueConcurrentIsolation(t *testing.T, h Harness) {
 		case 11:
 			if errs[i] == nil {
 				t.Errorf("Enqueue with a cancelled context succeeded")
+			}
+		case 13:
+			wantErr(t, errs[i], jobs.ErrIdempotencyConflict, "conflicting call")
+		case 17:
+			if errs[i] != nil || results[i].JobID != taken.JobID || !results[i].Existing {
+				t.Errorf("repeat = %+v, %v; want job %s", results[i], errs[i], taken.JobID)
 			}
 		default:
 			if errs[i] != nil {
@@ -306,8 +318,8 @@ func testEnqueueConcurrentIsolation(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Jobs) != n-2 {
-		t.Errorf("%d jobs stored, want %d", len(page.Jobs), n-2)
+	if want := 1 + n - 4; len(page.Jobs) != want { // the taken key's, and all but four calls'
+		t.Errorf("%d jobs stored, want %d", len(page.Jobs), want)
 	}
 }
 
@@ -361,5 +373,123 @@ func testIdempotency(t *testing.T, h Harness) {
 	}
 	if len(page.Jobs) != 5 { // k1, k2, two without a key, k3
 		t.Errorf("org-a has %d jobs, want 5", len(page.Jobs))
+	}
+}
+
+// storedCounts is how many jobs and events the store holds.
+func (f *fixture) storedCounts() (jobCount, eventCount int) {
+	f.t.Helper()
+	return len(f.listAll(jobs.ListParams{Limit: 1000})), len(f.allEvents())
+}
+
+// A repeated idempotency key whose request hash differs from the first
+// call's (both set) is ErrIdempotencyConflict and stores nothing; an
+// empty hash on either side never conflicts.
+func testIdempotencyConflict(t *testing.T, h Harness) {
+	f := setup(t, h)
+	a := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "one", IdempotencyKey: "k1", RequestHash: "h1"})
+	same := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "one", IdempotencyKey: "k1", RequestHash: "h1"})
+	if same.JobID != a.JobID || !same.Existing {
+		t.Errorf("repeat with the same hash = %+v, want the first IDs %+v with Existing", same, a)
+	}
+	jobsBefore, eventsBefore := f.storedCounts()
+	_, err := f.store.Enqueue(f.ctx, jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "u", Text: "two", IdempotencyKey: "k1", RequestHash: "h2"})
+	wantErr(t, err, jobs.ErrIdempotencyConflict, "repeat with another hash")
+	if errors.Is(err, jobs.ErrInvalid) {
+		t.Errorf("conflict %v also matches ErrInvalid", err)
+	}
+	if j, e := f.storedCounts(); j != jobsBefore || e != eventsBefore {
+		t.Errorf("the conflicting Enqueue stored something: jobs %d → %d, events %d → %d", jobsBefore, j, eventsBefore, e)
+	}
+	if p, _ := f.store.GetPrompt(f.ctx, "", a.PromptID); p.Text != "one" {
+		t.Errorf("the conflicting Enqueue changed the prompt text to %q", p.Text)
+	}
+	// No hash on the repeat: an ordinary repeat.
+	if r := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "two", IdempotencyKey: "k1"}); r.JobID != a.JobID || !r.Existing {
+		t.Errorf("repeat without a hash = %+v", r)
+	}
+	// The key in another org is another key.
+	if r := f.enqueue(jobs.EnqueueParams{OrgID: "org-b", Text: "two", IdempotencyKey: "k1", RequestHash: "h2"}); r.Existing {
+		t.Errorf("same key, other hash, other org = %+v, want a new prompt", r)
+	}
+	// No hash stored: any repeat is a repeat.
+	b := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "three", IdempotencyKey: "k2"})
+	if r := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "four", IdempotencyKey: "k2", RequestHash: "h4"}); r.JobID != b.JobID || !r.Existing {
+		t.Errorf("repeat with a hash of a call without one = %+v", r)
+	}
+	// The first call's hash stays: the repeat above did not store its own.
+	if r := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Text: "five", IdempotencyKey: "k2", RequestHash: "h5"}); r.JobID != b.JobID || !r.Existing {
+		t.Errorf("second repeat with another hash of a call without one = %+v", r)
+	}
+	// Without a key, the hash means nothing.
+	c1 := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", RequestHash: "h1"})
+	c2 := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", RequestHash: "h2"})
+	if c1.Existing || c2.Existing || c1.JobID == c2.JobID {
+		t.Errorf("hashes without a key: %+v, %+v", c1, c2)
+	}
+}
+
+// EnqueueBatch: an item that conflicts, with an earlier call or with an
+// earlier item of the same batch, fails the whole batch, which stores
+// nothing.
+func testIdempotencyConflictBatch(t *testing.T, h Harness) {
+	f := setup(t, h)
+	a := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", IdempotencyKey: "k1", RequestHash: "h1"})
+	jobsBefore, eventsBefore := f.storedCounts()
+	for _, c := range []struct {
+		what  string
+		batch []jobs.EnqueueParams
+	}{
+		{"an item conflicting with an earlier call", []jobs.EnqueueParams{
+			{OrgID: "org-a", Text: "new", IdempotencyKey: "k2", RequestHash: "h2"},
+			{OrgID: "org-a", Text: "new"},
+			{OrgID: "org-a", Text: "again", IdempotencyKey: "k1", RequestHash: "h9"},
+		}},
+		{"two items with one key and two hashes", []jobs.EnqueueParams{
+			{OrgID: "org-a", Text: "x", IdempotencyKey: "k3", RequestHash: "hx"},
+			{OrgID: "org-a", Text: "y"},
+			{OrgID: "org-a", Text: "y", IdempotencyKey: "k3", RequestHash: "hy"},
+		}},
+		{"a repeat without a hash between them", []jobs.EnqueueParams{
+			{OrgID: "org-a", Text: "x", IdempotencyKey: "k4", RequestHash: "hx"},
+			{OrgID: "org-a", Text: "x", IdempotencyKey: "k4"},
+			{OrgID: "org-a", Text: "y", IdempotencyKey: "k4", RequestHash: "hy"},
+		}},
+	} {
+		for i := range c.batch {
+			c.batch[i].CreatedBy = "u"
+		}
+		out, err := f.store.EnqueueBatch(f.ctx, c.batch)
+		wantErr(t, err, jobs.ErrIdempotencyConflict, c.what)
+		if out != nil {
+			t.Errorf("%s: results %+v with the error", c.what, out)
+		}
+		if j, e := f.storedCounts(); j != jobsBefore || e != eventsBefore {
+			t.Errorf("%s: the batch stored something: jobs %d → %d, events %d → %d", c.what, jobsBefore, j, eventsBefore, e)
+		}
+	}
+	// Nothing of the failed batches stayed: their keys are new.
+	if r := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", IdempotencyKey: "k2", RequestHash: "other"}); r.Existing {
+		t.Errorf("key of a failed batch = %+v, want a new prompt", r)
+	}
+
+	// Within a batch, repeats agreeing with the first item (or without a
+	// hash) are repeats; a first item without a hash stores none.
+	got, err := f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{
+		{OrgID: "org-a", CreatedBy: "u", Text: "x", IdempotencyKey: "k5", RequestHash: "hx"},
+		{OrgID: "org-a", CreatedBy: "u", Text: "x", IdempotencyKey: "k5", RequestHash: "hx"},
+		{OrgID: "org-a", CreatedBy: "u", Text: "x", IdempotencyKey: "k5"},
+		{OrgID: "org-a", CreatedBy: "u", Text: "y", IdempotencyKey: "k6"},
+		{OrgID: "org-a", CreatedBy: "u", Text: "y", IdempotencyKey: "k6", RequestHash: "h1"},
+		{OrgID: "org-a", CreatedBy: "u", Text: "y", IdempotencyKey: "k6", RequestHash: "h2"},
+		{OrgID: "org-a", CreatedBy: "u", Text: "z", IdempotencyKey: "k1", RequestHash: "h1"},
+	})
+	if err != nil {
+		t.Fatalf("EnqueueBatch: %v", err)
+	}
+	if got[0].Existing || !got[1].Existing || !got[2].Existing || got[1].JobID != got[0].JobID || got[2].JobID != got[0].JobID ||
+		got[3].Existing || !got[4].Existing || !got[5].Existing || got[4].JobID != got[3].JobID || got[5].JobID != got[3].JobID ||
+		!got[6].Existing || got[6].JobID != a.JobID {
+		t.Errorf("batch of agreeing repeats = %+v", got)
 	}
 }

@@ -20,6 +20,12 @@
 //     the previous AsOf, even with a clock that does not move; a job may
 //     come back more than once, always in its current state.
 //   - An idempotent repeat returns the first job's current state.
+//   - A RequestHash is compared with the one stored with the key's prompt
+//     (the first call's, which a later repeat never replaces): when the
+//     first call had none, no repeat conflicts. Within a batch, the first
+//     item with a key is that first call.
+//   - A token hash is stored once: CreateToken with a hash already stored
+//     (revoked or not) is ErrInvalid.
 //   - Every parameter the jobs Normalize methods refuse is ErrInvalid with
 //     Normalize's error text, on every store; a ListJobs Limit above 1000
 //     is capped, not refused.
@@ -87,6 +93,8 @@ func Run(t *testing.T, h Harness) {
 		{"EnqueueBatch", testEnqueueBatch},
 		{"EnqueueConcurrentIsolation", testEnqueueConcurrentIsolation},
 		{"Idempotency", testIdempotency},
+		{"IdempotencyConflict", testIdempotencyConflict},
+		{"IdempotencyConflictBatch", testIdempotencyConflictBatch},
 		{"TransitionsAllowed", testTransitionsAllowed},
 		{"TransitionsForbidden", testTransitionsForbidden},
 		{"TerminalImmutable", testTerminalImmutable},
@@ -112,18 +120,25 @@ func Run(t *testing.T, h Harness) {
 		{"ListJobsFilters", testListJobsFilters},
 		{"ListJobsPagination", testListJobsPagination},
 		{"ListJobsConcurrentInserts", testListJobsConcurrentInserts},
+		{"ListJobsCurrent", testListJobsCurrent},
 		{"ChangesSince", testChangesSince},
 		{"ChangesSinceSameInstant", testChangesSinceSameInstant},
 		{"ChangesSincePaging", testChangesSincePaging},
 		{"ChangesSinceConcurrent", testChangesSinceConcurrent},
+		{"ChangesSinceCreatedBy", testChangesSinceCreatedBy},
 		{"EventsAfter", testEventsAfter},
 		{"EventsAfterConcurrent", testEventsAfterConcurrent},
+		{"EventsAfterJobFields", testEventsAfterJobFields},
+		{"LatestEventSeq", testLatestEventSeq},
 		{"Metrics", testMetrics},
 		{"MetricsByOrg", testMetricsByOrg},
 		{"Thread", testThread},
 		{"Archive", testArchive},
 		{"ArchiveBatches", testArchiveBatches},
 		{"Notify", testNotify},
+		{"Tokens", testTokens},
+		{"TokensInvalid", testTokensInvalid},
+		{"Check", testCheck},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

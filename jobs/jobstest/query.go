@@ -284,6 +284,9 @@ func (f *fixture) changes(p jobs.ChangesParams) jobs.Changes {
 		if p.OrgID != "" && j.OrgID != p.OrgID {
 			f.t.Errorf("ChangesSince(org %s) returned a job of %s", p.OrgID, j.OrgID)
 		}
+		if p.CreatedBy != "" && j.CreatedBy != p.CreatedBy {
+			f.t.Errorf("ChangesSince(user %s) returned a job of %s", p.CreatedBy, j.CreatedBy)
+		}
 	}
 	return c
 }
@@ -527,6 +530,27 @@ func testEventsAfter(t *testing.T, h Harness) {
 		if e.JobID != b.JobID {
 			t.Errorf("EventsAfter(org-b) returned %+v", e)
 		}
+	}
+}
+
+// LatestEventSeq is 0 on an empty log, then the newest Seq: paging from
+// it returns only events written later.
+func testLatestEventSeq(t *testing.T, h Harness) {
+	f := setup(t, h)
+	if seq, err := f.store.LatestEventSeq(f.ctx); err != nil || seq != 0 {
+		t.Fatalf("LatestEventSeq on an empty log = %d, %v", seq, err)
+	}
+	f.enqueue(jobs.EnqueueParams{})
+	f.claim("w", 1)
+	all := f.allEvents()
+	seq, err := f.store.LatestEventSeq(f.ctx)
+	if err != nil || seq != all[len(all)-1].Seq {
+		t.Fatalf("LatestEventSeq = %d, %v; newest event %d", seq, err, all[len(all)-1].Seq)
+	}
+	later := f.enqueue(jobs.EnqueueParams{})
+	page, err := f.store.EventsAfter(f.ctx, jobs.EventsParams{After: seq})
+	if err != nil || len(page) != 1 || page[0].JobID != later.JobID {
+		t.Fatalf("EventsAfter(LatestEventSeq) = %+v, %v; want only the later job's event", page, err)
 	}
 }
 
@@ -976,5 +1000,185 @@ func testArchiveBatches(t *testing.T, h Harness) {
 	}
 	if all := f.listAll(jobs.ListParams{}); len(all) != 1 || all[0].ID != kept.JobID {
 		t.Errorf("after Archive: %d jobs left, want only the queued one", len(all))
+	}
+}
+
+// Current leaves out superseded jobs: each prompt once, with its latest
+// job, on every page.
+func testListJobsCurrent(t *testing.T, h Harness) {
+	f := setup(t, h)
+	retry := func(id string) string {
+		t.Helper()
+		f.advance(time.Second)
+		j, err := f.store.Retry(f.ctx, jobs.RetryParams{JobID: id})
+		if err != nil {
+			t.Fatalf("Retry: %v", err)
+		}
+		return j.ID
+	}
+	first, _ := f.jobIn(jobs.Failed)
+	retry1 := retry(first.ID)
+	if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: retry1}); err != nil {
+		t.Fatal(err)
+	}
+	retry2 := retry(retry1)
+	f.advance(time.Second)
+	plain := f.enqueue(jobs.EnqueueParams{OrgID: "org-1"})
+	f.advance(time.Second)
+	other := f.enqueue(jobs.EnqueueParams{OrgID: "org-2", CreatedBy: "bob"})
+
+	for _, c := range []struct {
+		p    jobs.ListParams
+		want []string
+	}{
+		{jobs.ListParams{Current: true}, []string{other.JobID, plain.JobID, retry2}},
+		{jobs.ListParams{Current: true, Limit: 1}, []string{other.JobID, plain.JobID, retry2}},
+		{jobs.ListParams{Current: true, OrgID: "org-1"}, []string{plain.JobID, retry2}},
+		{jobs.ListParams{Current: true, CreatedBy: "bob"}, []string{other.JobID}},
+		{jobs.ListParams{Current: true, State: jobs.Queued, OrgID: "org-1"}, []string{plain.JobID, retry2}},
+		{jobs.ListParams{Current: true, State: jobs.Superseded}, nil},
+		{jobs.ListParams{State: jobs.Superseded}, []string{retry1, first.ID}},
+		{jobs.ListParams{OrgID: "org-1"}, []string{plain.JobID, retry2, retry1, first.ID}},
+	} {
+		got := ids(f.listAll(c.p))
+		if fmt.Sprint(got) != fmt.Sprint(c.want) && !(len(got) == 0 && len(c.want) == 0) {
+			t.Errorf("ListJobs(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+}
+
+// ChangesSince with CreatedBy returns only that user's jobs, alone or with
+// an org, also on a page cut inside one timestamp.
+func testChangesSinceCreatedBy(t *testing.T, h Harness) {
+	f := setup(t, h)
+	// Three changes in one instant, then one later.
+	a1 := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "alice"})
+	b1 := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "bob"})
+	a2 := f.enqueue(jobs.EnqueueParams{OrgID: "org-b", CreatedBy: "alice"})
+	f.advance(time.Second)
+	a3 := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "alice"})
+	f.advance(time.Second)
+
+	has := func(c jobs.Changes, want ...string) {
+		t.Helper()
+		got := map[string]bool{}
+		for _, j := range c.Jobs {
+			got[j.ID] = true
+		}
+		for _, id := range want {
+			if !got[id] {
+				t.Errorf("ChangesSince = %v, lacks %s", ids(c.Jobs), id)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("ChangesSince = %v, want %v", ids(c.Jobs), want)
+		}
+	}
+	has(f.changes(jobs.ChangesParams{CreatedBy: "alice"}), a1.JobID, a2.JobID, a3.JobID)
+	has(f.changes(jobs.ChangesParams{CreatedBy: "bob"}), b1.JobID)
+	has(f.changes(jobs.ChangesParams{CreatedBy: "alice", OrgID: "org-a"}), a1.JobID, a3.JobID)
+	has(f.changes(jobs.ChangesParams{CreatedBy: "bob", OrgID: "org-b"}))
+	has(f.changes(jobs.ChangesParams{CreatedBy: "carol"}))
+	// A page of one is extended to the end of its timestamp, with the
+	// user's jobs only.
+	page := f.changes(jobs.ChangesParams{CreatedBy: "alice", Limit: 1})
+	has(page, a1.JobID, a2.JobID)
+	has(f.changes(jobs.ChangesParams{CreatedBy: "alice", Since: page.AsOf}), a3.JobID)
+
+	f.claimID("w", a1.JobID)
+	f.advance(time.Second)
+	before := f.changes(jobs.ChangesParams{})
+	f.advance(time.Second)
+	f.claimID("w", b1.JobID)
+	has(f.changes(jobs.ChangesParams{CreatedBy: "alice", Since: before.AsOf}))
+	has(f.changes(jobs.ChangesParams{CreatedBy: "bob", Since: before.AsOf}), b1.JobID)
+}
+
+// EventsAfter fills each event's CreatedBy and Attempt from its job as it
+// is when read, and filters by CreatedBy (with or without an org), page by
+// page; JobEvents leaves both zero.
+func testEventsAfterJobFields(t *testing.T, h Harness) {
+	f := setup(t, h)
+	a := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "alice"})
+	b := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "bob"})
+	c := f.enqueue(jobs.EnqueueParams{OrgID: "org-b", CreatedBy: "alice"})
+	f.claimID("w1", a.JobID)
+	if _, err := f.store.Requeue(f.ctx, jobs.RequeueParams{JobID: a.JobID, Worker: "w1", Kind: jobs.KindTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	f.claimID("w2", a.JobID)
+	if err := f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: a.JobID, Worker: "w2", Data: []byte(`{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	f.claimID("w3", b.JobID)
+
+	jobOf := map[string]jobs.Job{}
+	for _, e := range []jobs.Enqueued{a, b, c} {
+		jobOf[e.JobID] = f.job(e.JobID)
+	}
+	if jobOf[a.JobID].Attempt != 2 {
+		t.Fatalf("requeued job attempt %d, want 2", jobOf[a.JobID].Attempt)
+	}
+	all := f.allEvents()
+	if len(all) != 8 { // a: 5 (→queued, claim, requeue, claim, attempt), b: 2, c: 1
+		t.Fatalf("%d events, want 8", len(all))
+	}
+	for _, e := range all {
+		j := jobOf[e.JobID]
+		if e.CreatedBy != j.CreatedBy || e.Attempt != j.Attempt {
+			t.Errorf("event %d of job %s: CreatedBy %q Attempt %d, want the job's %q and %d", e.Seq, e.JobID, e.CreatedBy, e.Attempt, j.CreatedBy, j.Attempt)
+		}
+	}
+	for _, e := range f.events(a.JobID) {
+		if e.CreatedBy != "" || e.Attempt != 0 {
+			t.Errorf("JobEvents: event %d has CreatedBy %q Attempt %d, want both zero", e.Seq, e.CreatedBy, e.Attempt)
+		}
+	}
+
+	for _, p := range []jobs.EventsParams{
+		{CreatedBy: "alice"},
+		{CreatedBy: "bob"},
+		{CreatedBy: "alice", OrgID: "org-a"},
+		{CreatedBy: "alice", OrgID: "org-b"},
+		{CreatedBy: "bob", OrgID: "org-b"},
+		{CreatedBy: "carol"},
+	} {
+		var want []int64
+		for _, e := range all {
+			if e.CreatedBy == p.CreatedBy && (p.OrgID == "" || e.OrgID == p.OrgID) {
+				want = append(want, e.Seq)
+			}
+		}
+		// One page, and pages of one.
+		page, err := f.store.EventsAfter(f.ctx, p)
+		if err != nil {
+			t.Fatalf("EventsAfter(%+v): %v", p, err)
+		}
+		var paged []int64
+		for q := p; ; {
+			q.Limit = 1
+			one, err := f.store.EventsAfter(f.ctx, q)
+			if err != nil {
+				t.Fatalf("EventsAfter(%+v): %v", q, err)
+			}
+			if len(one) == 0 {
+				break
+			}
+			if len(one) != 1 {
+				t.Fatalf("EventsAfter(%+v) = %d events, want at most 1", q, len(one))
+			}
+			paged = append(paged, one[0].Seq)
+			q.After = one[0].Seq
+		}
+		var got []int64
+		for _, e := range page {
+			got = append(got, e.Seq)
+			if e.CreatedBy != p.CreatedBy {
+				t.Errorf("EventsAfter(%+v) returned an event of %q's job", p, e.CreatedBy)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(paged) != fmt.Sprint(want) {
+			t.Errorf("EventsAfter(%+v): seqs %v, paged %v, want %v", p, got, paged, want)
+		}
 	}
 }

@@ -147,3 +147,51 @@ func (s *Store) allEventsForTest(t *testing.T) []jobs.Event {
 	}
 	return ev
 }
+
+// TestRunWritesIdempotencyConflict checks that an enqueue whose request
+// hash contradicts its key's prompt, stored or inserted by an earlier call
+// of the same group, fails alone, in a group of enqueues and in a mixed
+// one.
+func TestRunWritesIdempotencyConflict(t *testing.T) {
+	s := openInternal(t)
+	ctx := context.Background()
+	a, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "a", IdempotencyKey: "k", RequestHash: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mixed := range []bool{false, true} {
+		key := "k2"
+		if mixed {
+			key = "k3"
+		}
+		reqs := []*writeReq{
+			{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "c"})},
+			{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "a", IdempotencyKey: "k", RequestHash: "h2"})},
+			{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "a", IdempotencyKey: "k", RequestHash: "h1"})},
+			{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "x", IdempotencyKey: key, RequestHash: "hx"})},
+			{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "y", IdempotencyKey: key, RequestHash: "hy"})},
+		}
+		if mixed {
+			reqs = append(reqs, &writeReq{claim: newClaimReq(jobs.ClaimParams{Worker: "w", Limit: 1, PriorityCeiling: new(100)})})
+		}
+		errs := s.runWrites(ctx, reqs)
+		if errs[0] != nil || reqs[0].enqueue.out.JobID == "" || reqs[0].enqueue.out.Existing {
+			t.Errorf("mixed %v: plain enqueue: %v %+v", mixed, errs[0], reqs[0].enqueue.out)
+		}
+		if !errors.Is(errs[1], jobs.ErrIdempotencyConflict) {
+			t.Errorf("mixed %v: conflicting enqueue: %v", mixed, errs[1])
+		}
+		if out := reqs[2].enqueue.out; errs[2] != nil || out.JobID != a.JobID || !out.Existing {
+			t.Errorf("mixed %v: agreeing repeat: %v %+v", mixed, errs[2], out)
+		}
+		if out := reqs[3].enqueue.out; errs[3] != nil || out.JobID == "" || out.Existing {
+			t.Errorf("mixed %v: first of a new key: %v %+v", mixed, errs[3], out)
+		}
+		if !errors.Is(errs[4], jobs.ErrIdempotencyConflict) {
+			t.Errorf("mixed %v: second of a new key, with another hash: %v", mixed, errs[4])
+		}
+		if mixed && (errs[5] != nil || len(reqs[5].claim.out) != 1) {
+			t.Errorf("claim: %v, %d jobs, want 1", errs[5], len(reqs[5].claim.out))
+		}
+	}
+}

@@ -19,7 +19,9 @@
 // one of their rows. Migration 00002 explains this layout. IDs, orgs,
 // users and keys are COLLATE "C" (migration 00004): they are opaque, and
 // byte order makes every index step a memcmp whatever the database's
-// collation.
+// collation. tokens holds the API tokens by the SHA-256 of their secret
+// (migration 00006); token writes have no events and do not take the
+// event lock.
 //
 // # Claims
 //

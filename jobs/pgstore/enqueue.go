@@ -84,10 +84,10 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 
 // enqueueRows holds a batch as column arrays for unnest.
 type enqueueRows struct {
-	promptID, jobID, org, by, parent, corr, text, ref, inputs, profile, key, opts, dep []string
-	priority, maxAttempts                                                              []int
-	available                                                                          []time.Time
-	hasRefs, hasKeys                                                                   bool
+	promptID, jobID, org, by, parent, corr, text, ref, inputs, profile, key, hash, opts, dep []string
+	priority, maxAttempts                                                                    []int
+	available                                                                                []time.Time
+	hasRefs, hasKeys                                                                         bool
 }
 
 // enqueue stores normalized items in one transaction.
@@ -111,6 +111,9 @@ func (s *Store) enqueue(ctx context.Context, ps []jobs.EnqueueParams) ([]jobs.En
 // returns the existing prompt, locked, so archiving cannot delete it while
 // this transaction reads its first job; a key a concurrent transaction is
 // inserting makes this one wait (before the event lock) for its outcome.
+// A keyed item whose RequestHash contradicts that prompt's fails the
+// transaction with jobs.ErrIdempotencyConflict (runEnqueue then retries
+// the calls of a group alone, so only that call fails).
 type enqueueBatch struct {
 	rows   *enqueueRows
 	now    time.Time // created_at of the prompts and jobs
@@ -209,8 +212,9 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 	r := &enqueueRows{
 		promptID: make([]string, n), jobID: make([]string, n), org: make([]string, n), by: make([]string, n),
 		parent: make([]string, n), corr: make([]string, n), text: make([]string, n), ref: make([]string, n),
-		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), opts: make([]string, n),
-		dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n), available: make([]time.Time, n),
+		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), hash: make([]string, n),
+		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
+		available: make([]time.Time, n),
 	}
 	for i, p := range ps {
 		avail := now
@@ -220,7 +224,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.promptID[i], r.jobID[i] = jobs.NewID(), jobs.NewID()
 		r.org[i], r.by[i], r.parent[i], r.corr[i] = p.OrgID, p.CreatedBy, p.ParentID, p.CorrelationID
 		r.text[i], r.ref[i], r.inputs[i], r.profile[i] = p.Text, p.PromptRef, string(p.Inputs), p.Profile
-		r.key[i], r.opts[i], r.dep[i] = p.IdempotencyKey, string(p.ExecutionOptions), p.DependsOn
+		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions), p.DependsOn
 		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
@@ -270,12 +274,14 @@ func (b *enqueueBatch) insertPrompts(p *phase) {
 		return out
 	}
 	q := `
-		INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs, profile, idempotency_key, created_at)
-		SELECT u.id, u.org, u.by, NULLIF(u.parent, ''), u.corr, u.text, u.ref, NULLIF(u.inputs, '')::json, u.profile, u.key, $11
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key)`
+		INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs, profile, idempotency_key,
+			request_hash, created_at)
+		SELECT u.id, u.org, u.by, NULLIF(u.parent, ''), u.corr, u.text, u.ref, NULLIF(u.inputs, '')::json, u.profile, u.key, u.hash, $12
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+				$11::text[])
+			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key, hash)`
 	args := []any{col(r.promptID), col(r.org), col(r.by), col(r.parent), col(r.corr), col(r.text), col(r.ref),
-		col(r.inputs), col(r.profile), col(r.key), b.now}
+		col(r.inputs), col(r.profile), col(r.key), col(r.hash), b.now}
 	if !r.hasKeys {
 		// Nothing can conflict: every prompt is inserted.
 		p.exec(q, args...)
@@ -287,27 +293,44 @@ func (b *enqueueBatch) insertPrompts(p *phase) {
 		ORDER BY u.org, u.key
 		ON CONFLICT (org_id, idempotency_key) WHERE idempotency_key <> ''
 		DO UPDATE SET idempotency_key = EXCLUDED.idempotency_key
-		RETURNING id, org_id, idempotency_key`
+		RETURNING id, org_id, idempotency_key, request_hash`
+	type keyed struct{ id, hash string }
 	p.query(q, args, func(rows pgx.Rows) error {
-		byKey := map[[2]string]string{}
+		byKey := map[[2]string]keyed{}
 		for rows.Next() {
-			var id, org, key string
-			if err := rows.Scan(&id, &org, &key); err != nil {
+			var org, key string
+			var k keyed
+			if err := rows.Scan(&k.id, &org, &key, &k.hash); err != nil {
 				return err
 			}
 			if key != "" {
-				byKey[[2]string{org, key}] = id
+				byKey[[2]string{org, key}] = k
 			}
 		}
 		b.match = map[int]string{}
 		for _, i := range idx {
-			if id, ok := byKey[[2]string{r.org[i], r.key[i]}]; ok && id != r.promptID[i] {
-				b.match[i] = id
+			if k, ok := byKey[[2]string{r.org[i], r.key[i]}]; ok && k.id != r.promptID[i] {
+				b.match[i] = k.id
+			}
+		}
+		// Every keyed item, in-batch repeats included, against the prompt
+		// its key names: the stored one, or the one the batch's first item
+		// with the key inserted. An error rolls the transaction back.
+		for i, key := range r.key {
+			if key == "" {
+				continue
+			}
+			if conflict(byKey[[2]string{r.org[i], key}].hash, r.hash[i]) {
+				return fmt.Errorf("%w: key %q", jobs.ErrIdempotencyConflict, key)
 			}
 		}
 		return nil
 	})
 }
+
+// conflict reports whether a repeat's request hash contradicts the stored
+// one: both are set and they differ.
+func conflict(stored, hash string) bool { return stored != "" && hash != "" && stored != hash }
 
 // lookupFirstJobs reads the first job of each prompt a key matched. It
 // runs under the event lock: it only reads, so it cannot wait for anyone.

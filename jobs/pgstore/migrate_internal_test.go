@@ -2,6 +2,9 @@ package pgstore
 
 import (
 	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/schema"
 )
 
 // TestMigrationSideTablesBackfill upgrades a version-1 database holding a
@@ -142,5 +146,79 @@ func TestMigrationProfileStoredOnce(t *testing.T) {
 	}
 	if got, want := state(), `p1=fast p2=mine p3= {"j1": {"model": "m", "profile": "fast"}, "j2": {"profile": "mine"}, "j3": {}}`; got != want {
 		t.Errorf("after down: %s, want %s", got, want)
+	}
+}
+
+// Check passes on the schema this build migrates to and fails, naming
+// both versions, on a newer one (a newer build migrated the database) and
+// on an older one.
+func TestCheckSchemaVersion(t *testing.T) {
+	dsn, db, p := migrations(t)
+	ctx := t.Context()
+	srcs := p.ListSources()
+	latest := srcs[len(srcs)-1].Version
+	if v, err := latestVersion(); err != nil || v != latest {
+		t.Fatalf("latestVersion = %d, %v; want %d", v, err, latest)
+	}
+	s, err := Open(ctx, dsn, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("Check after Open: %v", err)
+	}
+	for _, c := range []struct {
+		what string
+		sql  string
+		have int64
+	}{
+		{"newer", `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1 + 1, true)`, latest + 1},
+		{"older", `DELETE FROM goose_db_version WHERE version_id >= $1`, latest - 1},
+	} {
+		if _, err := db.ExecContext(ctx, c.sql, latest); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Check(ctx)
+		var ve *schema.VersionError
+		if !errors.As(err, &ve) || ve.Have != c.have || ve.Want != latest {
+			t.Errorf("Check on a %s schema = %v, want a VersionError %d ≠ %d", c.what, err, c.have, latest)
+		} else if msg := err.Error(); !strings.Contains(msg, fmt.Sprint(c.have)) || !strings.Contains(msg, fmt.Sprint(latest)) || !strings.Contains(msg, c.what) {
+			t.Errorf("Check on a %s schema: %q should say so and name both versions", c.what, msg)
+		}
+	}
+}
+
+// Migration 6 leaves the prompts stored before it without a request hash,
+// so a repeat of their keys never conflicts; it goes down and up again.
+func TestMigrationTokensRequestHash(t *testing.T) {
+	dsn, db, p := migrations(t)
+	ctx := t.Context()
+	if _, err := p.UpTo(ctx, 5); err != nil {
+		t.Fatalf("up to 5: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO prompts (id, org_id, created_by, idempotency_key, created_at) VALUES ('p', 'o', 'u', 'k', now());
+		INSERT INTO jobs (id, prompt_id, state, priority, max_attempts, org_id, created_by, created_at, updated_at, available_at)
+		VALUES ('j', 'p', 'succeeded', 50, 3, 'o', 'u', now(), now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if _, err := p.DownTo(ctx, 5); err != nil {
+		t.Fatalf("down to 5: %v", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	s, err := Open(ctx, dsn, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "x", IdempotencyKey: "k", RequestHash: "h"})
+	if err != nil || !e.Existing || e.JobID != "j" {
+		t.Errorf("repeat of a key stored before migration 6 = %+v, %v; want job j", e, err)
 	}
 }

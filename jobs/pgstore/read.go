@@ -117,14 +117,14 @@ func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Ch
 	if err != nil {
 		return jobs.Changes{}, fmt.Errorf("pgstore: changes since: %w", err)
 	}
-	out, err := s.changesSince(ctx, p.Since, p.OrgID, p.Limit)
+	out, err := s.changesSince(ctx, p.Since, p.OrgID, p.CreatedBy, p.Limit)
 	if err != nil {
 		return jobs.Changes{}, fmt.Errorf("pgstore: changes since: %w", err)
 	}
 	return out, nil
 }
 
-func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string, limit int) (out jobs.Changes, err error) {
+func (s *Store) changesSince(ctx context.Context, since time.Time, orgID, createdBy string, limit int) (out jobs.Changes, err error) {
 	err = s.inTx(ctx, func(conn *pgxpool.Conn) error {
 		var lock phase
 		lock.exec("BEGIN")
@@ -151,8 +151,8 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 		read.query(`
 			SELECT `+jobCols+` FROM jobs
 			WHERE id IN (SELECT job_id FROM job_events WHERE at > $1)
-				AND updated_at > $1 AND ($2 = '' OR org_id = $2)
-			ORDER BY updated_at, id LIMIT $3`, []any{since, orgID, limit}, func(rows pgx.Rows) error {
+				AND updated_at > $1 AND ($2 = '' OR org_id = $2) AND ($4 = '' OR created_by = $4)
+			ORDER BY updated_at, id LIMIT $3`, []any{since, orgID, limit, createdBy}, func(rows pgx.Rows) error {
 			var err error
 			out.Jobs, err = collectJobs(rows)
 			return err
@@ -166,8 +166,8 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 		rows, err := conn.Query(ctx, `
 			SELECT `+jobCols+` FROM jobs
 			WHERE id IN (SELECT job_id FROM job_events WHERE at = $1)
-				AND updated_at = $1 AND id > $2 AND ($3 = '' OR org_id = $3)
-			ORDER BY id`, last.UpdatedAt, last.ID, orgID)
+				AND updated_at = $1 AND id > $2 AND ($3 = '' OR org_id = $3) AND ($4 = '' OR created_by = $4)
+			ORDER BY id`, last.UpdatedAt, last.ID, orgID, createdBy)
 		if err != nil {
 			return err
 		}
@@ -184,6 +184,24 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID string,
 	return out, err
 }
 
+// eventsAfterSQL is the log from a position, each event with its job's
+// creator and attempt, read in the statement's one snapshot. It walks the
+// primary key from $1 in order, looks each event's job up by its primary
+// key and filters as it goes, stopping after $2 matches: followers read
+// near the head of the log, where that walk is short. The lateral
+// subquery's OFFSET 0 keeps PostgreSQL from turning that into a hash join
+// over every job of the user and a sort, which it prefers when CreatedBy is
+// set and its estimates say the walk is long. LEFT: job_events has no
+// foreign key, and an event never drops out of the unfiltered log for want
+// of its job.
+const eventsAfterSQL = `
+	SELECT ` + eventColsE + `, j.created_by, j.attempt
+	FROM job_events e LEFT JOIN LATERAL (
+		SELECT created_by, attempt FROM jobs WHERE jobs.id = e.job_id OFFSET 0
+	) j ON true
+	WHERE e.seq > $1 AND ($3 = '' OR e.org_id = $3) AND ($4 = '' OR j.created_by = $4)
+	ORDER BY e.seq LIMIT $2`
+
 // EventsAfter pages through the event log by seq. It needs no lock: seq
 // order is commit order (see the package doc). See jobs.Store.
 func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Event, error) {
@@ -191,16 +209,11 @@ func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Ev
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: events after: %w", err)
 	}
-	var rows pgx.Rows
-	if p.OrgID == "" {
-		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM job_events WHERE seq > $1 ORDER BY seq LIMIT $2`, p.After, p.Limit)
-	} else {
-		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM job_events WHERE org_id = $3 AND seq > $1 ORDER BY seq LIMIT $2`, p.After, p.Limit, p.OrgID)
-	}
+	rows, err := s.pool.Query(ctx, eventsAfterSQL, p.After, p.Limit, p.OrgID, p.CreatedBy)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: events after: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, scanEvent)
+	out, err := pgx.CollectRows(rows, scanEventWithJob)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: events after: %w", err)
 	}

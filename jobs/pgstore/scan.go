@@ -67,17 +67,41 @@ func (s *Store) queryJobs(ctx context.Context, q string, args ...any) ([]jobs.Jo
 	return collectJobs(rows)
 }
 
-// eventCols is the column list scanEvent reads.
-const eventCols = `seq, job_id, prompt_id, org_id, type, from_state, to_state, data::text, at`
+// eventCols is the column list scanEvent reads; eventColsE the same of
+// job_events e.
+const (
+	eventCols  = `seq, job_id, prompt_id, org_id, type, from_state, to_state, data::text, at`
+	eventColsE = `e.seq, e.job_id, e.prompt_id, e.org_id, e.type, e.from_state, e.to_state, e.data::text, e.at`
+)
 
-func scanEvent(row pgx.CollectableRow) (jobs.Event, error) {
+func scanEvent(row pgx.CollectableRow) (jobs.Event, error) { return scanEventExtra(row) }
+
+// scanEventWithJob reads eventCols and the job's created_by and attempt
+// (NULL when the job is gone).
+func scanEventWithJob(row pgx.CollectableRow) (jobs.Event, error) {
+	var by *string
+	var attempt *int
+	e, err := scanEventExtra(row, &by, &attempt)
+	if err != nil {
+		return jobs.Event{}, err
+	}
+	e.CreatedBy = str(by)
+	if attempt != nil {
+		e.Attempt = *attempt
+	}
+	return e, nil
+}
+
+// scanEventExtra reads eventCols, then any extra columns into extra.
+func scanEventExtra(row pgx.Row, extra ...any) (jobs.Event, error) {
 	var (
 		e        jobs.Event
 		typ      string
 		from, to *string
 		data     []byte
 	)
-	if err := row.Scan(&e.Seq, &e.JobID, &e.PromptID, &e.OrgID, &typ, &from, &to, &data, &e.At); err != nil {
+	dst := []any{&e.Seq, &e.JobID, &e.PromptID, &e.OrgID, &typ, &from, &to, &data, &e.At}
+	if err := row.Scan(append(dst, extra...)...); err != nil {
 		return jobs.Event{}, err
 	}
 	e.Type = jobs.EventType(typ)

@@ -10,17 +10,16 @@ import (
 )
 
 var (
-	// The first job of the prompt with this key. "idempotency_key <> ''"
-	// lets SQLite use the partial unique index.
-	qIdempotent = wq(`SELECT j.prompt_id, j.id, j.state FROM jobs j
-		WHERE j.prompt_id = (SELECT id FROM prompts
-			WHERE org_id = ?1 AND idempotency_key = ?2 AND idempotency_key <> '')
+	// The prompt with this key, its request hash and its first job.
+	// "idempotency_key <> ''" lets SQLite use the partial unique index.
+	qIdempotent = wq(`SELECT p.id, p.request_hash, j.id, j.state FROM prompts p JOIN jobs j ON j.prompt_id = p.id
+		WHERE p.org_id = ?1 AND p.idempotency_key = ?2 AND p.idempotency_key <> ''
 		ORDER BY j.created_at, j.id LIMIT 1`)
 	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ? AND org_id = ?`)
 	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ? AND org_id = ?`)
 	qInsertPrompt = wq(`INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text,
-		prompt_ref, inputs, profile, idempotency_key, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
 		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -28,13 +27,19 @@ var (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )
 
-// enqueueOne stores one normalized prompt and its job.
+// enqueueOne stores one normalized prompt and its job. A repeated
+// idempotency key whose request hash differs from the stored one (both
+// set) is jobs.ErrIdempotencyConflict, and nothing is stored; within a
+// batch or a group, an earlier item's prompt is the stored one.
 func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	if p.IdempotencyKey != "" {
 		var e jobs.Enqueued
-		var state string
-		err := w.queryRow(qIdempotent, p.OrgID, p.IdempotencyKey).Scan(&e.PromptID, &e.JobID, &state)
+		var hash, state string
+		err := w.queryRow(qIdempotent, p.OrgID, p.IdempotencyKey).Scan(&e.PromptID, &hash, &e.JobID, &state)
 		if err == nil {
+			if conflict(hash, p.RequestHash) {
+				return jobs.Enqueued{}, fmt.Errorf("%w: key %q", jobs.ErrIdempotencyConflict, p.IdempotencyKey)
+			}
 			e.State = jobs.State(state)
 			e.Existing = true
 			return e, nil
@@ -64,7 +69,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	}
 	promptID := jobs.NewID()
 	if _, err := w.exec(qInsertPrompt, promptID, p.OrgID, p.CreatedBy, nullString(p.ParentID),
-		p.CorrelationID, p.Text, p.PromptRef, nullBytes(p.Inputs), p.Profile, p.IdempotencyKey, w.now); err != nil {
+		p.CorrelationID, p.Text, p.PromptRef, nullBytes(p.Inputs), p.Profile, p.IdempotencyKey, p.RequestHash, w.now); err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("insert prompt: %w", err)
 	}
 	availableAt := w.now
@@ -78,6 +83,10 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	}
 	return jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}, nil
 }
+
+// conflict reports whether a repeat's request hash contradicts the stored
+// one: both are set and they differ.
+func conflict(stored, hash string) bool { return stored != "" && hash != "" && stored != hash }
 
 // insertJob inserts a queued job and records its first event (→ queued;
 // a retry's names the job it supersedes).

@@ -26,8 +26,8 @@ func (c *tickingClock) Now() time.Time {
 
 // commitGroup runs a whole group in one transaction, and each call gets
 // its own outcome: a call that fails after writing is rolled back alone
-// (rows and events), and a repeated idempotency key inside the group
-// resolves to the first. (That a call whose context ended is not run is
+// (rows and events), a repeated idempotency key inside the group resolves
+// to the first, and one with another request hash fails alone. (That a call whose context ended is not run is
 // the group committer's, tested in jobs/internal/groupcommit.)
 func TestCommitGroupOneTransaction(t *testing.T) {
 	t.Parallel()
@@ -38,7 +38,7 @@ func TestCommitGroupOneTransaction(t *testing.T) {
 	}
 	defer s.Close()
 
-	const n = 6
+	const n = 7
 	results := make([]jobs.Enqueued, n)
 	var brokenJob string
 	enqueue := func(i int, p jobs.EnqueueParams) func(w *wtx) error {
@@ -55,7 +55,7 @@ func TestCommitGroupOneTransaction(t *testing.T) {
 	boom := errors.New("boom")
 	fns := []func(w *wtx) error{
 		enqueue(0, jobs.EnqueueParams{Text: "a"}),
-		enqueue(1, jobs.EnqueueParams{Text: "b", IdempotencyKey: "k"}),
+		enqueue(1, jobs.EnqueueParams{Text: "b", IdempotencyKey: "k", RequestHash: "h1"}),
 		enqueue(2, jobs.EnqueueParams{Text: "bad", DependsOn: jobs.NewID()}),
 		enqueue(3, jobs.EnqueueParams{Text: "c", IdempotencyKey: "k"}),
 		func(w *wtx) error { // writes, then fails
@@ -67,6 +67,7 @@ func TestCommitGroupOneTransaction(t *testing.T) {
 			return boom
 		},
 		enqueue(5, jobs.EnqueueParams{Text: "d"}),
+		enqueue(6, jobs.EnqueueParams{Text: "e", IdempotencyKey: "k", RequestHash: "h2"}),
 	}
 	batch := make([]*call, len(fns))
 	for i, fn := range fns {
@@ -78,6 +79,9 @@ func TestCommitGroupOneTransaction(t *testing.T) {
 	}
 	if !errors.Is(errs[4], boom) {
 		t.Errorf("failing call: %v", errs[4])
+	}
+	if !errors.Is(errs[6], jobs.ErrIdempotencyConflict) {
+		t.Errorf("conflicting call: %v", errs[6])
 	}
 	if !results[3].Existing || results[3].JobID != results[1].JobID {
 		t.Errorf("repeated key in a group: %+v, first %+v", results[3], results[1])

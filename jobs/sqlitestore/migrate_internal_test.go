@@ -1,11 +1,17 @@
 package sqlitestore
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/pressly/goose/v3"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/schema"
 )
 
 // Migration 2 moves a profile written into execution_options to the
@@ -66,5 +72,137 @@ func TestMigrationProfileStoredOnce(t *testing.T) {
 	}
 	if got, want := state(), `p1=fast p2=mine p3= {"j1":{"model":"m","profile":"fast"},"j2":{"profile":"mine"},"j3":{}}`; got != want {
 		t.Errorf("after down: %s, want %s", got, want)
+	}
+}
+
+// Check passes on the schema this build migrates to and fails, naming
+// both versions, on a newer one (a newer build migrated the file) and on
+// an older one.
+func TestCheckSchemaVersion(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.writer, migrationFS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := p.ListSources()
+	latest := srcs[len(srcs)-1].Version
+	if v, err := latestVersion(); err != nil || v != latest {
+		t.Fatalf("latestVersion = %d, %v; want %d", v, err, latest)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatalf("Check after Open: %v", err)
+	}
+	for _, c := range []struct {
+		what string
+		sql  string
+		have int64
+	}{
+		{"newer", `INSERT INTO goose_db_version (version_id, is_applied) VALUES (?1 + 1, 1)`, latest + 1},
+		{"older", `DELETE FROM goose_db_version WHERE version_id >= ?1`, latest - 1},
+	} {
+		if _, err := s.writer.ExecContext(ctx, c.sql, latest); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Check(ctx)
+		var ve *schema.VersionError
+		if !errors.As(err, &ve) || ve.Have != c.have || ve.Want != latest {
+			t.Errorf("Check on a %s schema = %v, want a VersionError %d ≠ %d", c.what, err, c.have, latest)
+		} else if msg := err.Error(); !strings.Contains(msg, fmt.Sprint(c.have)) || !strings.Contains(msg, fmt.Sprint(latest)) || !strings.Contains(msg, c.what) {
+			t.Errorf("Check on a %s schema: %q should say so and name both versions", c.what, msg)
+		}
+	}
+}
+
+// Migration 3 leaves the prompts stored before it without a request hash,
+// so a repeat of their keys never conflicts; it goes down and up again.
+func TestMigrationTokensRequestHash(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	db, err := openWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO prompts (id, org_id, created_by, idempotency_key, created_at) VALUES ('p', 'o', 'u', 'k', 1);
+		INSERT INTO jobs (id, prompt_id, org_id, created_by, created_at, updated_at, available_at)
+		VALUES ('j', 'p', 'o', 'u', 1, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func(context.Context) ([]*goose.MigrationResult, error){
+		p.Up,
+		func(ctx context.Context) ([]*goose.MigrationResult, error) { return p.DownTo(ctx, 2) },
+		p.Up,
+	} {
+		if _, err := step(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Open(ctx, path, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	e, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "x", IdempotencyKey: "k", RequestHash: "h"})
+	if err != nil || !e.Existing || e.JobID != "j" {
+		t.Errorf("repeat of a key stored before migration 3 = %+v, %v; want job j", e, err)
+	}
+}
+
+// The reads every API request makes, and the event and change readers',
+// use the plans their comments promise.
+func TestQueryPlans(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, c := range []struct {
+		q    string
+		args []any
+		want []string
+	}{
+		{qTokenByHash, []any{[]byte("h")}, []string{"SEARCH tokens USING INDEX"}},
+		{qHasTokens, nil, []string{"INDEX tokens_valid"}},
+		{qEventsAfter, []any{0, "o", "u", 10}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)"}},
+		{qChangesFiltered, []any{0, 10, "o", "u"}, []string{"INDEX jobs_updated"}},
+		{qChangesTie, []any{0, "j", "o", "u"}, []string{"INDEX jobs_updated"}},
+	} {
+		rows, err := s.reader.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		got := strings.Join(plan, "; ")
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("plan of %s:\n%s\nwant %q", c.q, got, w)
+			}
+		}
+		if strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("plan of %s sorts: %s", c.q, got)
+		}
 	}
 }

@@ -24,10 +24,16 @@ const (
 	qPromptJobs = `SELECT ` + jobCols + ` FROM jobs WHERE prompt_id = ? ORDER BY created_at, id`
 	qJobEvents  = `SELECT seq, job_id, prompt_id, org_id, type, from_state, to_state, data, at
 		FROM job_events WHERE job_id = ? ORDER BY seq`
-	qEventsAfter = `SELECT seq, job_id, prompt_id, org_id, type, from_state, to_state, data, at
-		FROM job_events WHERE seq > ? ORDER BY seq LIMIT ?`
-	qEventsAfterOrg = `SELECT seq, job_id, prompt_id, org_id, type, from_state, to_state, data, at
-		FROM job_events WHERE org_id = ? AND seq > ? ORDER BY seq LIMIT ?`
+	// The log from a position, each event with its job's creator and
+	// attempt. CROSS JOIN makes SQLite keep job_events the outer loop: it
+	// walks the primary key from ?1 in order and stops after ?4 matches,
+	// looking each job up by its primary key; the filters check those
+	// rows (readers follow the head of the log, where the walk is short).
+	qEventsAfter = `SELECT e.seq, e.job_id, e.prompt_id, e.org_id, e.type, e.from_state, e.to_state, e.data, e.at,
+			j.created_by, j.attempt
+		FROM job_events e CROSS JOIN jobs j ON j.id = e.job_id
+		WHERE e.seq > ?1 AND (?2 = '' OR e.org_id = ?2) AND (?3 = '' OR j.created_by = ?3)
+		ORDER BY e.seq LIMIT ?4`
 	qCounts    = `SELECT state, count(*) FROM jobs GROUP BY state`
 	qCountsOrg = `SELECT state, count(*) FROM jobs WHERE org_id = ? GROUP BY state`
 	// The metrics window: jobs whose outcome stands (a superseded job's
@@ -54,12 +60,14 @@ const (
 var (
 	qChanges = wq(`SELECT ` + jobCols + ` FROM jobs WHERE updated_at > ?1
 		ORDER BY updated_at, id LIMIT ?2`)
-	// "+org_id" keeps the planner on jobs_updated: the range since the
-	// last poll is short, while an org's jobs may be many.
-	qChangesOrg = wq(`SELECT ` + jobCols + ` FROM jobs WHERE +org_id = ?3 AND updated_at > ?1
+	// "+org_id" and "+created_by" keep the planner on jobs_updated: the
+	// range since the last poll is short, while an org's or a user's jobs
+	// may be many.
+	qChangesFiltered = wq(`SELECT ` + jobCols + ` FROM jobs WHERE updated_at > ?1
+		AND (?3 = '' OR +org_id = ?3) AND (?4 = '' OR +created_by = ?4)
 		ORDER BY updated_at, id LIMIT ?2`)
 	qChangesTie = wq(`SELECT ` + jobCols + ` FROM jobs WHERE updated_at = ?1 AND id > ?2
-		AND (?3 = '' OR +org_id = ?3) ORDER BY id`)
+		AND (?3 = '' OR +org_id = ?3) AND (?4 = '' OR +created_by = ?4) ORDER BY id`)
 	qArchivable = wq(`SELECT id, prompt_id FROM jobs
 		WHERE state IN ('succeeded', 'failed', 'cancelled', 'superseded') AND finished_at < ?1
 		ORDER BY finished_at LIMIT ?2`)
@@ -147,14 +155,16 @@ func (s *Store) JobEvents(ctx context.Context, orgID, jobID string) ([]jobs.Even
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: job events: %w", err)
 	}
-	out, err := scanEvents(rows)
+	out, err := scanEvents(rows, false)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: job events: %w", err)
 	}
 	return out, nil
 }
 
-func scanEvents(rows *sql.Rows) ([]jobs.Event, error) {
+// scanEvents reads every event of rows and closes it; withJob: each row
+// ends with its job's created_by and attempt.
+func scanEvents(rows *sql.Rows, withJob bool) ([]jobs.Event, error) {
 	defer rows.Close()
 	var out []jobs.Event
 	for rows.Next() {
@@ -164,7 +174,11 @@ func scanEvents(rows *sql.Rows) ([]jobs.Event, error) {
 			data          sql.NullString
 			at            int64
 		)
-		if err := rows.Scan(&e.Seq, &e.JobID, &e.PromptID, &e.OrgID, &typ, &from, &to, &data, &at); err != nil {
+		dst := []any{&e.Seq, &e.JobID, &e.PromptID, &e.OrgID, &typ, &from, &to, &data, &at}
+		if withJob {
+			dst = append(dst, &e.CreatedBy, &e.Attempt)
+		}
+		if err := rows.Scan(dst...); err != nil {
 			return nil, err
 		}
 		e.Type, e.From, e.To = jobs.EventType(typ), jobs.State(from), jobs.State(to)
@@ -200,10 +214,10 @@ func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Ch
 	err = s.write(ctx, "changes since", func(w *wtx) error {
 		var rows *sql.Rows
 		var err error
-		if p.OrgID == "" {
+		if p.OrgID == "" && p.CreatedBy == "" {
 			rows, err = w.query(qChanges, since, p.Limit)
 		} else {
-			rows, err = w.query(qChangesOrg, since, p.Limit, p.OrgID)
+			rows, err = w.query(qChangesFiltered, since, p.Limit, p.OrgID, p.CreatedBy)
 		}
 		if err != nil {
 			return err
@@ -215,7 +229,7 @@ func (s *Store) ChangesSince(ctx context.Context, p jobs.ChangesParams) (jobs.Ch
 		if len(out.Jobs) == p.Limit {
 			last := out.Jobs[len(out.Jobs)-1]
 			u := last.UpdatedAt.UnixMicro()
-			if rows, err = w.query(qChangesTie, u, last.ID, p.OrgID); err != nil {
+			if rows, err = w.query(qChangesTie, u, last.ID, p.OrgID, p.CreatedBy); err != nil {
 				return err
 			}
 			more, err := scanJobs(rows)
@@ -243,16 +257,11 @@ func (s *Store) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Ev
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: events after: %w", err)
 	}
-	var rows *sql.Rows
-	if p.OrgID == "" {
-		rows, err = s.readQuery(ctx, qEventsAfter, p.After, p.Limit)
-	} else {
-		rows, err = s.readQuery(ctx, qEventsAfterOrg, p.OrgID, p.After, p.Limit)
-	}
+	rows, err := s.readQuery(ctx, qEventsAfter, p.After, p.OrgID, p.CreatedBy, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: events after: %w", err)
 	}
-	out, err := scanEvents(rows)
+	out, err := scanEvents(rows, true)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: events after: %w", err)
 	}

@@ -27,7 +27,8 @@
 // gets its own result or error, and an error means nothing of that call
 // was stored; a call whose context ends while it waits is not run, and
 // calls after Close fail. Rarer writes (EnqueueBatch, Cancel, Retry,
-// Reclaim, Archive) and ChangesSince run their own transactions.
+// Reclaim, Archive, CreateToken, RevokeToken) and ChangesSince run their
+// own transactions.
 //
 // # Notifications
 //
@@ -43,6 +44,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -157,20 +159,55 @@ func openReader(path string) (*sql.DB, error) {
 }
 
 // migrate applies the embedded migrations on db.
+//
+// Two processes opening the same file may both find a migration pending;
+// SQLite's write lock runs them one after the other, and most statements
+// say IF NOT EXISTS, so the second run changes nothing. A statement that
+// cannot (ALTER TABLE … ADD COLUMN) fails the second run instead: when the
+// migration that failed is applied by then, goose runs again from there.
 func migrate(ctx context.Context, db *sql.DB) error {
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return err
 	}
 	// Not p.Close: it would close db, which the caller owns.
-	_, err = p.Up(ctx)
-	return err
+	for {
+		_, err = p.Up(ctx)
+		var pe *goose.PartialError
+		if !errors.As(err, &pe) || pe.Failed == nil || pe.Failed.Source == nil {
+			return err
+		}
+		v, verr := p.GetDBVersion(ctx)
+		if verr != nil || v < pe.Failed.Source.Version {
+			return err
+		}
+		// Another process applied it: every round ends further on.
+	}
+}
+
+// createFile creates the database file at path, empty and readable and
+// writable by its owner only, unless it exists. SQLite gives its -wal and
+// -shm files the database file's mode, so those are private too; it would
+// create the database file itself with 0644 (less the umask). An existing
+// file's mode is left alone.
+func createFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // Migrate applies the embedded migrations to the database file at path,
-// creating it if needed. Open also does this; Migrate is for
+// creating it (mode 0600) if needed. Open also does this; Migrate is for
 // `promptkit migrate`.
 func Migrate(ctx context.Context, path string) error {
+	if err := createFile(path); err != nil {
+		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	}
 	db, err := openWriter(path)
 	if err != nil {
 		return fmt.Errorf("sqlitestore: migrate: %w", err)
@@ -182,12 +219,16 @@ func Migrate(ctx context.Context, path string) error {
 	return nil
 }
 
-// Open opens (creating if needed) the database file at path and applies
-// the migrations. Close the Store when done. path must be a file: an
-// in-memory database would be a different database on each connection.
+// Open opens (creating if needed, with mode 0600) the database file at
+// path and applies the migrations. Close the Store when done. path must be
+// a file: an in-memory database would be a different database on each
+// connection.
 func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
 		return nil, fmt.Errorf("sqlitestore: open: %w: need a file path, not %q", jobs.ErrInvalid, path)
+	}
+	if err := createFile(path); err != nil {
+		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	}
 	writer, err := openWriter(path)
 	if err != nil {

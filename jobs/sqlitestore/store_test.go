@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -283,6 +286,89 @@ func TestNotifySeesOtherProcesses(t *testing.T) {
 		case <-wake:
 			return
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// A database file Open or Migrate creates is readable by its owner only,
+// and so are the -wal and -shm files SQLite creates next to it; an
+// existing file keeps its mode.
+func TestFileModes(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix file modes")
+	}
+	modes := func(path string) string {
+		t.Helper()
+		var out []string
+		for _, p := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%s %v", filepath.Base(p), fi.Mode().Perm()))
+		}
+		return strings.Join(out, ", ")
+	}
+	// Stat while the store is open: SQLite removes -wal and -shm when the
+	// last connection closes.
+	check := func(path, want string) {
+		t.Helper()
+		s, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if _, err := s.Enqueue(t.Context(), jobs.EnqueueParams{Text: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		b := filepath.Base(path)
+		if got, want := modes(path), fmt.Sprintf("%s %s, %s-wal %s, %s-shm %s", b, want, b, want, b, want); got != want {
+			t.Errorf("modes %s, want %s", got, want)
+		}
+	}
+	dir := t.TempDir()
+	check(filepath.Join(dir, "open.db"), "-rw-------")
+
+	migrated := filepath.Join(dir, "migrated.db")
+	if err := sqlitestore.Migrate(t.Context(), migrated); err != nil {
+		t.Fatal(err)
+	}
+	check(migrated, "-rw-------")
+
+	existing := filepath.Join(dir, "existing.db")
+	if err := os.WriteFile(existing, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(existing, 0o640); err != nil { // not subject to the umask
+		t.Fatal(err)
+	}
+	check(existing, "-rw-r-----")
+}
+
+// Stores opening one new file at once all migrate it and open it: the
+// one that applies a migration second finds it applied.
+func TestConcurrentOpenNewFile(t *testing.T) {
+	t.Parallel()
+	for range 3 {
+		path := filepath.Join(t.TempDir(), "jobs.db")
+		const n = 6
+		stores := make([]*sqlitestore.Store, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { stores[i], errs[i] = sqlitestore.Open(t.Context(), path, jobs.Options{}) })
+		}
+		wg.Wait()
+		for i, s := range stores {
+			if errs[i] != nil {
+				t.Errorf("Open %d: %v", i, errs[i])
+				continue
+			}
+			if err := s.Check(t.Context()); err != nil {
+				t.Errorf("Check %d: %v", i, err)
+			}
+			s.Close()
 		}
 	}
 }

@@ -62,6 +62,11 @@ func Query(p jobs.ListParams, d Dialect, cols string) (string, []any, error) {
 	if p.State != "" {
 		where = append(where, "state = "+arg(string(p.State)))
 	}
+	if p.Current {
+		// A prompt's jobs are its first and its retries; each retry moves
+		// the job it replaces to superseded, so exactly one is not.
+		where = append(where, "state <> 'superseded'")
+	}
 	if !p.Since.IsZero() {
 		where = append(where, "created_at >= "+arg(d.Time(p.Since)))
 	}

@@ -35,6 +35,11 @@ func TestQuery(t *testing.T) {
 	if fmt.Sprint(args) != "[o queued 7 j 6]" {
 		t.Errorf("arguments %v", args)
 	}
+	q, args, err = Query(jobs.ListParams{CreatedBy: "u", Current: true, Limit: 5}, d, "id")
+	want = `SELECT id FROM jobs WHERE created_by = $1 AND state <> 'superseded' ORDER BY created_at DESC, id DESC LIMIT $2`
+	if err != nil || q != want || fmt.Sprint(args) != "[u 6]" {
+		t.Errorf("Query = %q %v, %v; want %q", q, args, err, want)
+	}
 	if _, _, err := Query(jobs.ListParams{After: "%"}, d, "id"); !errors.Is(err, jobs.ErrInvalid) {
 		t.Errorf("bad cursor: %v", err)
 	}

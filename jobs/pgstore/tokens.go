@@ -1,0 +1,125 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/schema"
+)
+
+// Tokens are written outside the event lock: they have no events and no
+// place in the job log.
+
+const tokenCols = `id, org_id, user_id, role, created_at, revoked_at`
+
+func scanToken(row pgx.Row) (jobs.Token, error) {
+	var (
+		t       jobs.Token
+		role    string
+		revoked *time.Time
+	)
+	if err := row.Scan(&t.ID, &t.OrgID, &t.UserID, &role, &t.CreatedAt, &revoked); err != nil {
+		return jobs.Token{}, err
+	}
+	t.Role = jobs.Role(role)
+	t.CreatedAt = t.CreatedAt.UTC()
+	t.RevokedAt = tm(revoked)
+	return t, nil
+}
+
+// CreateToken stores a token's hash. A hash that is already stored (a
+// secret used twice, even revoked) is jobs.ErrInvalid. See jobs.Store.
+func (s *Store) CreateToken(ctx context.Context, p jobs.CreateTokenParams) (jobs.Token, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Token{}, fmt.Errorf("pgstore: create token: %w", err)
+	}
+	t, err := scanToken(s.pool.QueryRow(ctx, `
+		INSERT INTO tokens (id, org_id, user_id, role, hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (hash) DO NOTHING
+		RETURNING `+tokenCols, jobs.NewID(), p.OrgID, p.UserID, string(p.Role), p.Hash, s.clock()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("%w: a token with this hash exists", jobs.ErrInvalid)
+	}
+	if err != nil {
+		return jobs.Token{}, fmt.Errorf("pgstore: create token: %w", err)
+	}
+	return t, nil
+}
+
+// ListTokens returns the tokens of an org (empty: all), oldest first. See
+// jobs.Store.
+func (s *Store) ListTokens(ctx context.Context, orgID string) ([]jobs.Token, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+tokenCols+` FROM tokens WHERE ($1 = '' OR org_id = $1) ORDER BY created_at, id`, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list tokens: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Token, error) { return scanToken(r) })
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: list tokens: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeToken marks a token revoked; a second revocation keeps the first
+// one's time. See jobs.Store.
+func (s *Store) RevokeToken(ctx context.Context, id string) (jobs.Token, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `
+		UPDATE tokens SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1
+		RETURNING `+tokenCols, id, s.clock()))
+	if err != nil {
+		return jobs.Token{}, fmt.Errorf("pgstore: revoke token: %w", notFound(err))
+	}
+	return t, nil
+}
+
+// TokenByHash returns the valid token with this hash: one index lookup.
+// See jobs.Store.
+func (s *Store) TokenByHash(ctx context.Context, hash []byte) (jobs.Token, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM tokens WHERE hash = $1 AND revoked_at IS NULL`, hash))
+	if err != nil {
+		return jobs.Token{}, fmt.Errorf("pgstore: token by hash: %w", notFound(err))
+	}
+	return t, nil
+}
+
+// HasTokens reports whether a valid token exists: the first entry of the
+// partial index tokens_valid_idx, if any. See jobs.Store.
+func (s *Store) HasTokens(ctx context.Context) (bool, error) {
+	var has bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE revoked_at IS NULL)`).Scan(&has); err != nil {
+		return false, fmt.Errorf("pgstore: has tokens: %w", err)
+	}
+	return has, nil
+}
+
+// latestVersion is the newest embedded migration's version.
+var latestVersion = sync.OnceValues(func() (int64, error) { return schema.Latest(migrationFS) })
+
+// Check reads goose's version table in the store's schema, one query. A
+// schema other than this build's is a *schema.VersionError naming both
+// versions. See jobs.Store.
+func (s *Store) Check(ctx context.Context) error {
+	want, err := latestVersion()
+	if err != nil {
+		return fmt.Errorf("pgstore: check: %w", err)
+	}
+	var have *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&have); err != nil {
+		return fmt.Errorf("pgstore: check: %w", err)
+	}
+	var v int64
+	if have != nil {
+		v = *have
+	}
+	if err := schema.Check(v, want); err != nil {
+		return fmt.Errorf("pgstore: check: %w", err)
+	}
+	return nil
+}
