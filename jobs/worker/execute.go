@@ -14,6 +14,7 @@ import (
 // execute runs one claimed job: prepare builds the engine request, run
 // calls the engine, settle decides the store write, apply makes it.
 func (w *Worker) execute(parent context.Context, j jobs.Job) {
+	start := w.cfg.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	defer w.track(j, cancel)()
@@ -25,7 +26,9 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	if o.err == nil && o.dependency == "" {
 		o = w.run(ctx, j, req)
 	}
-	w.apply(fin, parent, settle(j, o, w.cfg.Name, w.cfg.Now(), w.cfg.Jitter))
+	now := w.cfg.Now()
+	wr := settle(j, o, w.cfg.Name, now, w.cfg.Jitter)
+	w.observeSettled(j, wr, w.apply(fin, parent, wr), now.Sub(start))
 }
 
 // outcome is what became of one job attempt, as settle needs it.
@@ -121,7 +124,7 @@ func history(turns []jobs.Turn) []promptkit.Message {
 
 // run calls the engine under the job timeout, recording its attempts.
 func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) outcome {
-	req.Observer = w.recordAttempts(context.WithoutCancel(ctx), j)
+	req.Observer = chainObservers(w.recordAttempts(context.WithoutCancel(ctx), j), w.cfg.Observer)
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.
 	req.NoWaitPastDeadline = true
@@ -196,24 +199,26 @@ var finalizeWaits = []time.Duration{100 * time.Millisecond, 500 * time.Milliseco
 
 // apply makes the store write settle decided, on ctx, retrying transient
 // failures; the waits between tries end early when stop ends (the worker
-// stops for good).
-func (w *Worker) apply(ctx, stop context.Context, wr write) {
+// stops for good). It returns the last write's error: nil when the write
+// was made (or there was none to make), ErrNotClaimed when another writer
+// won.
+func (w *Worker) apply(ctx, stop context.Context, wr write) error {
 	if wr.op == opDiscard {
 		w.log.Info("job result discarded: no longer claimed", "job", wr.jobID)
-		return
+		return nil
 	}
 	for i := 0; ; i++ {
 		err := w.writeOnce(ctx, wr)
 		switch {
 		case err == nil:
-			return
+			return nil
 		case errors.Is(err, jobs.ErrNotClaimed):
 			// Another writer won (cancel, reclaim): our result is discarded.
 			w.log.Info("job finalization discarded: no longer claimed", "op", wr.op, "job", wr.jobID)
-			return
+			return err
 		case errors.Is(err, jobs.ErrInvalid) || i == len(finalizeWaits):
 			w.log.Error("job finalization failed; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID, "err", err)
-			return
+			return err
 		}
 		w.log.Warn("job finalization failed; retrying", "op", wr.op, "job", wr.jobID, "err", err)
 		t := time.NewTimer(finalizeWaits[i])
@@ -221,7 +226,7 @@ func (w *Worker) apply(ctx, stop context.Context, wr write) {
 		case <-stop.Done():
 			t.Stop()
 			w.log.Error("job finalization abandoned at shutdown; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID)
-			return
+			return err
 		case <-t.C:
 		}
 	}

@@ -67,6 +67,15 @@ type Config struct {
 	// Jitter(n) returns a uniform duration in [0, n] for the job backoff.
 	// Defaults to math/rand.
 	Jitter func(time.Duration) time.Duration
+
+	// Observe, if set, is told when the worker claims a job and when it
+	// settles one, for metrics. It is called on the worker's goroutines,
+	// concurrently for different jobs; it must not block.
+	Observe func(JobEvent)
+	// Observer, if set, receives the engine's execution events of every
+	// job this worker runs, after the worker has recorded the attempt. It
+	// must not block (see promptkit.ExecutionObserver).
+	Observer promptkit.ExecutionObserver
 }
 
 // withDefaults checks cfg and fills its zero fields.
@@ -267,7 +276,9 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 }
 
 func (w *Worker) claim(ctx context.Context, limit int) ([]jobs.Job, error) {
-	return w.store.Claim(ctx, jobs.ClaimParams{Worker: w.cfg.Name, Limit: limit, PriorityCeiling: w.cfg.PriorityCeiling})
+	claimed, err := w.store.Claim(ctx, jobs.ClaimParams{Worker: w.cfg.Name, Limit: limit, PriorityCeiling: w.cfg.PriorityCeiling})
+	w.observeClaims(claimed)
+	return claimed, err
 }
 
 // startHeartbeat starts the heartbeat loop and returns what stops it and
