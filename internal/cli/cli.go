@@ -64,7 +64,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.config, "config", "", `config file (default "promptkit.yaml" when it exists)`)
 	root.PersistentFlags().StringVar(&g.database, "database", "", `job database: a SQLite file, sqlite://PATH or postgres://URL (default "promptkit.db")`)
 	root.AddCommand(newRunCmd(g), newFakeProviderCmd(), newMigrateCmd(g), newJobsCmd(g),
-		newServeCmd(g), newWorkerCmd(g), newSubmitCmd(g))
+		newServeCmd(g), newWorkerCmd(g), newSubmitCmd(g), newTokensCmd(g))
 	return root
 }
 

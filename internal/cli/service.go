@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,9 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/metrics"
 	"github.com/promptkit/promptkit/internal/simulate"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
+	"github.com/promptkit/promptkit/server"
 )
 
 // serviceConfig is the `service:` section of promptkit.yaml; flags
@@ -133,8 +133,13 @@ func (f *serviceFlags) apply(sc *serviceConfig) {
 
 // svc is what serve and worker share: settings, engine and store.
 type svc struct {
-	sc        serviceConfig
-	engine    *promptkit.Engine
+	sc     serviceConfig
+	engine *promptkit.Engine
+	// models are the configured profiles' models: the metric labels a
+	// job's model may become.
+	models []string
+	// metrics, when set (serve), measures the workers too.
+	metrics   *metrics.Metrics
 	store     jobs.Store
 	simulated bool
 	log       *slog.Logger
@@ -168,7 +173,11 @@ func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &svc{sc: sc, engine: eng, store: st, simulated: simulated, log: log}, nil
+	var models []string
+	for _, p := range cfg.Profiles {
+		models = append(models, p.Model)
+	}
+	return &svc{sc: sc, engine: eng, models: models, store: st, simulated: simulated, log: log}, nil
 }
 
 func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
@@ -177,6 +186,7 @@ func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, err
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
 		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
 		ShutdownGrace: rt.sc.ShutdownGrace, Logger: rt.log,
+		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(),
 	})
 }
 
@@ -208,13 +218,21 @@ func (rt *svc) background(ctx context.Context, wg *sync.WaitGroup) error {
 func newServeCmd(g *globals) *cobra.Command {
 	var f serviceFlags
 	var addr string
+	var insecure bool
+	var submitRate float64
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the job service: HTTP endpoints, worker pool and reclaim loop",
-		Long: `Run the job service: an HTTP server (/healthz, /readyz), a pool of workers
-executing queued jobs through the engine, and the reclaim loop for jobs whose
-worker died. With no flags it uses promptkit.db in the working directory and,
-when no backend is configured, the built-in simulated backend.`,
+		Short: "Run the job service: the HTTP API, a worker pool and the reclaim loop",
+		Long: `Run the job service: the HTTP API (/v1, Server-Sent Events at /v1/events,
+/metrics, /openapi.json, /healthz, /readyz), a pool of workers executing
+queued jobs through the engine, and the reclaim loop for jobs whose worker
+died. With no flags it listens on 127.0.0.1:8080, uses promptkit.db in the
+working directory and, when no backend is configured, the built-in
+simulated backend.
+
+Until an API token exists (promptkit tokens create), requests need none and
+act as org "default", user "local" — the identity submit uses too. That is
+allowed only on a loopback address, unless --insecure-no-auth.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := openService(cmd, g, &f)
@@ -225,43 +243,46 @@ when no backend is configured, the built-in simulated backend.`,
 			if addr != "" {
 				rt.sc.Addr = addr
 			}
+			rt.metrics = metrics.New(rt.store, metrics.Options{Models: rt.models, Logger: rt.log})
 			w, err := rt.worker("", 0, nil)
 			if err != nil {
 				return err
 			}
-			ln, err := net.Listen("tcp", rt.sc.Addr)
+			ctx := cmd.Context()
+			srv, err := server.New(server.Config{
+				Store: rt.store, Engine: rt.engine, Addr: rt.sc.Addr,
+				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
+			})
 			if err != nil {
 				return err
 			}
-			srv := &http.Server{Handler: healthMux(rt.store), ReadHeaderTimeout: 10 * time.Second}
-			rt.log.Info("promptkit serve listening", "addr", "http://"+ln.Addr().String(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers, "worker", w.Name())
+			if err := srv.Open(ctx); err != nil {
+				return err
+			}
+			defer srv.Close()
+			rt.log.Info("promptkit serve listening", "addr", srv.URL(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers, "worker", w.Name())
+			if local, err := srv.LocalMode(ctx); err == nil && local {
+				rt.log.Info(`no API token exists: requests need none and act as org "default", user "local"`)
+			}
 
-			ctx := cmd.Context()
 			var wg sync.WaitGroup
 			if err := rt.background(ctx, &wg); err != nil {
-				ln.Close()
 				return err
 			}
-			errc := make(chan error, 1)
-			go func() { errc <- srv.Serve(ln) }()
-			wg.Go(func() { _ = w.Run(ctx) })
-			select {
-			case err = <-errc:
-			case <-ctx.Done():
-				rt.log.Info("shutting down: no new claims; running jobs get the grace period", "grace", rt.sc.ShutdownGrace)
-			}
-			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdown)
+			err = w.Run(ctx)
+			rt.log.Info("shutting down")
+			// The worker has handed its jobs back; now end streams and
+			// drain requests.
+			closeErr := srv.Close()
 			wg.Wait()
-			if err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
+			return errors.Join(err, closeErr)
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().StringVar(&addr, "addr", "", `listen address (default "127.0.0.1:8080", or service.addr)`)
+	fl := cmd.Flags()
+	fl.StringVar(&addr, "addr", "", `listen address (default "127.0.0.1:8080", or service.addr)`)
+	fl.BoolVar(&insecure, "insecure-no-auth", false, "accept requests without a token on a non-loopback address while no token exists")
+	fl.Float64Var(&submitRate, "submit-rate", server.DefaultSubmitRate, "submissions per second per token (bursts of 100); negative: no limit")
 	return cmd
 }
 
@@ -270,28 +291,6 @@ func displayDB(dsn string) string {
 		return "postgres" // the URL may hold a password
 	}
 	return sqlitePath(dsn)
-}
-
-// healthMux serves /healthz (the process is up) and /readyz (the database
-// answers).
-func healthMux(st jobs.Store) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		w.Header().Set("Content-Type", "application/json")
-		if _, err := st.Metrics(ctx, jobs.MetricsParams{Since: time.Now()}); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"status":"unavailable"}` + "\n"))
-			return
-		}
-		_, _ = w.Write([]byte(`{"status":"ready"}` + "\n"))
-	})
-	return mux
 }
 
 func newWorkerCmd(g *globals) *cobra.Command {

@@ -91,7 +91,7 @@ func TestServeSubmitWaitAndOperate(t *testing.T) {
 	}
 
 	code, out, _ = run(t, "jobs", "metrics", "--database", db, "--by-org")
-	if code != 0 || !regexp.MustCompile(`(?m)^ORG\s+FINISHED\s+LATENCY AVG\s+LATENCY P95\n-\s+1\s`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^ORG\s+FINISHED\s+LATENCY AVG\s+LATENCY P95\ndefault\s+1\s`).MatchString(out) {
 		t.Fatalf("jobs metrics --by-org: exit %d\n%s", code, out)
 	}
 	code, out, _ = run(t, "jobs", "retry", id, "--database", db)

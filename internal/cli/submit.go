@@ -17,6 +17,7 @@ import (
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
+	"github.com/promptkit/promptkit/server"
 )
 
 // submitLine is one line of a --file JSONL.
@@ -103,8 +104,8 @@ func newSubmitCmd(g *globals) *cobra.Command {
 	f.StringVar(&dependsOn, "depends-on", "", "job ID that must succeed first")
 	f.StringVar(&scheduled, "scheduled-for", "", "run no earlier than (RFC 3339 or a duration such as 10m)")
 	f.IntVar(&maxAttempts, "max-attempts", 3, "job attempts")
-	f.StringVar(&org, "org", "", "org ID")
-	f.StringVar(&user, "user", "", "user ID")
+	f.StringVar(&org, "org", server.LocalOrg, "org ID (the API's local identity by default)")
+	f.StringVar(&user, "user", server.LocalUser, "user ID")
 	f.StringVar(&key, "idempotency-key", "", "a repeat with the same key returns the first job")
 	f.BoolVar(&wait, "wait", false, "wait for the job to finish and print the answer")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
@@ -184,20 +185,7 @@ func newSubmitCheck(g *globals) (submitCheck, error) {
 		return nil, err
 	}
 	return func(ctx context.Context, p jobs.EnqueueParams) error {
-		p, err := p.Normalize()
-		if err != nil {
-			return err
-		}
-		opts, err := jobs.ParseExecutionOptions(p.ExecutionOptions)
-		if err != nil {
-			return err
-		}
-		req, err := worker.Request(jobs.Prompt{Text: p.Text, PromptRef: p.PromptRef, Inputs: p.Inputs, Profile: p.Profile}, opts)
-		if err != nil {
-			return err
-		}
-		_, err = eng.Prepare(ctx, req)
-		return err
+		return worker.Check(ctx, eng, p)
 	}, nil
 }
 

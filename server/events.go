@@ -1,0 +1,281 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// hub is the process's one reader of the event log: it reads new events
+// once, on a store notification or every poll interval, and hands each to
+// the subscribers that match it. A subscriber that cannot keep up is
+// dropped rather than slowing the others (an event stream then ends, and
+// its client reconnects with Last-Event-ID).
+type hub struct {
+	st   jobs.Store
+	poll time.Duration
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+	// last is the Seq of the newest event handed out.
+	last int64
+
+	stopRun context.CancelFunc
+	done    chan struct{}
+}
+
+type subscriber struct {
+	match func(jobs.Event) bool
+	// deliver hands over one event without blocking; false drops the
+	// subscriber.
+	deliver func(jobs.Event) bool
+}
+
+func newHub(st jobs.Store, poll time.Duration, log *slog.Logger) *hub {
+	return &hub{st: st, poll: poll, log: log, subs: map[*subscriber]struct{}{}}
+}
+
+// start begins reading after the newest event.
+func (h *hub) start(ctx context.Context) error {
+	last, err := h.st.LatestEventSeq(ctx)
+	if err != nil {
+		return err
+	}
+	h.last = last
+	run, cancel := context.WithCancel(context.Background())
+	h.stopRun, h.done = cancel, make(chan struct{})
+	go func() {
+		defer close(h.done)
+		h.run(run)
+	}()
+	return nil
+}
+
+// stop ends the reader; safe when never started.
+func (h *hub) stop() {
+	if h.stopRun != nil {
+		h.stopRun()
+		<-h.done
+	}
+}
+
+func (h *hub) run(ctx context.Context) {
+	notify := h.st.Notify(ctx)
+	tick := time.NewTicker(h.poll)
+	defer tick.Stop()
+	failing := false
+	for {
+		err := h.read(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			// Once per outage: streams stall until the database answers.
+			h.log.Warn("event reader: reading the event log failed; streams resume when it answers", "err", err)
+			failing = true
+		case err == nil && failing:
+			h.log.Info("event reader: reading the event log again")
+			failing = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-notify:
+			if !ok {
+				notify = nil // the store closed; keep polling until stopped
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// read hands out every event after last, a page at a time.
+func (h *hub) read(ctx context.Context) error {
+	const page = jobs.DefaultPageLimit
+	for {
+		h.mu.Lock()
+		after := h.last
+		h.mu.Unlock()
+		evs, err := h.st.EventsAfter(ctx, jobs.EventsParams{After: after, Limit: page})
+		if err != nil {
+			return err
+		}
+		h.mu.Lock()
+		for _, e := range evs {
+			if e.Seq <= h.last {
+				continue
+			}
+			for sub := range h.subs {
+				if sub.match(e) && !sub.deliver(e) {
+					delete(h.subs, sub)
+				}
+			}
+			h.last = e.Seq
+		}
+		h.mu.Unlock()
+		if len(evs) < page {
+			return nil
+		}
+	}
+}
+
+// subscribe adds a subscriber; it receives the matching events after
+// start, the Seq of the newest event already handed out. The returned
+// function removes it.
+func (h *hub) subscribe(match func(jobs.Event) bool, deliver func(jobs.Event) bool) (unsubscribe func(), start int64) {
+	sub := &subscriber{match: match, deliver: deliver}
+	h.mu.Lock()
+	h.subs[sub] = struct{}{}
+	start = h.last
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.subs, sub)
+		h.mu.Unlock()
+	}, start
+}
+
+// stateChanged is the data of a job.state_changed event.
+type stateChanged struct {
+	Seq       int64          `json:"seq"`
+	PromptID  string         `json:"prompt_id"`
+	JobID     string         `json:"job_id"`
+	State     jobs.State     `json:"state"`
+	From      jobs.State     `json:"from,omitempty"`
+	Attempt   int            `json:"attempt"`
+	ErrorKind jobs.ErrorKind `json:"error_kind,omitempty"`
+	At        time.Time      `json:"at"`
+}
+
+func newStateChanged(e jobs.Event) stateChanged {
+	var d jobs.TransitionData
+	_ = json.Unmarshal(e.Data, &d) // the store wrote it; no data is fine
+	return stateChanged{Seq: e.Seq, PromptID: e.PromptID, JobID: e.JobID, State: e.To, From: e.From,
+		Attempt: e.Attempt, ErrorKind: d.ErrorKind, At: e.At}
+}
+
+// events streams the caller's job state changes as Server-Sent Events.
+// With Last-Event-ID it first replays what the client missed from the
+// store, then continues live; each event is sent once, in Seq order.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	id := identityOf(r)
+	var sent int64
+	replay := false
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "Last-Event-ID must be the id of an event")
+			return
+		}
+		sent, replay = n, true
+	}
+	live := make(chan jobs.Event, defaultSSEBuffer)
+	dropped := make(chan struct{})
+	unsub, start := s.hub.subscribe(
+		func(e jobs.Event) bool { return e.Type == jobs.EventTransition && id.owns(e.OrgID, e.CreatedBy) },
+		func(e jobs.Event) bool {
+			select {
+			case live <- e:
+				return true
+			default:
+				close(dropped)
+				return false
+			}
+		})
+	defer unsub()
+	if s.cfg.Metrics != nil {
+		s.cfg.Metrics.SSEClients(1)
+		defer s.cfg.Metrics.SSEClients(-1)
+	}
+
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	write := func(format string, args ...any) error {
+		// Each write gets its own deadline instead of the server's
+		// WriteTimeout, which would cut every stream.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.KeepAlive + 10*time.Second))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	send := func(e jobs.Event) error {
+		if e.Seq <= sent {
+			return nil
+		}
+		data, _ := json.Marshal(newStateChanged(e))
+		sent = e.Seq
+		return write("id: %d\nevent: job.state_changed\ndata: %s\n\n", e.Seq, data)
+	}
+	if err := write(": promptkit events\n\n"); err != nil {
+		return
+	}
+	if replay && sent < start {
+		if err := s.replay(r.Context(), id, sent, start, send); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				s.log.Warn("event stream: replay failed", "err", err)
+			}
+			return
+		}
+	}
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		var err error
+		select {
+		case e := <-live:
+			err = send(e)
+		case <-keepAlive.C:
+			err = write(": keep-alive\n\n")
+		case <-dropped:
+			// Too slow: the client reconnects with Last-Event-ID.
+			return
+		case <-r.Context().Done():
+			return
+		case <-s.streams.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// replay sends the caller's transition events after `after` up to `until`
+// from the store.
+func (s *Server) replay(ctx context.Context, id identity, after, until int64, send func(jobs.Event) error) error {
+	for after < until {
+		evs, err := s.st.EventsAfter(ctx, jobs.EventsParams{OrgID: id.org, CreatedBy: id.createdBy(), After: after, Limit: jobs.DefaultPageLimit})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Seq > until {
+				return nil
+			}
+			if e.Type == jobs.EventTransition {
+				if err := send(e); err != nil {
+					return err
+				}
+			}
+			after = e.Seq
+		}
+		if len(evs) < jobs.DefaultPageLimit {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// transitions of a job that is submitted and finished.
+func lifecycle(jobID string) []string {
+	return []string{jobID + ">queued", jobID + ">running", jobID + ">succeeded"}
+}
+
+func collect(s *stream, n int) (got []string, last string) {
+	for range n {
+		ev := s.mustNext()
+		if ev.event != "job.state_changed" || ev.id != strconv.FormatInt(ev.data.Seq, 10) {
+			s.t.Fatalf("event %+v", ev)
+		}
+		got = append(got, ev.data.JobID+">"+string(ev.data.State))
+		last = ev.id
+	}
+	return got, last
+}
+
+func TestEventsInOrder(t *testing.T) {
+	onStores(t, jobs.Options{}, func(t *testing.T, e *env) {
+		s := e.openStream("", "")
+		var want []string
+		for i := range 5 {
+			sub := e.submit("", map[string]any{"text": fmt.Sprint("e", i)})
+			e.finish(sub.JobID, "ok")
+			want = append(want, lifecycle(sub.JobID)...)
+		}
+		got, _ := collect(s, len(want))
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("events:\n got %v\nwant %v", got, want)
+		}
+	})
+}
+
+// TestEventsReplayAndReconnect: a client that drops mid-stream and comes
+// back with Last-Event-ID gets exactly what it missed, then live events.
+func TestEventsReplayAndReconnect(t *testing.T) {
+	onStores(t, jobs.Options{}, func(t *testing.T, e *env) {
+		s := e.openStream("", "")
+		a := e.submit("", map[string]any{"text": "a"})
+		e.finish(a.JobID, "ok")
+		got, last := collect(s, 2) // a>queued, a>running
+		s.close()
+
+		// Missed while disconnected: a's finish, and all of b.
+		b := e.submit("", map[string]any{"text": "b"})
+		e.finish(b.JobID, "ok")
+
+		s = e.openStream("", last)
+		c := e.submit("", map[string]any{"text": "c"}) // live after the replay
+		more, _ := collect(s, 5)
+		got = append(got, more...)
+		want := append(append(lifecycle(a.JobID), lifecycle(b.JobID)...), c.JobID+">queued")
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("across the reconnect:\n got %v\nwant %v", got, want)
+		}
+
+		// Last-Event-ID 0 replays the whole log.
+		all, _ := collect(e.openStream("", "0"), 7)
+		if fmt.Sprint(all) != fmt.Sprint(want) {
+			t.Fatalf("replay from 0:\n got %v\nwant %v", all, want)
+		}
+	})
+}
+
+// TestEventsOneReader: many clients cost one read of the log per change,
+// not one per client.
+func TestEventsOneReader(t *testing.T) {
+	t.Parallel()
+	base := setup(t).st
+	counting := &countingStore{Store: base}
+	e := setupStore(t, counting, func(c *Config) { c.PollInterval = time.Hour })
+	const clients = 20
+	var streams []*stream
+	for range clients {
+		streams = append(streams, e.openStream("", ""))
+	}
+	before := counting.reads.Load()
+	sub := e.submit("", map[string]any{"text": "x"})
+	for _, s := range streams {
+		if ev := s.mustNext(); ev.data.JobID != sub.JobID {
+			t.Fatalf("got %+v", ev.data)
+		}
+	}
+	if n := counting.reads.Load() - before; n >= clients {
+		t.Fatalf("%d event-log reads for one change and %d clients", n, clients)
+	}
+}
+
+type countingStore struct {
+	jobs.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Event, error) {
+	c.reads.Add(1)
+	return c.Store.EventsAfter(ctx, p)
+}
+
+// TestHubDropsSlowSubscriber: a subscriber that cannot take an event is
+// dropped; the others keep receiving.
+func TestHubDropsSlowSubscriber(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	h := e.srv.hub
+	slow := make(chan jobs.Event) // never read: every delivery fails
+	dropped := make(chan struct{})
+	unsubSlow, _ := h.subscribe(func(jobs.Event) bool { return true }, func(ev jobs.Event) bool {
+		select {
+		case slow <- ev:
+			return true
+		default:
+			close(dropped)
+			return false
+		}
+	})
+	defer unsubSlow()
+	fast := make(chan jobs.Event, 100)
+	unsubFast, _ := h.subscribe(func(jobs.Event) bool { return true }, func(ev jobs.Event) bool { fast <- ev; return true })
+	defer unsubFast()
+	a := e.submit("", map[string]any{"text": "a"})
+	<-dropped
+	b := e.submit("", map[string]any{"text": "b"})
+	for _, want := range []string{a.JobID, b.JobID} {
+		if ev := <-fast; ev.JobID != want {
+			t.Fatalf("fast subscriber got %s, want %s", ev.JobID, want)
+		}
+	}
+	h.mu.Lock()
+	n := len(h.subs)
+	h.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d subscribers left, want 1", n)
+	}
+}
+
+// TestCloseEndsStreams: Close ends open event streams cleanly instead of
+// waiting for them.
+func TestCloseEndsStreams(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	s := e.openStream("", "")
+	if err := e.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.next(); ok {
+		t.Fatal("an event after Close")
+	}
+	if err := s.lines.Err(); err != nil {
+		t.Fatalf("the stream ended with %v, want a clean end", err)
+	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.KeepAlive = time.Millisecond })
+	s := e.openStream("", "")
+	for s.lines.Scan() {
+		if s.lines.Text() == ": keep-alive" {
+			return
+		}
+	}
+	t.Fatal("no keep-alive comment")
+}

@@ -1,0 +1,254 @@
+// Package server is the job service's network face: the REST API under
+// /v1, Server-Sent Events, token authentication and tenancy, health
+// endpoints, Prometheus metrics and the OpenAPI document. The CLI's serve
+// command wires it to a store and an engine; workers run beside it.
+//
+// Every /v1 request acts as an identity: the org, user and role of its
+// bearer token or, when no token exists and the server listens on a
+// loopback address (or was told InsecureNoAuth), the local identity (org
+// "default", user "local", admin). A member acts on its own prompts, an
+// admin on its org's; another org's IDs answer 404.
+package server
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// The identity of requests without a token in loopback mode. The CLI's
+// submit and jobs commands use the same, so the shell and the API see the
+// same prompts.
+const (
+	LocalOrg  = "default"
+	LocalUser = "local"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxWait          = 60 * time.Second
+	DefaultKeepAlive        = 15 * time.Second
+	DefaultPollInterval     = time.Second
+	DefaultSubmitRate       = 20
+	DefaultSubmitBurst      = 100
+	DefaultShutdownTimeout  = 5 * time.Second
+	defaultSSEBuffer        = 256
+	defaultReadHeaderTimout = 10 * time.Second
+)
+
+// Metrics receives what the server measures. internal/metrics implements
+// it; nil measures nothing.
+type Metrics interface {
+	ObserveHTTP(route string, code int, d time.Duration)
+	SSEClients(delta int)
+	Handler() http.Handler
+}
+
+// Config configures a Server.
+type Config struct {
+	// Store holds the jobs. Required.
+	Store jobs.Store
+	// Engine checks submissions (unknown prompt or profile, inputs that
+	// fail the schema) the way a worker would run them. Optional: without
+	// it only the store's rules apply.
+	Engine *promptkit.Engine
+	// Addr is the listen address. Defaults to "127.0.0.1:8080"; ":0"
+	// picks a free port (see Server.Addr).
+	Addr string
+	// InsecureNoAuth lets a server on a non-loopback address accept
+	// requests without a token while no token exists.
+	InsecureNoAuth bool
+	// SubmitRate is how many submissions per second one identity may make,
+	// with bursts of SubmitBurst. Defaults to 20 and 100; negative: no
+	// limit.
+	SubmitRate  float64
+	SubmitBurst int
+	// MaxBodyBytes caps a request body (413 beyond). Defaults to 1 MiB.
+	MaxBodyBytes int64
+	// MaxWait caps ?wait=. Defaults to 60s.
+	MaxWait time.Duration
+	// KeepAlive is the interval of the comment line on an idle event
+	// stream. Defaults to 15s.
+	KeepAlive time.Duration
+	// PollInterval is how often the event reader looks for new events
+	// without a notification. Defaults to 1s.
+	PollInterval time.Duration
+	// Metrics, when set, is served at /metrics and told about requests.
+	Metrics Metrics
+	// Logger receives operational messages (ids, never prompt or answer
+	// text). Defaults to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of rate limits. Defaults to time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil {
+		return c, errors.New("server: Config.Store is required")
+	}
+	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.SubmitBurst < 0 {
+		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval and SubmitBurst must not be negative")
+	}
+	c.Addr = or(c.Addr, "127.0.0.1:8080")
+	c.MaxBodyBytes = or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxWait = or(c.MaxWait, DefaultMaxWait)
+	c.KeepAlive = or(c.KeepAlive, DefaultKeepAlive)
+	c.PollInterval = or(c.PollInterval, DefaultPollInterval)
+	c.SubmitRate = or(c.SubmitRate, DefaultSubmitRate)
+	c.SubmitBurst = or(c.SubmitBurst, DefaultSubmitBurst)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}
+
+func or[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Server serves the API. Open starts it, Close stops it.
+type Server struct {
+	cfg     Config
+	st      jobs.Store
+	log     *slog.Logger
+	limits  *limiter
+	handler http.Handler
+	// mux and patterns are the routes served, for the OpenAPI test.
+	mux      *http.ServeMux
+	patterns []string
+
+	// loopback is set by Open: requests without a token may act as the
+	// local identity only on a loopback listener (or with InsecureNoAuth).
+	loopback bool
+	ln       net.Listener
+	http     *http.Server
+	hub      *hub
+
+	// streams ends event streams and waits at Close, before the HTTP
+	// server's own drain (which would otherwise wait on them forever).
+	streams    context.Context
+	endStreams context.CancelFunc
+	bg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
+}
+
+// New checks cfg and builds a Server; nothing runs until Open.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger}
+	s.limits = newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now)
+	s.streams, s.endStreams = context.WithCancel(context.Background())
+	s.hub = newHub(cfg.Store, cfg.PollInterval, cfg.Logger)
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Open binds the listener and starts serving in the background: when it
+// returns, Addr is known and requests are answered. It refuses a
+// non-loopback address while no token exists, unless InsecureNoAuth.
+func (s *Server) Open(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.loopback = isLoopback(ln.Addr())
+	if !s.loopback && !s.cfg.InsecureNoAuth {
+		has, err := s.st.HasTokens(ctx)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: checking for tokens: %w", err)
+		}
+		if !has {
+			ln.Close()
+			return fmt.Errorf("server: %w", ErrNoAuth)
+		}
+	}
+	if err := s.hub.start(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("server: starting the event reader: %w", err)
+	}
+	s.ln = ln
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: defaultReadHeaderTimout,
+		ReadTimeout:       30 * time.Second,
+		// Event streams and ?wait= extend their own write deadline.
+		WriteTimeout: 30 * time.Second,
+		IdleTimeout:  120 * time.Second,
+		ErrorLog:     slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	s.bg.Go(func() { _ = s.http.Serve(ln) })
+	return nil
+}
+
+// ErrNoAuth is Open's refusal to serve a non-loopback address with no
+// token and no InsecureNoAuth.
+var ErrNoAuth = errors.New("no API token exists and the address is not loopback: create one with `promptkit tokens create`, or pass --insecure-no-auth")
+
+// LocalMode reports whether requests without a token are accepted as the
+// local identity right now (no token exists and the address allows it).
+func (s *Server) LocalMode(ctx context.Context) (bool, error) {
+	if !s.loopback && !s.cfg.InsecureNoAuth {
+		return false, nil
+	}
+	has, err := s.st.HasTokens(ctx)
+	return !has, err
+}
+
+// Addr is the address Open bound, e.g. "127.0.0.1:43121".
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// URL is the base URL of the server, e.g. "http://127.0.0.1:43121".
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Handler is the server's routes, for tests that bring their own listener.
+// Event streams need the reader Open starts.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close stops accepting connections, ends event streams and waiting
+// requests cleanly, lets other requests finish (up to 5s), and stops the
+// event reader. Closing twice is safe.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.endStreams()
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+			defer cancel()
+			s.closeErr = s.http.Shutdown(ctx)
+		}
+		s.hub.stop()
+		s.bg.Wait()
+	})
+	return s.closeErr
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
