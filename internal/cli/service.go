@@ -184,7 +184,7 @@ func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, err
 	return worker.New(worker.Config{
 		Store: rt.store, Engine: rt.engine, Name: name,
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
-		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
+		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout, ReclaimAfter: rt.sc.ReclaimAfter,
 		ShutdownGrace: rt.sc.ShutdownGrace, Logger: rt.log,
 		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(),
 	})

@@ -191,17 +191,22 @@ func observedUsage(u promptkit.ObservedTokenUsage) map[string]*observedCount {
 	return out
 }
 
-// finalizeWaits are the pauses between tries of a finalizing write that
-// failed for a reason other than a lost claim (a database hiccup): the
-// result is in hand, and without it the job would sit in running until
-// the reclaim loop runs it again.
-var finalizeWaits = []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second}
+// finalizeBackoff is the pause after the n-th failed try (from 0) of a
+// finalizing write that failed for a reason other than a lost claim (a
+// database outage): 100ms doubling up to 5s. The result is in hand, and
+// without the write the job would wait for the reclaim loop and run again
+// at the provider's cost. Tests replace it per worker (Worker.backoff).
+func finalizeBackoff(n int) time.Duration {
+	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
+}
 
-// apply makes the store write settle decided, on ctx, retrying transient
-// failures; the waits between tries end early when stop ends (the worker
-// stops for good). It returns the last write's error: nil when the write
-// was made (or there was none to make), ErrNotClaimed when another writer
-// won.
+// apply makes the store write settle decided, on ctx. A write failing for
+// another reason than a lost claim is retried, keeping the result, until
+// shortly before the job would be reclaimed (finalizeDeadline), or until
+// stop ends (the worker stops
+// for good). It logs the trouble once, not per try. It returns the last
+// write's error: nil when the write was made (or there was none to make),
+// ErrNotClaimed when another writer won.
 func (w *Worker) apply(ctx, stop context.Context, wr write) error {
 	if wr.op == opDiscard {
 		w.log.Info("job result discarded: no longer claimed", "job", wr.jobID)
@@ -211,17 +216,28 @@ func (w *Worker) apply(ctx, stop context.Context, wr write) error {
 		err := w.writeOnce(ctx, wr)
 		switch {
 		case err == nil:
+			if i > 0 {
+				w.log.Info("job finalized after the database recovered", "op", wr.op, "job", wr.jobID, "tries", i+1)
+			}
 			return nil
 		case errors.Is(err, jobs.ErrNotClaimed):
 			// Another writer won (cancel, reclaim): our result is discarded.
 			w.log.Info("job finalization discarded: no longer claimed", "op", wr.op, "job", wr.jobID)
 			return err
-		case errors.Is(err, jobs.ErrInvalid) || i == len(finalizeWaits):
-			w.log.Error("job finalization failed; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID, "err", err)
+		case errors.Is(err, jobs.ErrInvalid):
+			w.log.Error("job finalization refused; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID, "err", err)
 			return err
 		}
-		w.log.Warn("job finalization failed; retrying", "op", wr.op, "job", wr.jobID, "err", err)
-		t := time.NewTimer(finalizeWaits[i])
+		wait := w.backoff(i)
+		deadline := w.finalizeDeadline(wr.jobID)
+		if w.cfg.Now().Add(wait).After(deadline) {
+			w.log.Error("job finalization failed until the job's reclaim; the reclaim loop will run it again", "op", wr.op, "job", wr.jobID, "tries", i+1, "err", err)
+			return err
+		}
+		if i == 0 {
+			w.log.Warn("job finalization failing; keeping the result and retrying", "op", wr.op, "job", wr.jobID, "until", deadline, "err", err)
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-stop.Done():
 			t.Stop()
@@ -230,6 +246,20 @@ func (w *Worker) apply(ctx, stop context.Context, wr write) error {
 		case <-t.C:
 		}
 	}
+}
+
+// finalizeDeadline is shortly before the job would be reclaimed
+// (ReclaimAfter after its claim was last confirmed): one heartbeat
+// interval before, or half of ReclaimAfter when that is shorter.
+func (w *Worker) finalizeDeadline(jobID string) time.Time {
+	w.mu.Lock()
+	f := w.running[jobID]
+	w.mu.Unlock()
+	last := w.cfg.Now()
+	if f != nil {
+		last = time.Unix(0, f.beat.Load())
+	}
+	return last.Add(w.cfg.ReclaimAfter - min(w.cfg.HeartbeatInterval, w.cfg.ReclaimAfter/2))
 }
 
 func (w *Worker) writeOnce(ctx context.Context, wr write) error {

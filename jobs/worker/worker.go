@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/promptkit/promptkit"
@@ -50,6 +51,11 @@ type Config struct {
 	// JobTimeout bounds one job attempt, retries inside the engine
 	// included. Defaults to 10m.
 	JobTimeout time.Duration
+	// ReclaimAfter is the deployment's reclaim threshold (the reclaim
+	// loop's). A finalizing write that fails is retried, with the result
+	// kept, until shortly before the job would be reclaimed. Defaults to
+	// jobs.DefaultReclaimAfter.
+	ReclaimAfter time.Duration
 	// ShutdownGrace is how long running jobs may finish after the Run
 	// context ends before they are handed back. Defaults to 10s; negative
 	// hands them back at once.
@@ -89,8 +95,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("worker: Config.Concurrency %d is negative", cfg.Concurrency)
 	case cfg.BatchSize < 0:
 		return cfg, fmt.Errorf("worker: Config.BatchSize %d is negative", cfg.BatchSize)
-	case cfg.PollInterval < 0, cfg.HeartbeatInterval < 0, cfg.JobTimeout < 0:
-		return cfg, errors.New("worker: Config.PollInterval, HeartbeatInterval and JobTimeout must not be negative")
+	case cfg.PollInterval < 0, cfg.HeartbeatInterval < 0, cfg.JobTimeout < 0, cfg.ReclaimAfter < 0:
+		return cfg, errors.New("worker: Config.PollInterval, HeartbeatInterval, JobTimeout and ReclaimAfter must not be negative")
 	case cfg.PriorityCeiling != nil && (*cfg.PriorityCeiling < jobs.MinPriority || *cfg.PriorityCeiling > jobs.MaxPriority):
 		return cfg, fmt.Errorf("worker: Config.PriorityCeiling %d is outside %d–%d", *cfg.PriorityCeiling, jobs.MinPriority, jobs.MaxPriority)
 	}
@@ -99,6 +105,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.PollInterval = or(cfg.PollInterval, DefaultPollInterval)
 	cfg.HeartbeatInterval = or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.JobTimeout = or(cfg.JobTimeout, DefaultJobTimeout)
+	cfg.ReclaimAfter = or(cfg.ReclaimAfter, jobs.DefaultReclaimAfter)
 	cfg.ShutdownGrace = max(or(cfg.ShutdownGrace, DefaultShutdownGrace), 0)
 	cfg.HistoryDepth = max(or(cfg.HistoryDepth, DefaultHistoryDepth), 0)
 	if cfg.Name == "" {
@@ -153,11 +160,18 @@ type Worker struct {
 
 	mu      sync.Mutex
 	running map[string]*inflight
+	// hbFailing is set while heartbeats fail (see beatFailing).
+	hbFailing atomic.Bool
+	// backoff is finalizeBackoff, or a test's.
+	backoff func(int) time.Duration
 }
 
 type inflight struct {
 	job    jobs.Job
 	cancel context.CancelCauseFunc
+	// beat is when the job's claim was last confirmed (claim or
+	// heartbeat), in unix nanoseconds on the worker's clock.
+	beat atomic.Int64
 }
 
 // errCancelled is the cause given to a run whose job was cancelled or
@@ -174,7 +188,7 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, store: cfg.Store, log: cfg.Logger, running: map[string]*inflight{}}, nil
+	return &Worker{cfg: cfg, store: cfg.Store, log: cfg.Logger, running: map[string]*inflight{}, backoff: finalizeBackoff}, nil
 }
 
 // Name returns the worker's claim name.
@@ -317,11 +331,11 @@ func (w *Worker) heartbeatLoop(ctx context.Context, wake <-chan struct{}) {
 				continue
 			}
 			last = time.Now()
-			w.checkClaims(ctx) // a cancel elsewhere notifies: react at once
+			w.checkClaims(ctx, time.Time{}) // a cancel elsewhere notifies: react at once
 		case <-check:
 			check = nil
 			last = time.Now()
-			w.checkClaims(ctx)
+			w.checkClaims(ctx, time.Time{})
 		}
 	}
 }
@@ -340,6 +354,11 @@ func (w *Worker) snapshot() []*inflight {
 	return out
 }
 
+// heartbeat confirms every running job's claim. When some were not
+// confirmed (the job was cancelled, reclaimed, or has just been finished
+// by this worker) it looks at each and stops the runs that are no longer
+// ours: a lost claim is noticed within one interval, with or without
+// notifications.
 func (w *Worker) heartbeat(ctx context.Context) {
 	fs := w.snapshot()
 	if len(fs) == 0 {
@@ -349,18 +368,38 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	for i, f := range fs {
 		ids[i] = f.job.ID
 	}
-	n, err := w.store.Heartbeat(ctx, jobs.HeartbeatParams{Worker: w.cfg.Name, JobIDs: ids})
-	if err != nil {
-		w.log.Warn("heartbeat failed", "worker", w.cfg.Name, "err", err)
-		return
-	}
-	if n < len(ids) {
-		w.checkClaims(ctx)
+	now := w.cfg.Now()
+	_, err := w.store.Heartbeat(ctx, jobs.HeartbeatParams{Worker: w.cfg.Name, JobIDs: ids})
+	switch {
+	case err == nil:
+		for _, f := range fs {
+			f.beat.Store(now.UnixNano())
+		}
+		w.beatFailing(false, nil)
+	case errors.Is(err, jobs.ErrNotClaimed):
+		w.beatFailing(false, nil)
+		w.checkClaims(ctx, now)
+	default:
+		w.beatFailing(true, err)
 	}
 }
 
-// checkClaims cancels runs whose job left running-under-this-worker.
-func (w *Worker) checkClaims(ctx context.Context) {
+// beatFailing logs the start and the end of a run of failed heartbeats,
+// once each rather than every interval.
+func (w *Worker) beatFailing(failing bool, err error) {
+	if w.hbFailing.Swap(failing) == failing {
+		return
+	}
+	if failing {
+		w.log.Warn("heartbeat failing; running jobs keep running and their results are kept", "worker", w.cfg.Name, "err", err)
+	} else {
+		w.log.Info("heartbeat working again", "worker", w.cfg.Name)
+	}
+}
+
+// checkClaims cancels runs whose job left running-under-this-worker, and
+// marks the others confirmed at now (zero: not confirmed).
+func (w *Worker) checkClaims(ctx context.Context, now time.Time) {
 	for _, f := range w.snapshot() {
 		j, err := w.store.GetJob(ctx, "", f.job.ID)
 		if err != nil {
@@ -368,6 +407,12 @@ func (w *Worker) checkClaims(ctx context.Context) {
 		}
 		if j.State != jobs.Running || j.WorkerClaim != w.cfg.Name {
 			f.cancel(errCancelled)
+			continue
+		}
+		if !now.IsZero() {
+			// Still ours, so the heartbeat that reported another job's
+			// lost claim did confirm this one: a claim never comes back.
+			f.beat.Store(now.UnixNano())
 		}
 	}
 }
@@ -375,8 +420,10 @@ func (w *Worker) checkClaims(ctx context.Context) {
 // track registers a running job so the heartbeat covers it and a cancel
 // reaches it; the returned func forgets it.
 func (w *Worker) track(j jobs.Job, cancel context.CancelCauseFunc) (untrack func()) {
+	f := &inflight{job: j, cancel: cancel}
+	f.beat.Store(w.cfg.Now().UnixNano())
 	w.mu.Lock()
-	w.running[j.ID] = &inflight{job: j, cancel: cancel}
+	w.running[j.ID] = f
 	w.mu.Unlock()
 	return func() {
 		w.mu.Lock()
