@@ -138,7 +138,10 @@ const (
 	KindAuth        ErrorKind = "auth"
 	KindWorkerCrash ErrorKind = "worker_crash"
 	KindStuck       ErrorKind = "stuck"
-	KindUnknown     ErrorKind = "unknown"
+	// KindTransport: the provider could not be reached or the connection
+	// failed (refused, reset, DNS, TLS) before an answer came.
+	KindTransport ErrorKind = "transport"
+	KindUnknown   ErrorKind = "unknown"
 	// KindInvalidRequest: the job's request cannot be built or sent as
 	// given (unknown prompt or profile, inputs failing the input schema, a
 	// template that does not render). Only a new request can fix it.
@@ -151,7 +154,7 @@ const (
 // ErrorKinds returns every non-empty kind.
 func ErrorKinds() []ErrorKind {
 	return []ErrorKind{KindTimeout, KindRateLimit, KindProvider5xx, KindProvider4xx, KindParse, KindAuth,
-		KindWorkerCrash, KindStuck, KindUnknown, KindInvalidRequest, KindDependencyFailed}
+		KindWorkerCrash, KindStuck, KindTransport, KindUnknown, KindInvalidRequest, KindDependencyFailed}
 }
 
 // Errors returned by stores. Match them with errors.Is.

@@ -33,10 +33,42 @@ import (
 // that another attempt (while attempts remain) is worth making.
 func (k ErrorKind) Retryable() bool {
 	switch k {
-	case KindTimeout, KindRateLimit, KindProvider5xx, KindWorkerCrash, KindUnknown:
+	case KindTimeout, KindRateLimit, KindProvider5xx, KindWorkerCrash, KindTransport, KindUnknown:
 		return true
 	}
 	return false
+}
+
+// Description says in words what happened, for people reading a job's
+// error: "the provider could not be reached", not "transport".
+func (k ErrorKind) Description() string {
+	switch k {
+	case KindTimeout:
+		return "the attempt timed out"
+	case KindRateLimit:
+		return "the provider rate-limited it"
+	case KindProvider5xx:
+		return "the provider failed (HTTP 5xx)"
+	case KindProvider4xx:
+		return "the provider refused the request (HTTP 4xx)"
+	case KindParse:
+		return "the answer could not be parsed or did not validate"
+	case KindAuth:
+		return "the provider refused the credentials, or none is set"
+	case KindWorkerCrash:
+		return "its worker stopped heart-beating (crashed or cut off)"
+	case KindStuck:
+		return "its worker died on the last attempt, or it ran too long"
+	case KindTransport:
+		return "the provider could not be reached"
+	case KindInvalidRequest:
+		return "the request cannot be run as given"
+	case KindDependencyFailed:
+		return "the job it depends on failed or was cancelled"
+	case KindNone:
+		return ""
+	}
+	return "an unexpected error"
 }
 
 // Failure is a failed job attempt as the policy sees it.
@@ -65,6 +97,8 @@ func Classify(err error) Failure {
 		return Failure{Kind: statusKind(ge.StatusCode()), RetryAfter: ge.RetryAfter()}
 	case pktype.ExecutionFailureDeadline:
 		return Failure{Kind: KindTimeout}
+	case pktype.ExecutionFailureTransport:
+		return Failure{Kind: KindTransport}
 	case pktype.ExecutionFailureMalformed:
 		return Failure{Kind: KindParse}
 	case pktype.ExecutionFailureInvalidConfig, pktype.ExecutionFailureInvalidRequest, pktype.ExecutionFailurePromptNotFound,

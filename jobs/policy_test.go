@@ -79,7 +79,7 @@ func TestClassifyEngineErrors(t *testing.T) {
 			url := srv.URL
 			srv.Close()
 			return engineError(t, func(c *promptkit.Config, _ *promptkit.RunRequest) { c.Backends[0].BaseURL = url })
-		}, jobs.KindUnknown},
+		}, jobs.KindTransport},
 		{"exhausted keeps the last status's kind", func(t *testing.T) error {
 			return engineError(t, func(c *promptkit.Config, _ *promptkit.RunRequest) { one := 1; c.TransientRetries = &one },
 				providertest.Status(503), providertest.Status(429).WithRetryAfter("7"))
@@ -130,7 +130,7 @@ func TestClassifyOtherErrors(t *testing.T) {
 func TestRetryable(t *testing.T) {
 	t.Parallel()
 	want := map[jobs.ErrorKind]bool{
-		jobs.KindTimeout: true, jobs.KindRateLimit: true, jobs.KindProvider5xx: true, jobs.KindWorkerCrash: true, jobs.KindUnknown: true,
+		jobs.KindTimeout: true, jobs.KindRateLimit: true, jobs.KindProvider5xx: true, jobs.KindWorkerCrash: true, jobs.KindTransport: true, jobs.KindUnknown: true,
 		jobs.KindProvider4xx: false, jobs.KindParse: false, jobs.KindAuth: false, jobs.KindStuck: false,
 		jobs.KindInvalidRequest: false, jobs.KindDependencyFailed: false,
 	}

@@ -120,6 +120,23 @@ func newJobsListCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+// jobOutcome says how a job that did not succeed ended, in words first:
+// "job J failed on attempt 3 of 3: the provider could not be reached
+// (transport): <the redacted error>".
+func jobOutcome(j jobs.Job) string {
+	msg := fmt.Sprintf("job %s %s", j.ID, j.State)
+	if j.State == jobs.Failed {
+		msg += fmt.Sprintf(" on attempt %d of %d", j.Attempt, j.MaxAttempts)
+	}
+	if j.ErrorKind != "" {
+		msg += fmt.Sprintf(": %s (%s)", j.ErrorKind.Description(), j.ErrorKind)
+	}
+	if j.ErrorMessage != "" {
+		msg += ": " + j.ErrorMessage
+	}
+	return msg
+}
+
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -197,7 +214,7 @@ func printDetails(w io.Writer, d jobDetails) {
 	fmt.Fprintf(w, "job %s  %s  priority %d  attempt %d/%d\n", j.ID, j.State, j.Priority, j.Attempt, j.MaxAttempts)
 	fmt.Fprintf(w, "prompt %s  org %s  user %s  created %s\n", j.PromptID, orDash(j.OrgID), orDash(j.CreatedBy), fmtTime(j.CreatedAt))
 	if j.ErrorKind != "" {
-		fmt.Fprintf(w, "error %s: %s\n", j.ErrorKind, j.ErrorMessage)
+		fmt.Fprintf(w, "error %s (%s): %s\n", j.ErrorKind, j.ErrorKind.Description(), j.ErrorMessage)
 	}
 	if d.Response != nil {
 		tokens := "tokens unknown"

@@ -169,7 +169,7 @@ func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) 
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(cmd.Context(), sc.Database, jobs.Options{})
+	st, err := openStoreWaiting(cmd.Context(), sc.Database, jobs.Options{}, log)
 	if err != nil {
 		return nil, err
 	}

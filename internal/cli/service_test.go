@@ -4,13 +4,19 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/promptkit/promptkit/internal/pgtest"
+	"github.com/promptkit/promptkit/providertest"
 )
 
 // startServe runs `promptkit serve` on a free port and returns its base URL
@@ -185,5 +191,109 @@ func TestOperatorCommandsWithoutServe(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "SECRET-LINE") {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d mentioning %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+}
+
+// TestUnreachableProviderReadsAsSuch: a job whose provider cannot be
+// reached says so in words, under its own kind, instead of reading like a
+// configuration error.
+func TestUnreachableProviderReadsAsSuch(t *testing.T) {
+	t.Parallel()
+	srv := providertest.NewServer()
+	cfg := quickstart(t, srv.URL)
+	srv.Close() // nothing listens there now
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	code, out, errOut := run(t, "submit", "--config", cfg, "--database", db, "--text", "hi", "--max-attempts", "1", "--idempotency-key", "k", "--json")
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &sub) != nil {
+		t.Fatalf("submit: %d %s %s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "worker", "--once", "--config", cfg, "--database", db); code != 0 {
+		t.Fatalf("worker --once: %d %s", code, errOut)
+	}
+	code, out, _ = run(t, "jobs", "show", sub.JobID, "--database", db)
+	if code != 0 || !strings.Contains(out, "error transport (the provider could not be reached)") {
+		t.Fatalf("jobs show: %d\n%s", code, out)
+	}
+	// A repeat with the key finds the failed job: --wait says how it ended.
+	code, _, errOut = run(t, "submit", "--config", cfg, "--database", db, "--text", "hi", "--max-attempts", "1", "--idempotency-key", "k", "--wait")
+	want := "job " + sub.JobID + " failed on attempt 1 of 1: the provider could not be reached (transport): "
+	if code != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "unknown profile") {
+		t.Fatalf("submit --wait: exit %d, %q, want it to contain %q", code, errOut, want)
+	}
+}
+
+// TestWorkerWaitsForTheDatabase: a worker started while PostgreSQL cannot
+// be reached waits for it, says so, and starts once it answers, instead
+// of exiting. The "database" is a port that refuses connections until the
+// test starts forwarding it to the real server.
+func TestWorkerWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
+	base, err := url.Parse(pgtest.Schema(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // refused until forwarded
+	target := base.Host
+	base.Host = fmt.Sprintf("127.0.0.1:%d", port)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, []string{"worker", "--database", base.String()}, io.Discard, pw)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	waitLine := func(substr string) {
+		t.Helper()
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), substr) {
+				return
+			}
+		}
+		t.Fatalf("the worker never logged %q (exit %d)", substr, <-done)
+	}
+	waitLine("database unreachable; waiting for it")
+	fwd, err := net.Listen("tcp", base.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fwd.Close()
+	go forward(fwd, target)
+	waitLine("worker running")
+	cancel()
+	go io.Copy(io.Discard, pr) //nolint:errcheck // drain until the pipe closes
+	if code := <-done; code != 0 {
+		t.Fatalf("worker exited %d", code)
+	}
+}
+
+// forward relays every connection accepted on ln to target until ln
+// closes.
+func forward(ln net.Listener, target string) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			go io.Copy(up, c) //nolint:errcheck // ends when either side closes
+			io.Copy(c, up)    //nolint:errcheck
+		}()
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,16 +128,37 @@ func parseFuture(s string) (time.Time, error) {
 }
 
 // waitJob follows a job until it is terminal (notifications, else a
-// 250 ms poll) and prints the answer or the error.
+// 250 ms poll) and prints the answer or the error. A read failing while
+// the job is still queued is retried with backoff, saying so once: the
+// caller would otherwise submit again.
 func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 	ctx := cmd.Context()
 	wake := st.Notify(ctx)
-	tick := time.NewTicker(250 * time.Millisecond)
+	const poll = 250 * time.Millisecond
+	tick := time.NewTimer(poll)
 	defer tick.Stop()
+	failing := 0
 	for {
 		j, err := st.GetJob(ctx, "", id)
-		if err != nil {
+		if err != nil && (errors.Is(err, jobs.ErrNotFound) || ctx.Err() != nil) {
 			return err
+		}
+		if err != nil {
+			if failing == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: reading job %s failed (%s); still waiting, retrying\n", id, oneLine(err))
+			}
+			failing++
+			tick.Reset(min(poll<<min(failing, 5), 5*time.Second))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+			continue
+		}
+		if failing > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: reading job %s again\n", id)
+			failing = 0
 		}
 		if j.State.Terminal() {
 			if asJSON {
@@ -148,7 +171,7 @@ func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 				}
 			}
 			if j.State != jobs.Succeeded {
-				return fmt.Errorf("job %s %s: %s %s", j.ID, j.State, j.ErrorKind, j.ErrorMessage)
+				return errors.New(jobOutcome(j))
 			}
 			if !asJSON {
 				r, err := st.GetResponse(ctx, "", j.ResponseID)
@@ -159,6 +182,7 @@ func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 			}
 			return nil
 		}
+		tick.Reset(poll)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -189,44 +213,93 @@ func newSubmitCheck(g *globals) (submitCheck, error) {
 	}, nil
 }
 
-// submitFile enqueues a JSONL file in batches, with a progress line.
+// submitFile enqueues a JSONL file in two passes: the first checks every
+// line (a bad line stores nothing) and fingerprints the file, the second
+// stores the lines in batches, each with an idempotency key derived from
+// the file's content and the line number (unless the line has its own).
+// Running the same file again after a failure stores only the lines
+// still missing; it never duplicates one.
 func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org, user string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	total, err := countLines(f)
-	if err != nil {
+	digest := sha256.New()
+	total := 0
+	if err := eachLine(io.TeeReader(f, digest), path, org, user, func(lineNo int, p jobs.EnqueueParams) error {
+		total++
+		if err := check(cmd.Context(), p); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, lineNo, err)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	fileKey := hex.EncodeToString(digest.Sum(nil)[:16])
+
 	var batch []jobs.EnqueueParams
-	done, lineNo := 0, 0
+	done, added := 0, 0
 	progress := func() { fmt.Fprintf(cmd.ErrOrStderr(), "\r%s", bar(done, total, 30)) }
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		if _, err := st.EnqueueBatch(cmd.Context(), batch); err != nil {
-			return err
+		res, err := st.EnqueueBatch(cmd.Context(), batch)
+		if err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr())
+			return fmt.Errorf("%d of %d lines are stored; running the same command again stores the rest, never a line twice: %w", done, total, err)
+		}
+		for _, r := range res {
+			if !r.Existing {
+				added++
+			}
 		}
 		done += len(batch)
 		batch = batch[:0]
 		progress()
 		return nil
 	}
-	for sc.Scan() {
-		lineNo++
-		if len(sc.Bytes()) == 0 {
+	err = eachLine(f, path, org, user, func(lineNo int, p jobs.EnqueueParams) error {
+		if p.IdempotencyKey == "" {
+			p.IdempotencyKey = fmt.Sprintf("file-%s-%d", fileKey, lineNo)
+		}
+		batch = append(batch, p)
+		if len(batch) == 500 {
+			return flush()
+		}
+		return nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.ErrOrStderr())
+	fmt.Fprintf(cmd.OutOrStdout(), "queued %d prompts", added)
+	if added < total {
+		fmt.Fprintf(cmd.OutOrStdout(), " (%d lines were already stored by an earlier run of this file)", total-added)
+	}
+	fmt.Fprintln(cmd.OutOrStdout())
+	return nil
+}
+
+// eachLine decodes the JSONL prompt lines of r, calling fn with each
+// line's number (from 1) and enqueue parameters; it stops at fn's first
+// error. Decoding errors name the line.
+func eachLine(r io.Reader, path, org, user string, fn func(lineNo int, p jobs.EnqueueParams) error) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for lineNo := 1; sc.Scan(); lineNo++ {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
 			continue
 		}
 		var l submitLine
-		dec := json.NewDecoder(bytesReader(sc.Bytes()))
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&l); err != nil {
 			return fmt.Errorf("%s:%d: not a valid prompt line (%s)", path, lineNo, jsonReason(err))
@@ -238,25 +311,11 @@ func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org,
 			OrgID: org, CreatedBy: user, Text: l.Text, PromptRef: l.Prompt, Inputs: l.Inputs, Profile: l.Profile,
 			ParentID: l.ParentID, Priority: l.Priority, MaxAttempts: l.MaxAttempts, ExecutionOptions: l.Options, IdempotencyKey: l.Key,
 		}
-		if err := check(cmd.Context(), p); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, lineNo, err)
-		}
-		batch = append(batch, p)
-		if len(batch) == 500 {
-			if err := flush(); err != nil {
-				return err
-			}
+		if err := fn(lineNo, p); err != nil {
+			return err
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	if err := flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(cmd.ErrOrStderr())
-	fmt.Fprintf(cmd.OutOrStdout(), "queued %d prompts\n", done)
-	return nil
+	return sc.Err()
 }
 
 // bar renders a progress bar such as "[#######.......]  50% 500/1000".
@@ -268,21 +327,6 @@ func bar(done, total, width int) string {
 	n := int(frac * float64(width))
 	return fmt.Sprintf("[%s%s] %3.0f%% %d/%d", strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac, done, total)
 }
-
-// countLines counts non-empty lines, for the progress bar.
-func countLines(r io.Reader) (int, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	n := 0
-	for sc.Scan() {
-		if len(sc.Bytes()) > 0 {
-			n++
-		}
-	}
-	return n, sc.Err()
-}
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // jsonReason describes a decode error without quoting the line.
 func jsonReason(err error) string {
