@@ -45,7 +45,9 @@ type Store interface {
 	// Heartbeat sets running_heartbeat_at = now on the given jobs that are
 	// running under Worker (updated_at is left alone), and returns how many
 	// it updated; when that is fewer than the distinct IDs given, the
-	// error is ErrNotClaimed as well.
+	// error is ErrNotClaimed as well. It never waits for a job another
+	// transaction is changing (finishing, cancelling, reclaiming): that job
+	// counts as not updated.
 	Heartbeat(ctx context.Context, p HeartbeatParams) (int, error)
 
 	// Succeed writes the response (ID ResponseID(prompt, job)) and moves
@@ -145,8 +147,23 @@ type Store interface {
 	// HasTokens reports whether any valid (not revoked) token exists.
 	HasTokens(ctx context.Context) (bool, error)
 
-	// Check returns nil when the database answers and its schema is the
-	// one this build migrates to (not older, not newer).
+	// Check returns nil when the store can work: the database answers,
+	// its schema is the one this build migrates to (not older, not newer),
+	// and it accepts writes. Check proves the last with a small probe
+	// write of its own, which waits its turn behind the store's other
+	// writes for as long as ctx allows. Because a small write can succeed
+	// where real ones fail (on a full disk, say), Check also fails while
+	// the store's latest real write (Enqueue, EnqueueBatch, Claim,
+	// Heartbeat, Succeed, Requeue, Fail, AppendAttempt, Cancel, Retry,
+	// Reclaim, Archive, CreateToken, RevokeToken) failed for a database
+	// reason less than 10 seconds ago on the store's clock, and no write
+	// has stored anything since; its error then names that write's error
+	// and wraps it. A database reason is any error but ErrNotClaimed,
+	// ErrInvalid, ErrNotFound, ErrIllegalTransition,
+	// ErrIdempotencyConflict, the store being closed, and the error a call
+	// gets because its ctx ended. A write that stores nothing (a Claim
+	// finding no job) counts neither way. Past the 10 seconds, the probe
+	// alone decides.
 	Check(ctx context.Context) error
 
 	// Notify returns a channel that receives a value, coalesced, whenever

@@ -36,6 +36,10 @@
 //   - JobEvents for a job outside the org is ErrNotFound or empty.
 //   - Notify on a closed store returns a closed channel, and Close may be
 //     called again (returning nil).
+//   - Check looks at the database each time: it fails once its context
+//     has ended and on a closed store. Refusals (ErrNotClaimed,
+//     ErrInvalid, ErrNotFound, an illegal transition, an idempotency
+//     conflict) and calls whose context ended leave it passing.
 //   - Metrics percentiles are nearest-rank; superseded jobs are not in the
 //     data. Per org, the average latency is in whole microseconds, rounded
 //     down.
@@ -139,6 +143,9 @@ func Run(t *testing.T, h Harness) {
 		{"Tokens", testTokens},
 		{"TokensInvalid", testTokensInvalid},
 		{"Check", testCheck},
+		{"CheckAfterRefusals", testCheckAfterRefusals},
+		{"CheckConcurrentWrites", testCheckConcurrentWrites},
+		{"CheckClosed", testCheckClosed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

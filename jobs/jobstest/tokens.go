@@ -168,16 +168,3 @@ func testTokensInvalid(t *testing.T, h Harness) {
 		t.Error("an invalid CreateToken stored a token")
 	}
 }
-
-// A store opened on a database it migrated has the schema this build
-// wants.
-func testCheck(t *testing.T, h Harness) {
-	f := setup(t, h)
-	if err := f.store.Check(f.ctx); err != nil {
-		t.Errorf("Check on a new store: %v", err)
-	}
-	f.enqueue(jobs.EnqueueParams{})
-	if err := f.store.Check(f.ctx); err != nil {
-		t.Errorf("Check after a write: %v", err)
-	}
-}

@@ -102,7 +102,9 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	r := newClaimReq(p)
-	if err := s.writes.Do(ctx, &writeReq{claim: r}); err != nil {
+	err = s.writes.Do(ctx, &writeReq{claim: r})
+	s.wrote(ctx, "claim", err, err == nil && len(r.out) > 0)
+	if err != nil {
 		return nil, fmt.Errorf("pgstore: claim: %w", err)
 	}
 	return r.out, nil
@@ -231,10 +233,16 @@ func (s *Store) Heartbeat(ctx context.Context, p jobs.HeartbeatParams) (int, err
 	if len(ids) == 0 {
 		return 0, nil
 	}
+	// SKIP LOCKED: a job another transaction holds is being finished (a
+	// group commit may hold several of this worker's jobs, locked in its
+	// own order) or taken away; waiting for it could deadlock, and its
+	// heartbeat no longer matters. It counts as not updated.
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE jobs SET running_heartbeat_at = $1
-		WHERE id = ANY($2) AND state = 'running' AND worker_claim = $3`,
+		WHERE id IN (SELECT id FROM jobs WHERE id = ANY($2) AND state = 'running' AND worker_claim = $3
+			FOR UPDATE SKIP LOCKED)`,
 		s.clock(), ids, p.Worker)
+	s.wrote(ctx, "heartbeat", err, err == nil && tag.RowsAffected() > 0)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: heartbeat: %w", err)
 	}
@@ -296,12 +304,14 @@ func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaim
 		b.locked(ph, now)
 	})
 	if err != nil {
+		s.wrote(ctx, "reclaim", err, false)
 		return jobs.Reclaimed{}, fmt.Errorf("pgstore: reclaim: %w", err)
 	}
 	var out jobs.Reclaimed
 	if b == nil {
 		return out, nil
 	}
+	s.wrote(ctx, "reclaim", nil, b.changed)
 	for i, r := range b.reqs {
 		switch {
 		case b.errs[i] != nil:

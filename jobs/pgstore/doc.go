@@ -137,6 +137,13 @@
 // cost more than running them, with sequential scans off, because the side
 // tables are small or empty when a plan is made, and without JIT.
 //
+// # Readiness
+//
+// Check upserts this store's own row of the readiness table (one per open
+// Store, so probes of many processes never wait for each other), and also
+// fails for a while after a real write failed for a database reason, until
+// a write stores something (see Check and wrote in health.go).
+//
 // # Notifications
 //
 // Writing transactions that enqueue or change a job's state call

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,7 +21,9 @@ func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueue
 		return jobs.Enqueued{}, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
 	r := &writeReq{enqueue: &enqueueReq{p: p}}
-	if err := s.writes.Do(ctx, r); err != nil {
+	err = s.writes.Do(ctx, r)
+	s.wrote(ctx, "enqueue", err, err == nil && !r.enqueue.out.Existing)
+	if err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
 	return r.enqueue.out, nil
@@ -76,6 +79,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 		}
 	}
 	out, err := s.enqueue(ctx, norm)
+	s.wrote(ctx, "enqueue batch", err, slices.ContainsFunc(out, func(e jobs.Enqueued) bool { return !e.Existing }))
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: enqueue batch: %w", err)
 	}

@@ -171,17 +171,19 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 	})
 }
 
-// finish runs one finishing write through the group commit. A call that
+// finish runs one finishing write, op, through the group commit. A call that
 // ends the claim forgets the job's prompt; a Succeed names its response
 // with it.
-func (s *Store) finish(ctx context.Context, w finish.Write) (jobs.Job, error) {
+func (s *Store) finish(ctx context.Context, op string, w finish.Write) (jobs.Job, error) {
 	r := &finishReq{w: w}
 	if w.Transition() {
 		if pid := s.prompts.take(w.JobID); pid != "" && w.To == jobs.Succeeded {
 			r.response = new(jobs.ResponseID(pid, w.JobID))
 		}
 	}
-	if err := s.writes.Do(ctx, &writeReq{finish: r}); err != nil {
+	err := s.writes.Do(ctx, &writeReq{finish: r})
+	s.wrote(ctx, op, err, err == nil)
+	if err != nil {
 		return jobs.Job{}, err
 	}
 	return r.job, nil
@@ -199,7 +201,7 @@ func (s *Store) Succeed(ctx context.Context, p jobs.SucceedParams) (jobs.Job, er
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
 	}
-	j, err := s.finish(ctx, w)
+	j, err := s.finish(ctx, "succeed", w)
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
 	}
@@ -213,7 +215,7 @@ func (s *Store) Requeue(ctx context.Context, p jobs.RequeueParams) (jobs.Job, er
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: requeue %s: %w", p.JobID, err)
 	}
-	j, err := s.finish(ctx, finish.Requeue(p))
+	j, err := s.finish(ctx, "requeue", finish.Requeue(p))
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: requeue %s: %w", p.JobID, err)
 	}
@@ -227,7 +229,7 @@ func (s *Store) Fail(ctx context.Context, p jobs.FailParams) (jobs.Job, error) {
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: fail %s: %w", p.JobID, err)
 	}
-	j, err := s.finish(ctx, finish.Fail(p))
+	j, err := s.finish(ctx, "fail", finish.Fail(p))
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: fail %s: %w", p.JobID, err)
 	}
@@ -239,7 +241,7 @@ func (s *Store) Fail(ctx context.Context, p jobs.FailParams) (jobs.Job, error) {
 func (s *Store) AppendAttempt(ctx context.Context, p jobs.AttemptParams) error {
 	p, err := p.Normalize()
 	if err == nil {
-		_, err = s.finish(ctx, finish.Attempt(p))
+		_, err = s.finish(ctx, "append attempt", finish.Attempt(p))
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: append attempt %s: %w", p.JobID, err)
@@ -306,6 +308,7 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 	}, func(ph *phase, now time.Time) {
 		ph.queryRow(cancelSQL.q, cancelSQL.args(now, p.JobID, string(old.State), s.schema), scanInto(&out))
 	})
+	s.wrote(ctx, "cancel", err, err == nil)
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: cancel %s: %w", p.JobID, err)
 	}
@@ -356,6 +359,7 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 		ph.queryRow(retrySQL.q, retrySQL.args(now, p.JobID, newID, p.Priority, string(old.State),
 			string(oldData), string(newData), s.schema), scanInto(&out))
 	})
+	s.wrote(ctx, "retry", err, err == nil)
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: retry %s: %w", p.JobID, err)
 	}

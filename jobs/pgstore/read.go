@@ -311,6 +311,7 @@ func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 						WHERE j.prompt_id = p.id AND j.id <> ALL (ARRAY(SELECT id FROM gone)))
 			)
 			SELECT (SELECT count(*) FROM gone), (SELECT max(id) FROM scanned)`, before, jobs.ArchiveBatch, after).Scan(&n, &last)
+		s.wrote(ctx, "archive", err, err == nil && n > 0)
 		if err != nil {
 			return total, fmt.Errorf("pgstore: archive: %w", err)
 		}

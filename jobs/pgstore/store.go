@@ -20,6 +20,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
+	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/notify"
 )
 
@@ -53,7 +54,11 @@ type Store struct {
 	prompts promptCache
 	// notify feeds the Notify channels; its first subscription starts the
 	// LISTEN goroutine, which runs until bgCtx ends.
-	notify    *notify.Hub
+	notify *notify.Hub
+	// probeKey is this store's row of readiness (see Check); health
+	// remembers the latest failed write (see wrote).
+	probeKey  string
+	health    health.Writes
 	bgCtx     context.Context
 	bgCancel  context.CancelFunc
 	wg        sync.WaitGroup
@@ -92,6 +97,7 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 		schema:    schema,
 		lockKey:   eventLockKey(schema),
 		listenCfg: cfg.ConnConfig.Copy(),
+		probeKey:  jobs.NewID(),
 		bgCtx:     bg,
 		bgCancel:  cancel,
 	}

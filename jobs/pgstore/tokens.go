@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/schema"
 )
 
 // Tokens are written outside the event lock: they have no events and no
@@ -47,6 +45,7 @@ func (s *Store) CreateToken(ctx context.Context, p jobs.CreateTokenParams) (jobs
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = fmt.Errorf("%w: a token with this hash exists", jobs.ErrInvalid)
 	}
+	s.wrote(ctx, "create token", err, err == nil)
 	if err != nil {
 		return jobs.Token{}, fmt.Errorf("pgstore: create token: %w", err)
 	}
@@ -73,8 +72,10 @@ func (s *Store) RevokeToken(ctx context.Context, id string) (jobs.Token, error) 
 	t, err := scanToken(s.pool.QueryRow(ctx, `
 		UPDATE tokens SET revoked_at = coalesce(revoked_at, $2) WHERE id = $1
 		RETURNING `+tokenCols, id, s.clock()))
+	err = notFound(err)
+	s.wrote(ctx, "revoke token", err, err == nil)
 	if err != nil {
-		return jobs.Token{}, fmt.Errorf("pgstore: revoke token: %w", notFound(err))
+		return jobs.Token{}, fmt.Errorf("pgstore: revoke token: %w", err)
 	}
 	return t, nil
 }
@@ -97,29 +98,4 @@ func (s *Store) HasTokens(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("pgstore: has tokens: %w", err)
 	}
 	return has, nil
-}
-
-// latestVersion is the newest embedded migration's version.
-var latestVersion = sync.OnceValues(func() (int64, error) { return schema.Latest(migrationFS) })
-
-// Check reads goose's version table in the store's schema, one query. A
-// schema other than this build's is a *schema.VersionError naming both
-// versions. See jobs.Store.
-func (s *Store) Check(ctx context.Context) error {
-	want, err := latestVersion()
-	if err != nil {
-		return fmt.Errorf("pgstore: check: %w", err)
-	}
-	var have *int64
-	if err := s.pool.QueryRow(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&have); err != nil {
-		return fmt.Errorf("pgstore: check: %w", err)
-	}
-	var v int64
-	if have != nil {
-		v = *have
-	}
-	if err := schema.Check(v, want); err != nil {
-		return fmt.Errorf("pgstore: check: %w", err)
-	}
-	return nil
 }

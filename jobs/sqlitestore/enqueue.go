@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/promptkit/promptkit/jobs"
 )
@@ -115,6 +116,7 @@ func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueue
 		e, err = w.enqueueOne(p)
 		return err
 	})
+	s.wrote(ctx, "enqueue", err, err == nil && !e.Existing)
 	if err != nil {
 		return jobs.Enqueued{}, err
 	}
@@ -144,6 +146,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 		}
 		return nil
 	})
+	s.wrote(ctx, "enqueue batch", err, err == nil && slices.ContainsFunc(out, func(e jobs.Enqueued) bool { return !e.Existing }))
 	if err != nil {
 		return nil, err
 	}

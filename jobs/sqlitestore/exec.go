@@ -100,6 +100,7 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 		}
 		return nil
 	})
+	s.wrote(ctx, "claim", err, len(claimed) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +128,7 @@ func (s *Store) Heartbeat(ctx context.Context, p jobs.HeartbeatParams) (int, err
 		n, err = res.RowsAffected()
 		return err
 	})
+	s.wrote(ctx, "heartbeat", err, n > 0)
 	if err != nil {
 		return 0, err
 	}
@@ -144,6 +146,7 @@ func (s *Store) finish(ctx context.Context, op string, f finish.Write) (jobs.Job
 		j, err = w.finish(f)
 		return err
 	})
+	s.wrote(ctx, op, err, err == nil)
 	return j, err
 }
 
@@ -202,6 +205,7 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 		w.transition(j, old.State, jobs.Cancelled, nil)
 		return nil
 	})
+	s.wrote(ctx, "cancel", err, err == nil)
 	return j, err
 }
 
@@ -233,6 +237,7 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 		j, err = scanJob(w.queryRow(qJobForUpdate, id, ""))
 		return err
 	})
+	s.wrote(ctx, "retry", err, err == nil)
 	return j, err
 }
 
@@ -270,6 +275,7 @@ func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaim
 		}
 		return nil
 	})
+	s.wrote(ctx, "reclaim", err, len(out.Requeued)+len(out.Failed) > 0)
 	if err != nil {
 		return jobs.Reclaimed{}, err
 	}

@@ -468,6 +468,7 @@ func (s *Store) Archive(ctx context.Context, before time.Time) (int, error) {
 			n = len(jobIDs)
 			return nil
 		})
+		s.wrote(ctx, "archive", err, n > 0)
 		total += n
 		if err != nil {
 			return total, err

@@ -35,6 +35,13 @@
 // Notify wakes on this Store's enqueues and transitions, and (polling
 // PRAGMA data_version, see watch) on commits by other processes sharing
 // the file.
+//
+// # Readiness
+//
+// Check writes the one row of the readiness table in a transaction of its
+// own on the writer connection, so it waits its turn, and also fails for a
+// while after a real write failed for a database reason, until a write
+// stores something (see Check and wrote in health.go).
 package sqlitestore
 
 import (
@@ -52,10 +59,12 @@ import (
 	"time"
 
 	"github.com/pressly/goose/v3"
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // also registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
+	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/notify"
 )
 
@@ -91,6 +100,8 @@ type Store struct {
 
 	writes *groupcommit.Group[*call]
 	notify *notify.Hub
+	// health remembers the latest failed write for Check (see wrote).
+	health health.Writes
 
 	// The watcher notices commits by other processes (see watch); the hub
 	// starts it with the first Notify.
@@ -171,9 +182,26 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	// Not p.Close: it would close db, which the caller owns.
+	busyWait := 10 * time.Millisecond
 	for {
 		_, err = p.Up(ctx)
 		var pe *goose.PartialError
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY && busyWait < 5*time.Second {
+			// Two processes creating a new file at once: goose's first
+			// transaction reads, then writes, and SQLite answers a reader
+			// that wants to write while another writes with SQLITE_BUSY
+			// at once (waiting could deadlock). Try again shortly.
+			t := time.NewTimer(busyWait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+			busyWait *= 2
+			continue
+		}
 		if !errors.As(err, &pe) || pe.Failed == nil || pe.Failed.Source == nil {
 			return err
 		}

@@ -4,10 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sync"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/schema"
 )
 
 const tokenCols = `id, org_id, user_id, role, created_at, revoked_at`
@@ -71,6 +69,7 @@ func (s *Store) CreateToken(ctx context.Context, p jobs.CreateTokenParams) (jobs
 		t.CreatedAt = fromMicros(w.now)
 		return nil
 	})
+	s.wrote(ctx, "create token", err, err == nil)
 	if err != nil {
 		return jobs.Token{}, err
 	}
@@ -103,6 +102,7 @@ func (s *Store) RevokeToken(ctx context.Context, id string) (jobs.Token, error) 
 		t, err = scanToken(w.queryRow(qRevokeToken, w.now, id))
 		return notFound(err)
 	})
+	s.wrote(ctx, "revoke token", err, err == nil)
 	if err != nil {
 		return jobs.Token{}, err
 	}
@@ -125,29 +125,4 @@ func (s *Store) HasTokens(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("sqlitestore: has tokens: %w", err)
 	}
 	return has, nil
-}
-
-// latestVersion is the newest embedded migration's version.
-var latestVersion = sync.OnceValues(func() (int64, error) { return schema.Latest(migrationFS) })
-
-// qSchemaVersion is the newest migration applied to the file, as goose
-// computes it.
-const qSchemaVersion = `SELECT max(version_id) FROM goose_db_version`
-
-// Check implements jobs.Store: one read of goose's version table on the
-// reader pool. A schema other than this build's is a *schema.VersionError
-// naming both versions.
-func (s *Store) Check(ctx context.Context) error {
-	want, err := latestVersion()
-	if err != nil {
-		return fmt.Errorf("sqlitestore: check: %w", err)
-	}
-	var have sql.NullInt64
-	if err := s.readRow(ctx, qSchemaVersion).Scan(&have); err != nil {
-		return fmt.Errorf("sqlitestore: check: %w", err)
-	}
-	if err := schema.Check(have.Int64, want); err != nil {
-		return fmt.Errorf("sqlitestore: check: %w", err)
-	}
-	return nil
 }

@@ -28,7 +28,7 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	}
 	now := w.cfg.Now()
 	wr := settle(j, o, w.cfg.Name, now, w.cfg.Jitter)
-	w.observeSettled(j, wr, w.apply(fin, parent, wr), now.Sub(start))
+	w.observeSettled(j, wr, w.apply(fin, parent, wr, o.unrecorded), now.Sub(start))
 }
 
 // outcome is what became of one job attempt, as settle needs it.
@@ -43,6 +43,9 @@ type outcome struct {
 	stopped error
 	// dependency says why the job's dependency makes it fail.
 	dependency string
+	// unrecorded are attempt events whose write failed during the run;
+	// apply writes them before the result.
+	unrecorded []jobs.AttemptParams
 	// wallStart and clockStart are the run's start on the wall clock
 	// (what the engine's Retry-After times are on) and on the worker's
 	// clock (what available_at is on).
@@ -124,7 +127,8 @@ func history(turns []jobs.Turn) []promptkit.Message {
 
 // run calls the engine under the job timeout, recording its attempts.
 func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) outcome {
-	req.Observer = chainObservers(w.recordAttempts(context.WithoutCancel(ctx), j), w.cfg.Observer)
+	var unrecorded []jobs.AttemptParams
+	req.Observer = chainObservers(w.recordAttempts(context.WithoutCancel(ctx), j, &unrecorded), w.cfg.Observer)
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.
 	req.NoWaitPastDeadline = true
@@ -132,6 +136,7 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) 
 	defer stop()
 	o := outcome{wallStart: time.Now(), clockStart: w.cfg.Now()}
 	o.res, o.err = w.cfg.Engine.Run(runCtx, req)
+	o.unrecorded = unrecorded
 	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
 		o.stopped = cause
 	}
@@ -139,8 +144,11 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) 
 }
 
 // recordAttempts turns the engine's attempt observations into durable
-// attempt events.
-func (w *Worker) recordAttempts(ctx context.Context, j jobs.Job) promptkit.ExecutionObserver {
+// attempt events. An event whose write fails is kept in unrecorded, for
+// apply to write with the result: the history must account for every
+// provider call. The engine calls the observer on the goroutine running
+// the job, the one that later reads unrecorded.
+func (w *Worker) recordAttempts(ctx context.Context, j jobs.Job, unrecorded *[]jobs.AttemptParams) promptkit.ExecutionObserver {
 	return func(ev promptkit.ExecutionEvent) {
 		if ev.Kind != promptkit.ExecutionAttempt {
 			return
@@ -151,8 +159,9 @@ func (w *Worker) recordAttempts(ctx context.Context, j jobs.Job) promptkit.Execu
 			CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
 			Model: ev.Model, Usage: observedUsage(ev.Usage),
 		})
-		if err := w.store.AppendAttempt(ctx, jobs.AttemptParams{JobID: j.ID, Worker: w.cfg.Name, Data: data}); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
-			w.log.Warn("recording an attempt failed", "job", j.ID, "err", err)
+		p := jobs.AttemptParams{JobID: j.ID, Worker: w.cfg.Name, Data: data}
+		if err := w.store.AppendAttempt(ctx, p); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
+			*unrecorded = append(*unrecorded, p)
 		}
 	}
 }
@@ -207,13 +216,17 @@ func finalizeBackoff(n int) time.Duration {
 // for good). It logs the trouble once, not per try. It returns the last
 // write's error: nil when the write was made (or there was none to make),
 // ErrNotClaimed when another writer won.
-func (w *Worker) apply(ctx, stop context.Context, wr write) error {
+func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.AttemptParams) error {
 	if wr.op == opDiscard {
 		w.log.Info("job result discarded: no longer claimed", "job", wr.jobID)
 		return nil
 	}
 	for i := 0; ; i++ {
-		err := w.writeOnce(ctx, wr)
+		var err error
+		unrecorded, err = w.writeAttempts(ctx, unrecorded)
+		if err == nil {
+			err = w.writeOnce(ctx, wr)
+		}
 		switch {
 		case err == nil:
 			if i > 0 {
@@ -260,6 +273,23 @@ func (w *Worker) finalizeDeadline(jobID string) time.Time {
 		last = time.Unix(0, f.beat.Load())
 	}
 	return last.Add(w.cfg.ReclaimAfter - min(w.cfg.HeartbeatInterval, w.cfg.ReclaimAfter/2))
+}
+
+// writeAttempts writes attempt events whose first write failed, returning
+// those still unwritten. A lost claim drops them: the job is not ours to
+// record, and the final write will say so.
+func (w *Worker) writeAttempts(ctx context.Context, ps []jobs.AttemptParams) ([]jobs.AttemptParams, error) {
+	for len(ps) > 0 {
+		err := w.store.AppendAttempt(ctx, ps[0])
+		if errors.Is(err, jobs.ErrNotClaimed) {
+			return nil, nil
+		}
+		if err != nil {
+			return ps, err
+		}
+		ps = ps[1:]
+	}
+	return nil, nil
 }
 
 func (w *Worker) writeOnce(ctx context.Context, wr write) error {

@@ -113,3 +113,35 @@ func TestFinalizationStopsBeforeReclaim(t *testing.T) {
 		}
 	})
 }
+
+// attemptFlakyStore fails the first n AppendAttempt calls.
+type attemptFlakyStore struct {
+	jobs.Store
+	fails atomic.Int32
+}
+
+func (s *attemptFlakyStore) AppendAttempt(ctx context.Context, p jobs.AttemptParams) error {
+	if s.fails.Add(-1) >= 0 {
+		return errHiccup
+	}
+	return s.Store.AppendAttempt(ctx, p)
+}
+
+// TestAttemptRecordSurvivesAFailedWrite: an attempt event whose write
+// fails during the run is kept and written with the result, so the
+// history still has one event per provider call.
+func TestAttemptRecordSurvivesAFailedWrite(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		flaky := &attemptFlakyStore{Store: f.store}
+		flaky.fails.Store(2) // the write during the run, and the first retry
+		w := f.worker("w1", func(c *worker.Config) { c.Store = flaky })
+		worker.SetFinalizeBackoff(w, func(int) time.Duration { return time.Millisecond })
+		f.srv.Enqueue(providertest.Reply("kept"))
+		e := f.enqueue(jobs.EnqueueParams{Text: "x"})
+		f.runOnce(w, 1)
+		evs, atts := f.events(e.JobID)
+		if want := []string{"→queued", "queued→running", "attempt:200", "running→succeeded"}; !eq(evs, want) || len(atts) != 1 {
+			t.Fatalf("events %v, want %v", evs, want)
+		}
+	})
+}

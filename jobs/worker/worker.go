@@ -160,8 +160,9 @@ type Worker struct {
 
 	mu      sync.Mutex
 	running map[string]*inflight
-	// hbFailing is set while heartbeats fail (see beatFailing).
-	hbFailing atomic.Bool
+	// hbFailing and claimsFailing are set while heartbeats or claims fail
+	// (see beatFailing, claimFailing).
+	hbFailing, claimsFailing atomic.Bool
 	// backoff is finalizeBackoff, or a test's.
 	backoff func(int) time.Duration
 }
@@ -219,8 +220,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		free := w.cfg.Concurrency - len(slots)
 		if free > 0 {
 			claimed, err := w.claim(ctx, min(free, w.cfg.BatchSize))
-			if err != nil && ctx.Err() == nil {
-				w.log.Warn("claim failed", "worker", w.cfg.Name, "err", err)
+			if ctx.Err() == nil {
+				w.claimFailing(err)
 			}
 			for _, j := range claimed {
 				slots <- struct{}{}
@@ -371,6 +372,8 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	now := w.cfg.Now()
 	_, err := w.store.Heartbeat(ctx, jobs.HeartbeatParams{Worker: w.cfg.Name, JobIDs: ids})
 	switch {
+	case ctx.Err() != nil:
+		return // the worker is stopping
 	case err == nil:
 		for _, f := range fs {
 			f.beat.Store(now.UnixNano())
@@ -381,6 +384,19 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		w.checkClaims(ctx, now)
 	default:
 		w.beatFailing(true, err)
+	}
+}
+
+// claimFailing logs the start and the end of a run of failed claims (the
+// database is unreachable), once each rather than every poll.
+func (w *Worker) claimFailing(err error) {
+	if w.claimsFailing.Swap(err != nil) == (err != nil) {
+		return
+	}
+	if err != nil {
+		w.log.Warn("claiming jobs failing; retrying every poll interval", "worker", w.cfg.Name, "err", err)
+	} else {
+		w.log.Info("claiming jobs again", "worker", w.cfg.Name)
 	}
 }
 

@@ -1,0 +1,25 @@
+// Package faults holds fault-injection tests of the job service: worker
+// processes killed at random while they run jobs (SQLite and PostgreSQL),
+// a PostgreSQL server killed and restarted under a running worker, and a
+// SQLite database on a disk that fills up and frees again.
+//
+// The package has no code of its own; everything is in its tests, which
+// run with go test ./... like every other package. Each test bounds its
+// own run time and decides its outcome by polling the store with a
+// deadline, never by sleeping. Tests that need something the machine may
+// not offer skip with a one-line reason: the PostgreSQL crash loop needs
+// PROMPTKIT_TEST_DATABASE_URL, the restart test needs initdb and pg_ctl on
+// PATH, and the full-disk test needs root to mount a small tmpfs.
+//
+// Worker processes are the test binary itself, re-executed: TestMain sees
+// the child environment variable and runs `promptkit worker` (internal/cli)
+// with the arguments the parent passed, so a SIGKILL hits a real worker
+// process with its reclaim loop, not a goroutine.
+//
+// Each test logs what it measured with t.Logf: jobs, kills or outage
+// length, provider calls per job, answers lost (a provider call whose
+// answer was produced but never written, so the job needed another) and
+// duplicate responses. Run them verbosely to see the figures:
+//
+//	go test -v -run . ./internal/faults/
+package faults
