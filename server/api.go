@@ -223,7 +223,7 @@ func (s *Server) answerSubmitted(w http.ResponseWriter, r *http.Request, id iden
 // wake re-reads the job, so a missed or coalesced event costs nothing.
 func (s *Server) waitTerminal(ctx context.Context, org, jobID string, wait time.Duration) (jobs.State, error) {
 	wake := make(chan struct{}, 1)
-	unsub, _ := s.hub.subscribe(func(e jobs.Event) bool { return e.JobID == jobID }, func(jobs.Event) bool {
+	unsub, _ := s.hub.subscribe(func(e jobs.Event) bool { return e.JobID == jobID }, func(published) bool {
 		select {
 		case wake <- struct{}{}:
 		default:

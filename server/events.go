@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -37,7 +38,15 @@ type subscriber struct {
 	match func(jobs.Event) bool
 	// deliver hands over one event without blocking; false drops the
 	// subscriber.
-	deliver func(jobs.Event) bool
+	deliver func(published) bool
+}
+
+// published is an event as the hub hands it out: with its stream data
+// (the JSON of stateChanged) encoded once for every client, for a
+// transition.
+type published struct {
+	jobs.Event
+	data []byte
 }
 
 func newHub(st jobs.Store, poll time.Duration, log *slog.Logger) *hub {
@@ -114,8 +123,9 @@ func (h *hub) read(ctx context.Context) error {
 			if e.Seq <= h.last {
 				continue
 			}
+			p := publish(e)
 			for sub := range h.subs {
-				if sub.match(e) && !sub.deliver(e) {
+				if sub.match(e) && !sub.deliver(p) {
 					delete(h.subs, sub)
 				}
 			}
@@ -131,7 +141,7 @@ func (h *hub) read(ctx context.Context) error {
 // subscribe adds a subscriber; it receives the matching events after
 // start, the Seq of the newest event already handed out. The returned
 // function removes it.
-func (h *hub) subscribe(match func(jobs.Event) bool, deliver func(jobs.Event) bool) (unsubscribe func(), start int64) {
+func (h *hub) subscribe(match func(jobs.Event) bool, deliver func(published) bool) (unsubscribe func(), start int64) {
 	sub := &subscriber{match: match, deliver: deliver}
 	h.mu.Lock()
 	h.subs[sub] = struct{}{}
@@ -156,6 +166,15 @@ type stateChanged struct {
 	At        time.Time      `json:"at"`
 }
 
+// publish encodes a transition's stream data.
+func publish(e jobs.Event) published {
+	p := published{Event: e}
+	if e.Type == jobs.EventTransition {
+		p.data, _ = json.Marshal(newStateChanged(e)) // strings, ints, a time
+	}
+	return p
+}
+
 func newStateChanged(e jobs.Event) stateChanged {
 	var d jobs.TransitionData
 	_ = json.Unmarshal(e.Data, &d) // the store wrote it; no data is fine
@@ -178,13 +197,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		sent, replay = n, true
 	}
-	live := make(chan jobs.Event, defaultSSEBuffer)
+	live := make(chan published, defaultSSEBuffer)
 	dropped := make(chan struct{})
 	unsub, start := s.hub.subscribe(
 		func(e jobs.Event) bool { return e.Type == jobs.EventTransition && id.owns(e.OrgID, e.CreatedBy) },
-		func(e jobs.Event) bool {
+		func(p published) bool {
 			select {
-			case live <- e:
+			case live <- p:
 				return true
 			default:
 				close(dropped)
@@ -203,24 +222,22 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	write := func(format string, args ...any) error {
-		// Each write gets its own deadline instead of the server's
-		// WriteTimeout, which would cut every stream.
+	// Writes are buffered by the ResponseWriter; flush sends them, once
+	// per burst of events. Each flush gets its own deadline instead of the
+	// server's WriteTimeout, which would cut every stream.
+	flush := func() error {
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.KeepAlive + 10*time.Second))
-		if _, err := fmt.Fprintf(w, format, args...); err != nil {
-			return err
-		}
 		return rc.Flush()
 	}
-	send := func(e jobs.Event) error {
-		if e.Seq <= sent {
+	send := func(p published) error {
+		if p.Seq <= sent {
 			return nil
 		}
-		data, _ := json.Marshal(newStateChanged(e))
-		sent = e.Seq
-		return write("id: %d\nevent: job.state_changed\ndata: %s\n\n", e.Seq, data)
+		sent = p.Seq
+		_, err := fmt.Fprintf(w, "id: %d\nevent: job.state_changed\ndata: %s\n\n", p.Seq, p.data)
+		return err
 	}
-	if err := write(": promptkit events\n\n"); err != nil {
+	if _, err := io.WriteString(w, ": promptkit events\n\n"); err != nil || flush() != nil {
 		return
 	}
 	if replay && sent < start {
@@ -230,16 +247,32 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
+		if flush() != nil {
+			return
+		}
 	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		var err error
 		select {
-		case e := <-live:
-			err = send(e)
+		case p := <-live:
+			err = send(p)
+			for more := true; more && err == nil; {
+				select {
+				case p := <-live: // the rest of the burst, then one flush
+					err = send(p)
+				default:
+					more = false
+				}
+			}
+			if err == nil {
+				err = flush()
+			}
 		case <-keepAlive.C:
-			err = write(": keep-alive\n\n")
+			if _, err = io.WriteString(w, ": keep-alive\n\n"); err == nil {
+				err = flush()
+			}
 		case <-dropped:
 			// Too slow: the client reconnects with Last-Event-ID.
 			return
@@ -256,7 +289,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 
 // replay sends the caller's transition events after `after` up to `until`
 // from the store.
-func (s *Server) replay(ctx context.Context, id identity, after, until int64, send func(jobs.Event) error) error {
+func (s *Server) replay(ctx context.Context, id identity, after, until int64, send func(published) error) error {
 	for after < until {
 		evs, err := s.st.EventsAfter(ctx, jobs.EventsParams{OrgID: id.org, CreatedBy: id.createdBy(), After: after, Limit: jobs.DefaultPageLimit})
 		if err != nil {
@@ -267,7 +300,7 @@ func (s *Server) replay(ctx context.Context, id identity, after, until int64, se
 				return nil
 			}
 			if e.Type == jobs.EventTransition {
-				if err := send(e); err != nil {
+				if err := send(publish(e)); err != nil {
 					return err
 				}
 			}

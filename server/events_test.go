@@ -115,9 +115,9 @@ func TestHubDropsSlowSubscriber(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	h := e.srv.hub
-	slow := make(chan jobs.Event) // never read: every delivery fails
+	slow := make(chan published) // never read: every delivery fails
 	dropped := make(chan struct{})
-	unsubSlow, _ := h.subscribe(func(jobs.Event) bool { return true }, func(ev jobs.Event) bool {
+	unsubSlow, _ := h.subscribe(func(jobs.Event) bool { return true }, func(ev published) bool {
 		select {
 		case slow <- ev:
 			return true
@@ -127,8 +127,8 @@ func TestHubDropsSlowSubscriber(t *testing.T) {
 		}
 	})
 	defer unsubSlow()
-	fast := make(chan jobs.Event, 100)
-	unsubFast, _ := h.subscribe(func(jobs.Event) bool { return true }, func(ev jobs.Event) bool { fast <- ev; return true })
+	fast := make(chan published, 100)
+	unsubFast, _ := h.subscribe(func(jobs.Event) bool { return true }, func(ev published) bool { fast <- ev; return true })
 	defer unsubFast()
 	a := e.submit("", map[string]any{"text": "a"})
 	<-dropped

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/promptkit/promptkit"
@@ -136,10 +137,11 @@ type Server struct {
 
 	// loopback is set by Open: requests without a token may act as the
 	// local identity only on a loopback listener (or with InsecureNoAuth).
-	loopback bool
-	ln       net.Listener
-	http     *http.Server
-	hub      *hub
+	loopback  bool
+	hasTokens atomic.Pointer[tokensSeen]
+	ln        net.Listener
+	http      *http.Server
+	hub       *hub
 
 	// streams ends event streams and waits at Close, before the HTTP
 	// server's own drain (which would otherwise wait on them forever).
@@ -208,12 +210,33 @@ var ErrNoAuth = errors.New("no API token exists and the address is not loopback:
 
 // LocalMode reports whether requests without a token are accepted as the
 // local identity right now (no token exists and the address allows it).
+// Whether a token exists is read at most once per tokensTTL: a token
+// created by another process takes effect within that time.
 func (s *Server) LocalMode(ctx context.Context) (bool, error) {
 	if !s.loopback && !s.cfg.InsecureNoAuth {
 		return false, nil
 	}
+	now := s.cfg.Now()
+	if c := s.hasTokens.Load(); c != nil && now.Before(c.until) && !now.Before(c.at) {
+		return !c.has, nil
+	}
 	has, err := s.st.HasTokens(ctx)
-	return !has, err
+	if err != nil {
+		return false, err
+	}
+	s.hasTokens.Store(&tokensSeen{has: has, at: now, until: now.Add(tokensTTL)})
+	return !has, nil
+}
+
+// tokensTTL is how long LocalMode trusts its last look at the tokens: the
+// look is a query, and in local mode every request needs the answer.
+const tokensTTL = time.Second
+
+// tokensSeen is LocalMode's last look: whether a token existed, read at
+// at, trusted until until.
+type tokensSeen struct {
+	has       bool
+	at, until time.Time
 }
 
 // Addr is the address Open bound, e.g. "127.0.0.1:43121".
