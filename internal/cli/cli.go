@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -39,6 +40,22 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// usageArgs makes every command's argument check a usage error (exit 2),
+// like an unknown flag's: a missing argument is the same kind of mistake.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
+}
+
 // usageError marks bad flags or arguments (exit code 2).
 type usageError struct{ error }
 
@@ -61,21 +78,60 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.PersistentFlags().StringVar(&g.config, "config", "", `config file (default "promptkit.yaml" when it exists)`)
-	root.PersistentFlags().StringVar(&g.database, "database", "", `job database: a SQLite file, sqlite://PATH or postgres://URL (default "promptkit.db")`)
-	root.AddCommand(newRunCmd(g), newFakeProviderCmd(), newMigrateCmd(g), newJobsCmd(g),
-		newServeCmd(g), newWorkerCmd(g), newSubmitCmd(g), newTokensCmd(g))
+	root.Version = version()
+	run := newRunCmd(g)
+	run.Flags().StringVar(&g.config, "config", "", configUsage)
+	// --config and --database only where they mean something: not on
+	// run's --database, nor on fake-provider at all.
+	dbCmds := []*cobra.Command{newMigrateCmd(g), newJobsCmd(g), newServeCmd(g), newWorkerCmd(g), newSubmitCmd(g), newTokensCmd(g)}
+	for _, c := range dbCmds {
+		c.PersistentFlags().StringVar(&g.config, "config", "", configUsage)
+		c.PersistentFlags().StringVar(&g.database, "database", "", `job database: a SQLite file, sqlite://PATH or postgres://URL (default: service.database in the config, else "promptkit.db")`)
+	}
+	root.AddCommand(append(dbCmds, run, newFakeProviderCmd())...)
+	usageArgs(root)
 	return root
 }
 
-// oneLine is the error's first line, without the "promptkit: " that
-// library errors start with (Run prints its own).
-func oneLine(err error) string {
-	s := strings.TrimPrefix(err.Error(), "promptkit: ")
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\n' || s[i] == '\r' {
-			return s[:i]
+const configUsage = `config file (default "promptkit.yaml" when it exists)`
+
+// version is the module version and VCS revision the binary was built
+// from, as Go records them.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value[:min(12, len(s.Value))]
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
 		}
 	}
-	return s
+	if rev == "" {
+		return bi.Main.Version
+	}
+	return fmt.Sprintf("%s (commit %s%s)", bi.Main.Version, rev, modified)
+}
+
+// oneLine renders an error as one line that ends in its cause: the lines
+// of a multi-line error (YAML's list of bad keys, pgx's connection
+// attempts) are joined with "; ", and the "promptkit: " that library
+// errors carry, at the start and in the middle of wrapped ones, is
+// dropped (Run prints its own once).
+func oneLine(err error) string {
+	var parts []string
+	for _, l := range strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	s := strings.Join(parts, "; ")
+	s = strings.ReplaceAll(s, ":; ", ": ")
+	return strings.ReplaceAll(s, "promptkit: ", "")
 }

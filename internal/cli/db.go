@@ -3,8 +3,13 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -34,21 +39,84 @@ func sqlitePath(dsn string) string {
 	return strings.TrimPrefix(dsn, "sqlite://")
 }
 
+// checkDatabase refuses a database name that cannot work: a URL scheme
+// other than postgres://, postgresql:// and sqlite:// (mysql://… would
+// otherwise become a SQLite file of that name), or a SQLite path that is a
+// folder or whose folder does not exist.
+func checkDatabase(dsn string) error {
+	if isPostgres(dsn) {
+		return nil
+	}
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" {
+		return usageError{fmt.Errorf("database %q: unknown scheme %s://; use a SQLite file path, sqlite://PATH or postgres://URL", redactURL(dsn), scheme)}
+	}
+	path := sqlitePath(dsn)
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return usageError{fmt.Errorf("database %s is a folder, not a file", path)}
+	}
+	if dir := filepath.Dir(path); dir != "." {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return usageError{fmt.Errorf("database %s: folder %s does not exist", path, dir)}
+		}
+	}
+	return nil
+}
+
+// redactURL drops a URL's user information (it may hold a password).
+func redactURL(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		u.User = nil
+		return u.String()
+	}
+	return dsn
+}
+
 // openStore opens (and migrates) the store named by dsn: postgres:// or
-// postgresql:// URLs select PostgreSQL, anything else is a SQLite file.
+// postgresql:// URLs select PostgreSQL, anything else is a SQLite file,
+// created when missing. Errors name the SQLite file.
 func openStore(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
+	if err := checkDatabase(dsn); err != nil {
+		return nil, err
+	}
 	if isPostgres(dsn) {
 		return pgstore.Open(ctx, dsn, opts)
 	}
-	return sqlitestore.Open(ctx, sqlitePath(dsn), opts)
+	st, err := sqlitestore.Open(ctx, sqlitePath(dsn), opts)
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", sqlitePath(dsn), err)
+	}
+	return st, nil
 }
 
-// migrateStore applies pending migrations to the database named by dsn.
-func migrateStore(ctx context.Context, dsn string) error {
+// openExisting is openStore for commands that only look at or change
+// what is there: a SQLite file that does not exist is an error naming it
+// (a typo in --database must not create an empty database).
+func openExisting(ctx context.Context, dsn string) (jobs.Store, error) {
+	if err := checkDatabase(dsn); err != nil {
+		return nil, err
+	}
+	if !isPostgres(dsn) {
+		if _, err := os.Stat(sqlitePath(dsn)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no database at %s: start `promptkit serve` or run `promptkit migrate` there first, or pass --database (or set service.database)", sqlitePath(dsn))
+		}
+	}
+	return openStore(ctx, dsn, jobs.Options{})
+}
+
+// migrateStore applies pending migrations to the database named by dsn
+// and returns the versions applied.
+func migrateStore(ctx context.Context, dsn string) ([]int64, error) {
+	if err := checkDatabase(dsn); err != nil {
+		return nil, err
+	}
 	if isPostgres(dsn) {
 		return pgstore.Migrate(ctx, dsn)
 	}
-	return sqlitestore.Migrate(ctx, sqlitePath(dsn))
+	applied, err := sqlitestore.Migrate(ctx, sqlitePath(dsn))
+	if err != nil {
+		return nil, fmt.Errorf("database %s: %w", sqlitePath(dsn), err)
+	}
+	return applied, nil
 }
 
 // openStoreWaiting is openStore for the long-running commands (serve,

@@ -1,24 +1,49 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
 	"github.com/promptkit/promptkit/jobs"
 )
 
-// withStore opens the --database store for one command and closes it.
+// withStore opens the job database of an existing deployment for one
+// command (see globals.databaseName; a missing SQLite file is an error)
+// and closes it.
 func withStore(cmd *cobra.Command, g *globals, fn func(ctx context.Context, st jobs.Store) error) error {
+	dsn, err := g.databaseName()
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
-	st, err := openStore(ctx, g.database, jobs.Options{})
+	st, err := openExisting(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(ctx, st)
+}
+
+// withNewStore is withStore for commands that may start a deployment
+// (submit, tokens create): a missing SQLite file is created.
+func withNewStore(cmd *cobra.Command, g *globals, fn func(ctx context.Context, st jobs.Store) error) error {
+	dsn, err := g.databaseName()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	st, err := openStore(ctx, dsn, jobs.Options{})
 	if err != nil {
 		return err
 	}
@@ -29,20 +54,51 @@ func withStore(cmd *cobra.Command, g *globals, fn func(ctx context.Context, st j
 func newMigrateCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
-		Short: "Apply the job store's schema migrations to --database",
-		Args:  cobra.NoArgs,
+		Short: "Apply the job database's schema migrations",
+		Long: `Apply the job database's schema migrations, creating a SQLite file when it
+does not exist. serve and worker migrate by themselves when they start; run
+migrate ahead of a rollout, or to create a PostgreSQL schema. It says which
+migrations it applied.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := migrateStore(cmd.Context(), g.database); err != nil {
+			dsn, err := g.databaseName()
+			if err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "promptkit: database is up to date")
+			applied, err := migrateStore(cmd.Context(), dsn)
+			if err != nil {
+				return err
+			}
+			if len(applied) == 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: %s is up to date; no migration to apply\n", displayDB(dsn))
+				return nil
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: %s: applied %d migration(s), %s; now at version %d\n",
+				displayDB(dsn), len(applied), versions(applied), applied[len(applied)-1])
 			return nil
 		},
 	}
 }
 
+// joinStates lists the job states for help texts.
+func joinStates() string {
+	var ss []string
+	for _, st := range jobs.States() {
+		ss = append(ss, string(st))
+	}
+	return strings.Join(ss, ", ")
+}
+
+// versions renders migration versions, e.g. "1–7" or "5".
+func versions(vs []int64) string {
+	if len(vs) == 1 {
+		return fmt.Sprint(vs[0])
+	}
+	return fmt.Sprintf("%d–%d", vs[0], vs[len(vs)-1])
+}
+
 func newJobsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "jobs", Short: "Inspect and operate on jobs in --database"}
+	cmd := &cobra.Command{Use: "jobs", Short: "Inspect and operate on the jobs in the job database"}
 	cmd.AddCommand(newJobsListCmd(g), newJobsShowCmd(g), newJobsCancelCmd(g), newJobsRetryCmd(g),
 		newJobsMetricsCmd(g), newJobsArchiveCmd(g), newJobsReclaimCmd(g))
 	return cmd
@@ -77,7 +133,7 @@ func fmtTime(t time.Time) string {
 }
 
 func newJobsListCmd(g *globals) *cobra.Command {
-	var state, org, user, since string
+	var state, org, user, since, after string
 	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -93,9 +149,15 @@ func newJobsListCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				page, err := st.ListJobs(ctx, jobs.ListParams{OrgID: org, CreatedBy: user, State: jobs.State(state), Since: t, Limit: limit})
+				page, err := st.ListJobs(ctx, jobs.ListParams{OrgID: org, CreatedBy: user, State: jobs.State(state), Since: t, Limit: limit, After: after})
+				if errors.Is(err, jobs.ErrInvalid) {
+					return usageError{err}
+				}
 				if err != nil {
 					return err
+				}
+				if page.Next != "" {
+					defer fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: more jobs: add --after %s\n", page.Next)
 				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), nonNil(page.Jobs))
@@ -111,11 +173,12 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&state, "state", "", "only jobs in this state")
+	f.StringVar(&state, "state", "", "only jobs in this state: "+joinStates())
 	f.StringVar(&org, "org", "", "only jobs of this org")
 	f.StringVar(&user, "user", "", "only jobs created by this user")
 	f.StringVar(&since, "since", "", "only jobs created since (RFC 3339, date, or a duration such as 1h)")
 	f.IntVar(&limit, "limit", 50, "at most this many jobs")
+	f.StringVar(&after, "after", "", "continue a listing: the cursor the previous page printed")
 	f.BoolVar(&asJSON, "json", false, "print JSON objects named as the columns")
 	return cmd
 }
@@ -161,7 +224,7 @@ type jobDetails struct {
 }
 
 func newJobsShowCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, verbose bool
 	cmd := &cobra.Command{
 		Use:   "show JOB_ID",
 		Short: "Show a job with its prompt's whole history and the job's events",
@@ -175,12 +238,13 @@ func newJobsShowCmd(g *globals) *cobra.Command {
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), d)
 				}
-				printDetails(cmd.OutOrStdout(), d)
+				printDetails(cmd.OutOrStdout(), d, verbose)
 				return nil
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (the events' data as stored, with any provider detail)")
+	cmd.Flags().BoolVar(&verbose, "verbose", false, "print the provider's own message under the attempt it answered, when service.keep_provider_detail kept it")
 	return cmd
 }
 
@@ -209,7 +273,7 @@ func loadDetails(ctx context.Context, st jobs.Store, id string) (jobDetails, err
 	return d, nil
 }
 
-func printDetails(w io.Writer, d jobDetails) {
+func printDetails(w io.Writer, d jobDetails, verbose bool) {
 	j := d.Job
 	fmt.Fprintf(w, "job %s  %s  priority %d  attempt %d/%d\n", j.ID, j.State, j.Priority, j.Attempt, j.MaxAttempts)
 	fmt.Fprintf(w, "prompt %s  org %s  user %s  created %s\n", j.PromptID, orDash(j.OrgID), orDash(j.CreatedBy), fmtTime(j.CreatedAt))
@@ -242,21 +306,61 @@ func printDetails(w io.Writer, d jobDetails) {
 			line := fmt.Sprintf("  #%d %s  %s -> %s  %s", e.Seq, fmtTime(e.At), from, e.To, strings.TrimSpace(string(e.Data)))
 			fmt.Fprintln(w, strings.TrimRight(line, " "))
 		default:
-			fmt.Fprintf(w, "  #%d %s  %s %s\n", e.Seq, fmtTime(e.At), e.Type, strings.TrimSpace(string(e.Data)))
+			data, detail := splitDetail(e)
+			fmt.Fprintf(w, "  #%d %s  %s %s\n", e.Seq, fmtTime(e.At), e.Type, strings.TrimSpace(string(data)))
+			if verbose && detail != "" {
+				fmt.Fprintf(w, "      provider said: %s\n", detail)
+			}
 		}
 	}
+}
+
+// splitDetail separates the provider's message an attempt event keeps
+// (service.keep_provider_detail) from the rest of its data, keeping the
+// order of the other keys, so that only --verbose prints it.
+func splitDetail(e jobs.Event) (json.RawMessage, string) {
+	dec := json.NewDecoder(strings.NewReader(string(e.Data)))
+	if t, err := dec.Token(); e.Type != jobs.EventAttempt || err != nil || t != json.Delim('{') {
+		return e.Data, ""
+	}
+	var rest strings.Builder
+	var detail string
+	for dec.More() {
+		k, err := dec.Token()
+		var v json.RawMessage
+		if err != nil || dec.Decode(&v) != nil {
+			return e.Data, ""
+		}
+		if k == "detail" && json.Unmarshal(v, &detail) == nil {
+			continue
+		}
+		if rest.Len() > 0 {
+			rest.WriteByte(',')
+		}
+		key, _ := json.Marshal(k)
+		rest.Write(key)
+		rest.WriteByte(':')
+		rest.Write(v)
+	}
+	if detail == "" {
+		return e.Data, ""
+	}
+	return json.RawMessage("{" + rest.String() + "}"), jobs.ErrorMessage(detail) // printable, whoever wrote it
 }
 
 func newJobsCancelCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel JOB_ID",
 		Short: "Cancel a queued or running job",
-		Args:  cobra.ExactArgs(1),
+		Long: `Cancel a queued or running job. A running job's provider call is stopped
+within a heartbeat interval and its late result is discarded. A finished job
+cannot be cancelled; a superseded one was replaced by a retry: cancel that.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 				j, err := st.Cancel(ctx, jobs.CancelParams{JobID: args[0]})
 				if err != nil {
-					return err
+					return operationError(ctx, st, "cancel", args[0], err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", j.ID, j.State)
 				return nil
@@ -266,21 +370,61 @@ func newJobsCancelCmd(g *globals) *cobra.Command {
 }
 
 func newJobsRetryCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var priority int
+	cmd := &cobra.Command{
 		Use:   "retry JOB_ID",
 		Short: "Run a finished job's prompt again as a new job that supersedes it",
-		Args:  cobra.ExactArgs(1),
+		Long: `Run the prompt of a succeeded, failed or cancelled job again as a new job,
+with a fresh attempt budget; the old job becomes superseded and stays in the
+prompt's history. --priority changes the new job's priority.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			p := jobs.RetryParams{JobID: args[0]}
+			if cmd.Flags().Changed("priority") {
+				if priority < jobs.MinPriority || priority > jobs.MaxPriority {
+					return usageError{fmt.Errorf("--priority %d: want %d–%d", priority, jobs.MinPriority, jobs.MaxPriority)}
+				}
+				p.Priority = &priority
+			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				j, err := st.Retry(ctx, jobs.RetryParams{JobID: args[0]})
+				j, err := st.Retry(ctx, p)
 				if err != nil {
-					return err
+					return operationError(ctx, st, "retry", args[0], err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s (supersedes %s)\n", j.ID, j.State, j.Supersedes)
 				return nil
 			})
 		},
 	}
+	cmd.Flags().IntVar(&priority, "priority", 0, "the new job's priority, 0–100 (default: the old job's)")
+	return cmd
+}
+
+// operationError says why cancel or retry could not act on a job, in the
+// user's terms: "job J is superseded: a retry replaced it with job K".
+func operationError(ctx context.Context, st jobs.Store, op, id string, err error) error {
+	var te *jobs.TransitionError
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		return fmt.Errorf("no job %s", id)
+	case !errors.As(err, &te):
+		return err
+	}
+	msg := fmt.Sprintf("job %s is %s", id, te.From)
+	switch {
+	case te.From == jobs.Superseded:
+		msg += ": a retry replaced it"
+		if j, err := st.GetJob(ctx, "", id); err == nil {
+			if js, err := st.PromptJobs(ctx, "", j.PromptID); err == nil && len(js) > 0 {
+				msg += " with job " + js[len(js)-1].ID + "; " + op + " that one"
+			}
+		}
+	case op == "cancel":
+		msg += ": only queued or running jobs can be cancelled"
+	default:
+		msg += ": only succeeded, failed or cancelled jobs can be retried (cancel it first)"
+	}
+	return errors.New(msg)
 }
 
 func newJobsMetricsCmd(g *globals) *cobra.Command {
@@ -337,10 +481,14 @@ func newJobsMetricsCmd(g *globals) *cobra.Command {
 
 func newJobsArchiveCmd(g *globals) *cobra.Command {
 	var before string
+	var yes bool
 	cmd := &cobra.Command{
-		Use:   "archive --before DATE",
-		Short: "Delete terminal jobs finished before DATE, with their events and responses",
-		Args:  cobra.NoArgs,
+		Use:   "archive --before DATE [--yes]",
+		Short: "Delete finished jobs finished before DATE, with their events and responses",
+		Long: `Delete every succeeded, failed, cancelled or superseded job that finished
+before DATE, with its events and its answer, and prompts left without jobs.
+It asks first on a terminal; elsewhere (cron, scripts) pass --yes.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if before == "" {
 				return usageError{errors.New("--before is required")}
@@ -348,6 +496,17 @@ func newJobsArchiveCmd(g *globals) *cobra.Command {
 			t, err := parseTime("before", before)
 			if err != nil {
 				return err
+			}
+			if !yes {
+				if !isTerminal(cmd.InOrStdin()) {
+					return usageError{fmt.Errorf("this deletes every job that finished before %s; pass --yes to confirm (no terminal to ask on)", fmtTime(t))}
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "Delete every job that finished before %s, with its events and answer? [y/N] ", fmtTime(t))
+				answer, _ := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+					fmt.Fprintln(cmd.ErrOrStderr(), "promptkit: nothing deleted")
+					return nil
+				}
 			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 				n, err := st.Archive(ctx, t)
@@ -360,7 +519,14 @@ func newJobsArchiveCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&before, "before", "", "cut-off (RFC 3339, date, or a duration such as 720h)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "delete without asking")
 	return cmd
+}
+
+// isTerminal reports whether r is an interactive terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
 }
 
 func newJobsReclaimCmd(g *globals) *cobra.Command {

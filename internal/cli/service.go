@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/promptkit/promptkit"
@@ -35,6 +37,11 @@ type serviceConfig struct {
 	ShutdownGrace     time.Duration `yaml:"shutdown_grace"`
 	// ArchiveAfter, when set, archives finished jobs this old.
 	ArchiveAfter time.Duration `yaml:"archive_after"`
+	// KeepProviderDetail keeps the provider's message of the attempt
+	// that ended a run, redacted and cut to 500 bytes, in that attempt's
+	// event (jobs show --verbose prints it). Off by default: a provider's
+	// message can quote the prompt.
+	KeepProviderDetail bool `yaml:"keep_provider_detail"`
 }
 
 // defaultService is the service section when nothing is set: the worker
@@ -51,9 +58,19 @@ func defaultService() serviceConfig {
 	}
 }
 
-// check refuses settings that cannot work together.
+// check refuses settings that cannot work together or cannot work at
+// all. workers 0 is allowed: serve then runs no worker (an API-only
+// node); the worker command refuses it.
 func (sc serviceConfig) check() error {
-	if sc.ArchiveAfter < 0 {
+	switch {
+	case sc.Workers < 0:
+		return usageError{fmt.Errorf("workers %d is negative (0: serve runs no worker)", sc.Workers)}
+	case sc.HeartbeatInterval <= 0, sc.ReclaimAfter <= 0, sc.StuckAfter <= 0, sc.JobTimeout <= 0:
+		return usageError{fmt.Errorf("heartbeat_interval %v, reclaim_after %v, stuck_after %v and job_timeout %v must all be above zero",
+			sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter, sc.JobTimeout)}
+	case sc.ShutdownGrace < 0:
+		return usageError{fmt.Errorf("shutdown_grace %v is negative (0: hand running jobs back at once)", sc.ShutdownGrace)}
+	case sc.ArchiveAfter < 0:
 		return usageError{fmt.Errorf("archive_after %v is negative", sc.ArchiveAfter)}
 	}
 	if err := worker.CheckTimings(sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter); err != nil {
@@ -61,6 +78,13 @@ func (sc serviceConfig) check() error {
 	}
 	return nil
 }
+
+// YAML decoding errors speak of Go types; yamlWords says the same of the
+// user's keys and values.
+var yamlWords = strings.NewReplacer(" into time.Duration", ": want a duration such as 30s",
+	" into int", ": want a whole number", " into string", ": want a string")
+
+var yamlUnknownKey = regexp.MustCompile(`field (\S+) not found in type [\w.]+`)
 
 // loadService reads the service section of the config file, if any, over
 // the defaults. Unknown keys are errors naming the file.
@@ -78,7 +102,7 @@ func loadService(path string) (serviceConfig, error) {
 	}
 	var top map[string]yaml.Node
 	if err := yaml.Unmarshal(data, &top); err != nil {
-		return sc, fmt.Errorf("%s: %w", filepath.Base(path), err)
+		return sc, usageError{fmt.Errorf("%s: %w", path, err)}
 	}
 	node, ok := top["service"]
 	if !ok {
@@ -91,13 +115,48 @@ func loadService(path string) (serviceConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(&sc); err != nil {
-		return sc, fmt.Errorf("%s: service: %w", filepath.Base(path), err)
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			// "line 3: field databse not found in type cli.serviceConfig"
+			// speaks of Go; say which key is wrong instead.
+			var msgs []string
+			for _, m := range te.Errors {
+				msgs = append(msgs, yamlWords.Replace(yamlUnknownKey.ReplaceAllString(m, `unknown key "$1"`)))
+			}
+			err = errors.New(strings.Join(msgs, "; "))
+		}
+		return sc, usageError{fmt.Errorf("%s: service: %w", path, err)}
+	}
+	if err := sc.check(); err != nil {
+		return sc, fmt.Errorf("%s: service: %w", path, err)
 	}
 	return sc, nil
 }
 
+// service is the service section of the config with --database applied:
+// every command resolves the database the same way — the flag, then
+// service.database, then promptkit.db — and validates the section the
+// same way (unknown keys and bad values are errors).
+func (g *globals) service() (serviceConfig, error) {
+	sc, err := loadService(g.config)
+	if err != nil {
+		return sc, err
+	}
+	if g.database != "" {
+		sc.Database = g.database
+	}
+	return sc, nil
+}
+
+// databaseName is the job database every command uses (see service).
+func (g *globals) databaseName() (string, error) {
+	sc, err := g.service()
+	return sc.Database, err
+}
+
 // serviceFlags are the flags serve and worker share.
 type serviceFlags struct {
+	flags                               *pflag.FlagSet
 	workers                             int
 	heartbeat, reclaimAfter, stuckAfter time.Duration
 	jobTimeout, grace, archiveAfter     time.Duration
@@ -105,6 +164,7 @@ type serviceFlags struct {
 
 func (f *serviceFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
+	f.flags = fl
 	fl.IntVar(&f.workers, "workers", 0, "jobs run at once (default 4, or service.workers)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat of running jobs (default 30s)")
 	fl.DurationVar(&f.reclaimAfter, "reclaim-after", 0, "heartbeat age that counts as a dead worker (default 5m)")
@@ -114,21 +174,23 @@ func (f *serviceFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.archiveAfter, "archive-after", 0, "archive finished jobs this old (default off; 720h is 30 days)")
 }
 
+// apply sets what the flags set, whatever the value: check refuses the
+// impossible ones instead of their being taken for "not set".
 func (f *serviceFlags) apply(sc *serviceConfig) {
-	set := func(dst *time.Duration, v time.Duration) {
-		if v > 0 {
+	set := func(name string, dst *time.Duration, v time.Duration) {
+		if f.flags.Changed(name) {
 			*dst = v
 		}
 	}
-	if f.workers > 0 {
+	if f.flags.Changed("workers") {
 		sc.Workers = f.workers
 	}
-	set(&sc.HeartbeatInterval, f.heartbeat)
-	set(&sc.ReclaimAfter, f.reclaimAfter)
-	set(&sc.StuckAfter, f.stuckAfter)
-	set(&sc.JobTimeout, f.jobTimeout)
-	set(&sc.ShutdownGrace, f.grace)
-	set(&sc.ArchiveAfter, f.archiveAfter)
+	set("heartbeat-interval", &sc.HeartbeatInterval, f.heartbeat)
+	set("reclaim-after", &sc.ReclaimAfter, f.reclaimAfter)
+	set("stuck-after", &sc.StuckAfter, f.stuckAfter)
+	set("job-timeout", &sc.JobTimeout, f.jobTimeout)
+	set("shutdown-grace", &sc.ShutdownGrace, f.grace)
+	set("archive-after", &sc.ArchiveAfter, f.archiveAfter)
 }
 
 // svc is what serve and worker share: settings, engine and store.
@@ -146,14 +208,11 @@ type svc struct {
 }
 
 func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) {
-	sc, err := loadService(g.config)
+	sc, err := g.service()
 	if err != nil {
 		return nil, err
 	}
 	f.apply(&sc)
-	if g.database != "" {
-		sc.Database = g.database
-	}
 	if err := sc.check(); err != nil {
 		return nil, err
 	}
@@ -181,11 +240,15 @@ func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) 
 }
 
 func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
+	grace := rt.sc.ShutdownGrace
+	if grace == 0 {
+		grace = -1 // the worker's "hand back at once"; its 0 is the default
+	}
 	return worker.New(worker.Config{
 		Store: rt.store, Engine: rt.engine, Name: name,
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
 		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout, ReclaimAfter: rt.sc.ReclaimAfter,
-		ShutdownGrace: rt.sc.ShutdownGrace, Logger: rt.log,
+		ShutdownGrace: grace, Logger: rt.log, KeepProviderDetail: rt.sc.KeepProviderDetail,
 		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(),
 	})
 }
@@ -244,9 +307,11 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 				rt.sc.Addr = addr
 			}
 			rt.metrics = metrics.New(rt.store, metrics.Options{Models: rt.models, Logger: rt.log})
-			w, err := rt.worker("", 0, nil)
-			if err != nil {
-				return err
+			var w *worker.Worker
+			if rt.sc.Workers > 0 {
+				if w, err = rt.worker("", 0, nil); err != nil {
+					return err
+				}
 			}
 			ctx := cmd.Context()
 			srv, err := server.New(server.Config{
@@ -260,7 +325,11 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 				return err
 			}
 			defer srv.Close()
-			rt.log.Info("promptkit serve listening", "addr", srv.URL(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers, "worker", w.Name())
+			if w != nil {
+				rt.log.Info("promptkit serve listening", "addr", srv.URL(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers, "worker", w.Name())
+			} else {
+				rt.log.Info("promptkit serve listening, API only: workers 0, so jobs run on other processes' workers", "addr", srv.URL(), "database", displayDB(rt.sc.Database))
+			}
 			if local, err := srv.LocalMode(ctx); err == nil && local {
 				rt.log.Info(`no API token exists: requests need none and act as org "default", user "local"`)
 			}
@@ -269,7 +338,11 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 			if err := rt.background(ctx, &wg); err != nil {
 				return err
 			}
-			err = w.Run(ctx)
+			if w != nil {
+				err = w.Run(ctx)
+			} else {
+				<-ctx.Done()
+			}
 			rt.log.Info("shutting down")
 			// The worker has handed its jobs back; now end streams and
 			// drain requests.
@@ -307,6 +380,9 @@ func newWorkerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer rt.store.Close()
+			if rt.sc.Workers == 0 {
+				return usageError{errors.New("workers 0: a worker needs at least one slot (serve --workers 0 runs the API only)")}
+			}
 			var ceil *int
 			if cmd.Flags().Changed("priority-ceiling") {
 				if ceiling < 0 || ceiling > 100 {

@@ -135,13 +135,29 @@ func TestOperatorCommandsWithoutServe(t *testing.T) {
 	}
 
 	file := filepath.Join(dir, "prompts.jsonl")
-	lines := `{"text":"one","priority":5}` + "\n" + `{"text":"two"}` + "\n\n" + `{"text":"three","profile":"default"}` + "\n"
+	lines := `{"text":"one","priority":5}` + "\n" + `{"text":"two","scheduled_for":"2000-01-01T00:00:00Z"}` + "\n\n" +
+		`{"text":"three","profile":"default","depends_on":"` + sub.JobID + `"}` + "\n"
 	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = run(t, "submit", "--database", db, "--file", file)
-	if code != 0 || !strings.Contains(out, "queued 3 prompts") || !strings.Contains(errOut, "100%") {
+	code, out, errOut = run(t, "submit", "--database", db, "--file", file, "--json")
+	if code != 0 || !strings.Contains(errOut, "queued 3 prompts") || !strings.Contains(errOut, "100%") {
 		t.Fatalf("submit --file: exit %d %s %s", code, out, errOut)
+	}
+	// One JSON object per stored line, naming the line and the ids.
+	var lineNos []int
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r struct {
+			Line  int    `json:"line"`
+			JobID string `json:"job_id"`
+		}
+		if json.Unmarshal([]byte(l), &r) != nil || r.JobID == "" {
+			t.Fatalf("submit --file --json line %q", l)
+		}
+		lineNos = append(lineNos, r.Line)
+	}
+	if fmt.Sprint(lineNos) != "[1 2 4]" {
+		t.Fatalf("lines %v, want [1 2 4]", lineNos)
 	}
 	code, out, _ = run(t, "jobs", "list", "--database", db, "--state", "queued")
 	if code != 0 || strings.Count(out, "queued") != 3 {
@@ -151,7 +167,11 @@ func TestOperatorCommandsWithoutServe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "requeued 0") {
 		t.Fatalf("reclaim: exit %d %s", code, out)
 	}
-	code, out, _ = run(t, "jobs", "archive", "--database", db, "--before", "2999-01-01")
+	code, _, errOut = run(t, "jobs", "archive", "--database", db, "--before", "2999-01-01")
+	if code != 2 || !strings.Contains(errOut, "pass --yes to confirm") {
+		t.Fatalf("archive without --yes and no terminal: exit %d %s", code, errOut)
+	}
+	code, out, _ = run(t, "jobs", "archive", "--database", db, "--before", "2999-01-01", "--yes")
 	if code != 0 || !strings.Contains(out, "archived 1 jobs") {
 		t.Fatalf("archive: exit %d %s", code, out)
 	}

@@ -22,17 +22,20 @@ import (
 	"github.com/promptkit/promptkit/server"
 )
 
-// submitLine is one line of a --file JSONL.
+// submitLine is one line of a --file JSONL: what --text and its flags
+// can say.
 type submitLine struct {
-	Text        string          `json:"text"`
-	Prompt      string          `json:"prompt"`
-	Inputs      json.RawMessage `json:"inputs"`
-	Priority    *int            `json:"priority"`
-	Profile     string          `json:"profile"`
-	ParentID    string          `json:"parent_id"`
-	MaxAttempts int             `json:"max_attempts"`
-	Key         string          `json:"idempotency_key"`
-	Options     json.RawMessage `json:"execution_options"`
+	Text         string          `json:"text"`
+	Prompt       string          `json:"prompt"`
+	Inputs       json.RawMessage `json:"inputs"`
+	Priority     *int            `json:"priority"`
+	Profile      string          `json:"profile"`
+	ParentID     string          `json:"parent_id"`
+	DependsOn    string          `json:"depends_on"`
+	ScheduledFor *time.Time      `json:"scheduled_for"`
+	MaxAttempts  int             `json:"max_attempts"`
+	Key          string          `json:"idempotency_key"`
+	Options      json.RawMessage `json:"execution_options"`
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
@@ -61,9 +64,9 @@ func newSubmitCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+			return withNewStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 				if file != "" {
-					return submitFile(cmd, st, check, file, org, user)
+					return submitFile(cmd, st, check, file, org, user, asJSON)
 				}
 				o := jobs.ExecutionOptions{Model: model, PreferProvider: preferProvider}
 				if cmd.Flags().Changed("depth") {
@@ -96,7 +99,7 @@ func newSubmitCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&text, "text", "", "prompt text")
-	f.StringVar(&file, "file", "", "JSONL file of prompts ({\"text\":…, \"priority\":…, \"profile\":…, \"parent_id\":…} per line)")
+	f.StringVar(&file, "file", "", "JSONL file of prompts, one object per line: text or prompt+inputs, and priority, profile, parent_id, depends_on, scheduled_for, max_attempts, execution_options, idempotency_key")
 	f.IntVar(&priority, "priority", 50, "0–100, lower runs first")
 	f.StringVar(&profile, "profile", "", "engine profile")
 	f.StringVar(&model, "model", "", "model instead of the profile's")
@@ -200,13 +203,15 @@ func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 type submitCheck func(ctx context.Context, p jobs.EnqueueParams) error
 
 func newSubmitCheck(g *globals) (submitCheck, error) {
+	// The configuration a worker would run the job with must load, as
+	// serve and worker require: otherwise nothing could run it.
 	cfg, _, err := loadConfig(g.config, "")
 	if err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	eng, err := promptkit.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, usageError{err}
 	}
 	return func(ctx context.Context, p jobs.EnqueueParams) error {
 		return worker.Check(ctx, eng, p)
@@ -219,7 +224,7 @@ func newSubmitCheck(g *globals) (submitCheck, error) {
 // the file's content and the line number (unless the line has its own).
 // Running the same file again after a failure stores only the lines
 // still missing; it never duplicates one.
-func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org, user string) error {
+func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org, user string, asJSON bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -242,7 +247,9 @@ func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org,
 	fileKey := hex.EncodeToString(digest.Sum(nil)[:16])
 
 	var batch []jobs.EnqueueParams
+	var lines []int // batch's line numbers
 	done, added := 0, 0
+	out := cmd.OutOrStdout()
 	progress := func() { fmt.Fprintf(cmd.ErrOrStderr(), "\r%s", bar(done, total, 30)) }
 	flush := func() error {
 		if len(batch) == 0 {
@@ -253,13 +260,18 @@ func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org,
 			fmt.Fprintln(cmd.ErrOrStderr())
 			return fmt.Errorf("%d of %d lines are stored; running the same command again stores the rest, never a line twice: %w", done, total, err)
 		}
-		for _, r := range res {
+		for i, r := range res {
 			if !r.Existing {
 				added++
 			}
+			if asJSON {
+				_ = json.NewEncoder(out).Encode(map[string]any{"line": lines[i], "prompt_id": r.PromptID, "job_id": r.JobID, "state": r.State, "existing": r.Existing})
+			} else {
+				fmt.Fprintf(out, "line %d: prompt %s job %s %s\n", lines[i], r.PromptID, r.JobID, r.State)
+			}
 		}
 		done += len(batch)
-		batch = batch[:0]
+		batch, lines = batch[:0], lines[:0]
 		progress()
 		return nil
 	}
@@ -267,7 +279,7 @@ func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org,
 		if p.IdempotencyKey == "" {
 			p.IdempotencyKey = fmt.Sprintf("file-%s-%d", fileKey, lineNo)
 		}
-		batch = append(batch, p)
+		batch, lines = append(batch, p), append(lines, lineNo)
 		if len(batch) == 500 {
 			return flush()
 		}
@@ -280,11 +292,11 @@ func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org,
 		return err
 	}
 	fmt.Fprintln(cmd.ErrOrStderr())
-	fmt.Fprintf(cmd.OutOrStdout(), "queued %d prompts", added)
+	msg := fmt.Sprintf("promptkit: queued %d prompts", added)
 	if added < total {
-		fmt.Fprintf(cmd.OutOrStdout(), " (%d lines were already stored by an earlier run of this file)", total-added)
+		msg += fmt.Sprintf(" (%d lines were already stored by an earlier run of this file)", total-added)
 	}
-	fmt.Fprintln(cmd.OutOrStdout())
+	fmt.Fprintln(cmd.ErrOrStderr(), msg)
 	return nil
 }
 
@@ -309,7 +321,11 @@ func eachLine(r io.Reader, path, org, user string, fn func(lineNo int, p jobs.En
 		}
 		p := jobs.EnqueueParams{
 			OrgID: org, CreatedBy: user, Text: l.Text, PromptRef: l.Prompt, Inputs: l.Inputs, Profile: l.Profile,
-			ParentID: l.ParentID, Priority: l.Priority, MaxAttempts: l.MaxAttempts, ExecutionOptions: l.Options, IdempotencyKey: l.Key,
+			ParentID: l.ParentID, DependsOn: l.DependsOn, Priority: l.Priority, MaxAttempts: l.MaxAttempts,
+			ExecutionOptions: l.Options, IdempotencyKey: l.Key,
+		}
+		if l.ScheduledFor != nil {
+			p.AvailableAt = *l.ScheduledFor
 		}
 		if err := fn(lineNo, p); err != nil {
 			return err

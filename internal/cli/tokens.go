@@ -35,7 +35,7 @@ func newTokensCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return usageError{err}
 			}
-			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+			return withNewStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 				t, err := st.CreateToken(ctx, p)
 				if err != nil {
 					return err

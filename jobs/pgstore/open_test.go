@@ -57,8 +57,8 @@ func TestOpenCreatesSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := pgstore.Migrate(ctx, u.String()); err != nil {
-		t.Fatalf("second migration: %v", err)
+	if applied, err := pgstore.Migrate(ctx, u.String()); err != nil || len(applied) != 0 {
+		t.Fatalf("second migration: applied %v, %v", applied, err)
 	}
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {

@@ -74,7 +74,7 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, cfg.ConnConfig); err != nil {
+	if _, err := migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -110,13 +110,14 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 }
 
 // Migrate applies the embedded migrations to the database at url, in the
-// schema its search_path names (created when missing). It is safe to run
+// schema its search_path names (created when missing), and returns the
+// versions it applied (none: the schema was current). It is safe to run
 // from several processes at once: a per-schema advisory lock serializes
 // them.
-func Migrate(ctx context.Context, url string) error {
+func Migrate(ctx context.Context, url string) (applied []int64, err error) {
 	cfg, err := parseURL(url)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return migrate(ctx, cfg.ConnConfig)
 }
@@ -134,10 +135,10 @@ func parseURL(url string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
+func migrate(ctx context.Context, cc *pgx.ConnConfig) ([]int64, error) {
 	if schema := firstSchema(cc.RuntimeParams["search_path"]); schema != "" {
 		if err := createSchema(ctx, cc, schema); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	db := stdlib.OpenDB(*cc.Copy())
@@ -146,12 +147,17 @@ func migrate(ctx context.Context, cc *pgx.ConnConfig) error {
 		goose.WithSessionLocker(migrationLocker{}),
 		goose.WithDisableGlobalRegistry(true))
 	if err != nil {
-		return fmt.Errorf("pgstore: migrate: %w", err)
+		return nil, fmt.Errorf("pgstore: migrate: %w", err)
 	}
-	if _, err := p.Up(ctx); err != nil {
-		return fmt.Errorf("pgstore: migrate: %w", err)
+	res, err := p.Up(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: %w", err)
 	}
-	return nil
+	var applied []int64
+	for _, r := range res {
+		applied = append(applied, r.Source.Version)
+	}
+	return applied, nil
 }
 
 // createSchema creates the search_path's schema unless it exists; a

@@ -176,15 +176,21 @@ func openReader(path string) (*sql.DB, error) {
 // say IF NOT EXISTS, so the second run changes nothing. A statement that
 // cannot (ALTER TABLE … ADD COLUMN) fails the second run instead: when the
 // migration that failed is applied by then, goose runs again from there.
-func migrate(ctx context.Context, db *sql.DB) error {
+func migrate(ctx context.Context, db *sql.DB) ([]int64, error) {
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Not p.Close: it would close db, which the caller owns.
+	var applied []int64
 	busyWait := 10 * time.Millisecond
 	for {
-		_, err = p.Up(ctx)
+		res, err := p.Up(ctx)
+		for _, r := range res {
+			if r.Error == nil {
+				applied = append(applied, r.Source.Version)
+			}
+		}
 		var pe *goose.PartialError
 		var se *sqlite.Error
 		if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY && busyWait < 5*time.Second {
@@ -196,18 +202,23 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return err
+				return applied, err
 			case <-t.C:
 			}
 			busyWait *= 2
 			continue
 		}
 		if !errors.As(err, &pe) || pe.Failed == nil || pe.Failed.Source == nil {
-			return err
+			return applied, err
+		}
+		if len(res) == 0 { // goose reports a partial run's work here instead
+			for _, r := range pe.Applied {
+				applied = append(applied, r.Source.Version)
+			}
 		}
 		v, verr := p.GetDBVersion(ctx)
 		if verr != nil || v < pe.Failed.Source.Version {
-			return err
+			return applied, err
 		}
 		// Another process applied it: every round ends further on.
 	}
@@ -230,21 +241,23 @@ func createFile(path string) error {
 }
 
 // Migrate applies the embedded migrations to the database file at path,
-// creating it (mode 0600) if needed. Open also does this; Migrate is for
+// creating it (mode 0600) if needed, and returns the versions it applied
+// (none: the file was current). Open also migrates; Migrate is for
 // `promptkit migrate`.
-func Migrate(ctx context.Context, path string) error {
+func Migrate(ctx context.Context, path string) (applied []int64, err error) {
 	if err := createFile(path); err != nil {
-		return fmt.Errorf("sqlitestore: migrate: %w", err)
+		return nil, fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	db, err := openWriter(path)
 	if err != nil {
-		return fmt.Errorf("sqlitestore: migrate: %w", err)
+		return nil, fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
 	defer db.Close()
-	if err := migrate(ctx, db); err != nil {
-		return fmt.Errorf("sqlitestore: migrate: %w", err)
+	applied, err = migrate(ctx, db)
+	if err != nil {
+		return applied, fmt.Errorf("sqlitestore: migrate: %w", err)
 	}
-	return nil
+	return applied, nil
 }
 
 // Open opens (creating if needed, with mode 0600) the database file at
@@ -262,7 +275,7 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	}
-	if err := migrate(ctx, writer); err != nil {
+	if _, err := migrate(ctx, writer); err != nil {
 		writer.Close()
 		return nil, fmt.Errorf("sqlitestore: open: migrate: %w", err)
 	}

@@ -61,9 +61,14 @@ func TestOpenRejectsMemory(t *testing.T) {
 func TestMigrateAndReopen(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "a?b#c.db") // URI metacharacters in the name
-	for range 2 {
-		if err := sqlitestore.Migrate(t.Context(), path); err != nil {
+	for i := range 2 {
+		applied, err := sqlitestore.Migrate(t.Context(), path)
+		if err != nil {
 			t.Fatalf("Migrate: %v", err)
+		}
+		// The first run applies every migration, the second none.
+		if (i == 0) != (len(applied) > 0) || (i == 0 && applied[0] != 1) {
+			t.Fatalf("run %d applied %v", i, applied)
 		}
 	}
 	s, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
@@ -331,7 +336,7 @@ func TestFileModes(t *testing.T) {
 	check(filepath.Join(dir, "open.db"), "-rw-------")
 
 	migrated := filepath.Join(dir, "migrated.db")
-	if err := sqlitestore.Migrate(t.Context(), migrated); err != nil {
+	if _, err := sqlitestore.Migrate(t.Context(), migrated); err != nil {
 		t.Fatal(err)
 	}
 	check(migrated, "-rw-------")

@@ -5,4 +5,28 @@
 // that died; an Archiver deletes old finished jobs. All three are made
 // with New from a Config whose zero fields take the documented defaults,
 // and run until their context ends.
+//
+// # What a worker records and logs
+//
+// Every provider call the worker sees finish becomes an attempt event of
+// the job (status, timings, usage; never prompt or answer text), and
+// every settled job attempt one Info log line, "job settled", with the
+// job and prompt IDs, the outcome (succeeded, failed, retried,
+// handed_back, discarded), the job's new state, its error kind, its
+// attempt and how long it ran. A settling write that keeps failing is
+// logged as an error instead. Neither holds the provider's own message:
+// it can quote the prompt.
+//
+// When an operator needs to see why a provider refused (a 401's
+// "Incorrect API key provided", a 429's quota message),
+// Config.KeepProviderDetail keeps that message in the "detail" field of
+// the attempt event of the call that ended the run (promptkit jobs show
+// --verbose prints it; the events' data is also what the API's job view
+// returns to the job's owner). The engine's execution events carry no
+// provider text, so only the call whose error the run returned has one:
+// calls the engine retried inside the run have none. The message is the
+// engine's redacted one (the backend's key and anything shaped like a
+// bearer token or an sk- key replaced), redacted again and cut to 500
+// bytes on a character boundary like a stored error message. It never
+// reaches the job's error message or the logs.
 package worker

@@ -28,7 +28,7 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	}
 	now := w.cfg.Now()
 	wr := settle(j, o, w.cfg.Name, now, w.cfg.Jitter)
-	w.observeSettled(j, wr, w.apply(fin, parent, wr, o.unrecorded), now.Sub(start))
+	w.settled(j, wr, w.apply(fin, parent, wr, o.unrecorded), now.Sub(start))
 }
 
 // outcome is what became of one job attempt, as settle needs it.
@@ -127,8 +127,8 @@ func history(turns []jobs.Turn) []promptkit.Message {
 
 // run calls the engine under the job timeout, recording its attempts.
 func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) outcome {
-	var unrecorded []jobs.AttemptParams
-	req.Observer = chainObservers(w.recordAttempts(context.WithoutCancel(ctx), j, &unrecorded), w.cfg.Observer)
+	rec := &attemptLog{w: w, ctx: context.WithoutCancel(ctx), job: j}
+	req.Observer = chainObservers(rec.observe, w.cfg.Observer)
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.
 	req.NoWaitPastDeadline = true
@@ -136,33 +136,89 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) 
 	defer stop()
 	o := outcome{wallStart: time.Now(), clockStart: w.cfg.Now()}
 	o.res, o.err = w.cfg.Engine.Run(runCtx, req)
-	o.unrecorded = unrecorded
+	rec.finish(o.err)
+	o.unrecorded = rec.unrecorded
 	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
 		o.stopped = cause
 	}
 	return o
 }
 
-// recordAttempts turns the engine's attempt observations into durable
+// attemptLog turns the engine's attempt observations into durable
 // attempt events. An event whose write fails is kept in unrecorded, for
 // apply to write with the result: the history must account for every
-// provider call. The engine calls the observer on the goroutine running
-// the job, the one that later reads unrecorded.
-func (w *Worker) recordAttempts(ctx context.Context, j jobs.Job, unrecorded *[]jobs.AttemptParams) promptkit.ExecutionObserver {
-	return func(ev promptkit.ExecutionEvent) {
-		if ev.Kind != promptkit.ExecutionAttempt {
-			return
-		}
-		data, _ := json.Marshal(attemptData{
-			JobAttempt: j.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
-			StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
-			CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
-			Model: ev.Model, Usage: observedUsage(ev.Usage),
-		})
-		p := jobs.AttemptParams{JobID: j.ID, Worker: w.cfg.Name, Data: data}
-		if err := w.store.AppendAttempt(ctx, p); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
-			*unrecorded = append(*unrecorded, p)
-		}
+// provider call. The engine calls observe on the goroutine running the
+// job, the one that later calls finish and reads unrecorded.
+//
+// With Config.KeepProviderDetail, an attempt the provider answered with
+// an error status is held back until the engine moves on. Execution
+// events carry no provider text: the provider's message is known only
+// from the run's error, and so only for the attempt that ended the run.
+// The held attempt is written without detail at the next event (the end
+// of a retry wait, before the next call goes out), or by finish, with
+// the detail of the run's error when that error is this attempt's answer.
+// At most one finished call is unwritten at a time, and never while
+// another is in flight, so a worker that dies still leaves at most one
+// provider call without an attempt event, as without the option.
+type attemptLog struct {
+	w   *Worker
+	ctx context.Context
+	job jobs.Job
+	// held is the attempt waiting for the run's error, nil if none.
+	held       *attemptData
+	unrecorded []jobs.AttemptParams
+}
+
+func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
+	if ev.Kind == promptkit.ExecutionFinished {
+		return // the run returns next, and finish writes what is held
+	}
+	l.flush()
+	if ev.Kind != promptkit.ExecutionAttempt {
+		return
+	}
+	d := attemptData{
+		JobAttempt: l.job.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
+		StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
+		CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
+		Model: ev.Model, Usage: observedUsage(ev.Usage),
+	}
+	if l.w.cfg.KeepProviderDetail && ev.Dispatched && ev.StatusCode != 0 && ev.Outcome == promptkit.ExecutionOutcomeError {
+		l.held = &d
+		return
+	}
+	l.write(d)
+}
+
+// finish writes the held attempt once the run has returned err, with the
+// provider's message when err is that attempt's answer (the same status):
+// redacted and cut like a stored error message (jobs.ErrorMessage), the
+// engine having already replaced the backend's key.
+func (l *attemptLog) finish(err error) {
+	if l.held == nil {
+		return
+	}
+	var ge *promptkit.GenerationError
+	if errors.As(err, &ge) && ge.StatusCode() == l.held.StatusCode {
+		l.held.Detail = jobs.ErrorMessage(ge.Detail())
+	}
+	l.flush()
+}
+
+// flush writes the held attempt, if any.
+func (l *attemptLog) flush() {
+	if l.held != nil {
+		d := *l.held
+		l.held = nil
+		l.write(d)
+	}
+}
+
+func (l *attemptLog) write(d attemptData) {
+	data, _ := json.Marshal(d)
+	p := jobs.AttemptParams{JobID: l.job.ID, Worker: l.w.cfg.Name, Data: data}
+	if err := l.w.store.AppendAttempt(l.ctx, p); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
+		l.unrecorded = append(l.unrecorded, p)
 	}
 }
 
@@ -179,6 +235,9 @@ type attemptData struct {
 	GenerationMS   int64                     `json:"generation_ms"`
 	Model          string                    `json:"model,omitempty"`
 	Usage          map[string]*observedCount `json:"usage,omitempty"`
+	// Detail is the provider's own message, redacted, kept only with
+	// Config.KeepProviderDetail and only on the attempt that ended the run.
+	Detail string `json:"detail,omitempty"`
 }
 
 type observedCount struct {
@@ -218,8 +277,7 @@ func finalizeBackoff(n int) time.Duration {
 // ErrNotClaimed when another writer won.
 func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.AttemptParams) error {
 	if wr.op == opDiscard {
-		w.log.Info("job result discarded: no longer claimed", "job", wr.jobID)
-		return nil
+		return nil // settled logs it
 	}
 	for i := 0; ; i++ {
 		var err error
@@ -234,8 +292,8 @@ func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.At
 			}
 			return nil
 		case errors.Is(err, jobs.ErrNotClaimed):
-			// Another writer won (cancel, reclaim): our result is discarded.
-			w.log.Info("job finalization discarded: no longer claimed", "op", wr.op, "job", wr.jobID)
+			// Another writer won (cancel, reclaim): our result is
+			// discarded, as settled logs.
 			return err
 		case errors.Is(err, jobs.ErrInvalid):
 			w.log.Error("job finalization refused; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID, "err", err)

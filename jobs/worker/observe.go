@@ -71,28 +71,62 @@ func (w *Worker) observeClaims(claimed []jobs.Job) {
 	}
 }
 
-// observeSettled tells Config.Observe how the write wr, which apply
-// finished with err, settled job j after it ran for ran.
-func (w *Worker) observeSettled(j jobs.Job, wr write, err error, ran time.Duration) {
-	if w.cfg.Observe == nil {
-		return
+// settled logs how the write wr, which apply finished with err, settled
+// job j after it ran for ran, and tells Config.Observe.
+func (w *Worker) settled(j jobs.Job, wr write, err error, ran time.Duration) {
+	out := settledOutcome(wr, err)
+	ran = max(ran, 0)
+	w.logSettled(j, wr, out, ran)
+	if w.cfg.Observe != nil {
+		w.cfg.Observe(JobEvent{Job: j, Outcome: out, Ran: ran})
 	}
-	var out string
+}
+
+// settledOutcome names what the write wr, which apply finished with err,
+// did: one of the Outcome constants.
+func settledOutcome(wr write, err error) string {
 	switch {
 	case wr.op == opDiscard || errors.Is(err, jobs.ErrNotClaimed):
-		out = OutcomeDiscarded
+		return OutcomeDiscarded
 	case err != nil:
-		out = OutcomeWriteFailed
+		return OutcomeWriteFailed
 	case wr.op == opSucceed:
-		out = OutcomeSucceeded
+		return OutcomeSucceeded
 	case wr.op == opFail:
-		out = OutcomeFailed
+		return OutcomeFailed
 	case wr.requeue.Handback:
-		out = OutcomeHandedBack
-	default:
-		out = OutcomeRetried
+		return OutcomeHandedBack
 	}
-	w.cfg.Observe(JobEvent{Job: j, Outcome: out, Ran: max(ran, 0)})
+	return OutcomeRetried
+}
+
+// logSettled logs one Info line per settled job attempt: the job and
+// prompt IDs, the outcome, the job's new state, its error kind and how
+// long it ran — never prompt, output or provider text. A write that kept
+// failing (OutcomeWriteFailed) has apply's error line instead.
+func (w *Worker) logSettled(j jobs.Job, wr write, out string, ran time.Duration) {
+	attrs := []any{"job", j.ID, "prompt", j.PromptID, "outcome", out}
+	switch out {
+	case OutcomeWriteFailed:
+		return
+	case OutcomeSucceeded:
+		attrs = append(attrs, "state", jobs.Succeeded)
+	case OutcomeFailed:
+		attrs = append(attrs, "state", jobs.Failed, "error_kind", or(wr.fail.Kind, jobs.KindUnknown))
+	case OutcomeRetried, OutcomeHandedBack:
+		attrs = append(attrs, "state", jobs.Queued)
+		if wr.requeue.Kind != jobs.KindNone {
+			attrs = append(attrs, "error_kind", wr.requeue.Kind)
+		}
+		attrs = append(attrs, "available_at", wr.requeue.AvailableAt)
+	case OutcomeDiscarded:
+		attrs = append(attrs, "reason", "no longer claimed: cancelled or reclaimed")
+		if wr.op != opDiscard {
+			attrs = append(attrs, "dropped", wr.op)
+		}
+	}
+	attrs = append(attrs, "attempt", j.Attempt, "max_attempts", j.MaxAttempts, "duration", ran)
+	w.log.Info("job settled", attrs...)
 }
 
 // chainObservers returns an observer calling first, then second (if set).

@@ -64,9 +64,17 @@ type Config struct {
 	// conversation history, unless a job's options say otherwise.
 	// Defaults to 10; negative sends none.
 	HistoryDepth int
-	// Logger receives operational messages (never prompt or output text).
+	// Logger receives operational messages (never prompt, output or
+	// provider text), among them one Info line per settled job attempt.
 	// Defaults to slog.Default().
 	Logger *slog.Logger
+	// KeepProviderDetail keeps the provider's own message for an HTTP
+	// error status (a 401's "Incorrect API key provided", say) in the
+	// "detail" field of the attempt event of the call that ended the run,
+	// redacted and cut like a stored error message (jobs.ErrorMessage).
+	// Off by default: provider text can echo the prompt. It never reaches
+	// the job's error message or the logs.
+	KeepProviderDetail bool
 
 	// Now is the clock the worker stamps times with. Defaults to time.Now.
 	Now func() time.Time
@@ -79,8 +87,10 @@ type Config struct {
 	// concurrently for different jobs; it must not block.
 	Observe func(JobEvent)
 	// Observer, if set, receives the engine's execution events of every
-	// job this worker runs, after the worker has recorded the attempt. It
-	// must not block (see promptkit.ExecutionObserver).
+	// job this worker runs, after the worker has recorded the attempt
+	// (with KeepProviderDetail, an attempt answered with an error status
+	// is recorded later: at the engine's next event, or when the run
+	// returns). It must not block (see promptkit.ExecutionObserver).
 	Observer promptkit.ExecutionObserver
 }
 
@@ -267,7 +277,10 @@ func (w *Worker) drain(wg *sync.WaitGroup, stopRuns context.CancelCauseFunc) {
 }
 
 // RunOnce claims one batch (up to BatchSize) and executes it to
-// completion. It returns how many jobs it claimed.
+// completion. It returns how many jobs it claimed. When ctx ends first,
+// the batch is treated as Run treats its jobs at shutdown: the runs get
+// ShutdownGrace to finish, then are handed back without spending an
+// attempt (a job not started yet too).
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	stopHB := w.startHeartbeat()
 	defer stopHB()
@@ -275,18 +288,25 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	runCtx, stopRuns := context.WithCancelCause(ctx)
+	// Runs get their own context, as in Run: ending ctx is a shutdown.
+	runCtx, stopRuns := context.WithCancelCause(context.Background())
 	defer stopRuns(nil)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.cfg.Concurrency)
 	for _, j := range claimed {
-		sem <- struct{}{}
 		wg.Go(func() {
+			sem <- struct{}{}
 			defer func() { <-sem }()
 			w.execute(runCtx, j)
 		})
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		w.drain(&wg, stopRuns)
+	}
 	return len(claimed), nil
 }
 
