@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -34,16 +36,59 @@ type fileConfig struct {
 // LoadConfig reads a promptkit.yaml file from fsys: backends, profiles,
 // default_profile, max_concurrent_runs, max_queued_runs,
 // transient_retries, and optionally
-// prompts, a directory of prompt files relative to the file (see
+// prompts, a directory of prompt files relative to the file's folder (see
 // LoadPrompts). Unknown keys are errors. Every error matches
 // ErrInvalidConfig and names the file and the field.
 //
-// Use os.DirFS(".") for files on disk or an embed.FS for compiled-in assets.
+// Use an embed.FS for compiled-in assets. An fs.FS cannot reach outside
+// itself, so a prompts directory given as an absolute path, or one that
+// leads out of fsys with "..", is an error here: for files on disk use
+// LoadConfigFile, which allows both.
 func LoadConfig(fsys fs.FS, name string) (Config, error) {
 	data, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
+	return parseConfig(data, name, func(dir string) ([]Prompt, error) {
+		if path.IsAbs(dir) || filepath.IsAbs(dir) {
+			return nil, &fieldError{source: name, field: "prompts", msg: fmt.Sprintf("%q is an absolute path, which LoadConfig cannot read from its fs.FS; load the file with LoadConfigFile", dir)}
+		}
+		full := path.Join(path.Dir(name), filepath.ToSlash(dir))
+		if !fs.ValidPath(full) {
+			return nil, &fieldError{source: name, field: "prompts", msg: fmt.Sprintf("%q leads outside the fs.FS LoadConfig reads from; load the file with LoadConfigFile", dir)}
+		}
+		return loadPrompts(fsys, full, func(p string) string { return p })
+	})
+}
+
+// LoadConfigFile reads a promptkit.yaml file from disk, as LoadConfig
+// does, except that its prompts directory may be absolute or lead out of
+// the file's folder ("../shared/prompts"); a relative one is resolved
+// against the file's folder, not the working directory. Errors name files
+// by their path on disk.
+func LoadConfigFile(file string) (Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, file, pathProblem(err))
+	}
+	return parseConfig(data, file, func(dir string) ([]Prompt, error) {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(filepath.Dir(file), filepath.FromSlash(dir))
+		}
+		return LoadPromptsDir(dir)
+	})
+}
+
+// LoadPromptsDir is LoadPrompts for a directory on disk, absolute or
+// relative to the working directory. Errors name files by their path on
+// disk.
+func LoadPromptsDir(dir string) ([]Prompt, error) {
+	return loadPrompts(os.DirFS(dir), ".", func(p string) string { return filepath.Join(dir, filepath.FromSlash(p)) })
+}
+
+// parseConfig decodes and checks a config file's data; name is how errors
+// name the file, and prompts loads its prompts directory as written.
+func parseConfig(data []byte, name string, prompts func(dir string) ([]Prompt, error)) (Config, error) {
 	var fc fileConfig
 	if err := decodeYAMLStrict(data, &fc); err != nil {
 		return Config{}, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, name, err)
@@ -60,13 +105,41 @@ func LoadConfig(fsys fs.FS, name string) (Config, error) {
 		return Config{}, err
 	}
 	if fc.Prompts != "" {
-		dir := path.Join(path.Dir(name), fc.Prompts)
-		if cfg.Prompts, err = LoadPrompts(fsys, dir); err != nil {
+		var err error
+		if cfg.Prompts, err = prompts(fc.Prompts); err != nil {
+			var de *dirError
+			if errors.As(err, &de) {
+				return Config{}, &fieldError{source: name, field: "prompts", msg: fmt.Sprintf("directory %s: %s", de.dir, de.problem)}
+			}
 			return Config{}, err
 		}
 	}
 	return cfg, nil
 }
+
+// pathProblem says why a file or directory could not be read, without
+// repeating its path.
+func pathProblem(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "does not exist"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	case errors.Is(err, fs.ErrInvalid):
+		return "not a valid path"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// dirError is a prompts directory that cannot be read.
+type dirError struct{ dir, problem string }
+
+func (e *dirError) Error() string        { return fmt.Sprintf("prompts directory %s: %s", e.dir, e.problem) }
+func (e *dirError) Is(target error) bool { return target == ErrInvalidConfig }
 
 var yamlUnknownField = regexp.MustCompile(`field (\S+) not found in type \S+`)
 
@@ -106,6 +179,12 @@ type promptFront struct {
 // in dir of fsys, recursively, sorted by path. See ParsePrompt for the
 // format. Errors match ErrInvalidConfig and name the file.
 func LoadPrompts(fsys fs.FS, dir string) ([]Prompt, error) {
+	return loadPrompts(fsys, dir, func(p string) string { return p })
+}
+
+// loadPrompts is LoadPrompts; show turns a path in fsys into the name
+// errors use.
+func loadPrompts(fsys fs.FS, dir string, show func(string) string) ([]Prompt, error) {
 	var names []string
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -119,7 +198,12 @@ func LoadPrompts(fsys fs.FS, dir string) ([]Prompt, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		p := dir
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			p = pe.Path
+		}
+		return nil, &dirError{dir: show(p), problem: pathProblem(err)}
 	}
 	sort.Strings(names)
 	seen := map[string]string{}
@@ -127,16 +211,16 @@ func LoadPrompts(fsys fs.FS, dir string) ([]Prompt, error) {
 	for _, name := range names {
 		data, err := fs.ReadFile(fsys, name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+			return nil, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, show(name), pathProblem(err))
 		}
-		p, err := ParsePrompt(name, data)
+		p, err := ParsePrompt(show(name), data)
 		if err != nil {
 			return nil, err
 		}
 		if first, dup := seen[p.ID]; dup {
-			return nil, &fieldError{source: name, field: "id", msg: fmt.Sprintf("prompt %q already defined in %s", p.ID, first)}
+			return nil, &fieldError{source: show(name), field: "id", msg: fmt.Sprintf("prompt %q already defined in %s", p.ID, first)}
 		}
-		seen[p.ID] = name
+		seen[p.ID] = show(name)
 		prompts = append(prompts, p)
 	}
 	return prompts, nil
@@ -187,7 +271,7 @@ func ParsePrompt(name string, data []byte) (Prompt, error) {
 	}
 	p := Prompt{ID: fm.ID, Version: fm.Version, Description: fm.Description, Template: body}
 	if p.ID == "" {
-		base := path.Base(name)
+		base := path.Base(filepath.ToSlash(name))
 		p.ID = strings.TrimSuffix(base, path.Ext(base))
 	}
 	if !idPattern.MatchString(p.ID) {
@@ -198,6 +282,13 @@ func ParsePrompt(name string, data []byte) (Prompt, error) {
 		return Prompt{}, bad("input_schema", "%v", err)
 	}
 	if p.OutputSchema, err = schemaJSON(fm.OutputSchema); err != nil {
+		return Prompt{}, bad("output_schema", "%v", err)
+	}
+	// Compile here too, so that a schema error names this file.
+	if _, err := compileSchema("promptkit:///"+p.ID+"/input.json", p.InputSchema); err != nil {
+		return Prompt{}, bad("input_schema", "%v", err)
+	}
+	if _, err := compileSchema("promptkit:///"+p.ID+"/output.json", p.OutputSchema); err != nil {
 		return Prompt{}, bad("output_schema", "%v", err)
 	}
 	if _, err := parseTemplate(p); err != nil {

@@ -4,8 +4,9 @@
 // An Engine is built from a Config: backends (endpoints with capacity
 // limits), profiles (a backend, a model and parameters) and prompts
 // (versioned text/template bodies with optional input and output JSON
-// Schemas). Load them from files with LoadConfig and LoadPrompts, from a
-// directory or an embed.FS, or build them in code.
+// Schemas). Load them from files on disk with LoadConfigFile and
+// LoadPromptsDir, from an fs.FS such as an embed.FS with LoadConfig and
+// LoadPrompts, or build them in code.
 //
 // Engine.Run renders a prompt, waits for admission and a backend permit,
 // calls the provider, validates the output against the prompt's output

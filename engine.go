@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"text/template"
@@ -180,7 +181,7 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 	}
 	for i, p := range cfg.Prompts {
 		bad := func(field string, err error) error {
-			return &fieldError{source: "Config", field: fmt.Sprintf("prompts[%d].%s", i, field), msg: err.Error()}
+			return &fieldError{source: "Config", field: fmt.Sprintf("prompts[%d].%s", i, field), msg: fmt.Sprintf("prompt %q: %v", p.ID, err)}
 		}
 		rt := &promptRuntime{Prompt: p}
 		rt.InputSchema = bytes.Clone(p.InputSchema)
@@ -344,38 +345,60 @@ func (e *Engine) serves(backend, model string) bool {
 	return false
 }
 
-// render validates inputs and executes the template. Errors never quote
-// input values or rendered text.
+// render validates inputs and executes the template. Errors name the
+// prompt, input locations, schema keywords and template keys, never input
+// values or rendered text.
 func (pr *promptRuntime) render(inputs map[string]any) (string, error) {
 	data := inputs
 	if data == nil {
 		data = map[string]any{}
 	}
 	if pr.input != nil {
-		diags, err := pr.input.validateValue(data)
+		problems, err := pr.input.validateValue(data)
 		if err != nil {
 			return "", &renderError{fmt.Sprintf("prompt %q: inputs cannot be encoded as JSON", pr.ID)}
 		}
-		if len(diags) > 0 {
-			return "", &renderError{fmt.Sprintf("prompt %q: inputs fail the input schema at %s", pr.ID, strings.Join(locations(diags), ", "))}
+		if len(problems) > 0 {
+			return "", &renderError{fmt.Sprintf("prompt %q: inputs fail the input schema: %s", pr.ID, strings.Join(problems, "; "))}
 		}
 	}
 	var b strings.Builder
 	if err := pr.tmpl.Execute(&b, data); err != nil {
-		return "", &renderError{fmt.Sprintf("prompt %q: template does not render with these inputs", pr.ID)}
+		return "", &renderError{fmt.Sprintf("prompt %q: %s", pr.ID, templateProblem(err))}
 	}
 	return b.String(), nil
 }
 
-// locations keeps only the instance locations of diagnostics: the messages
-// themselves can quote input values.
-func locations(diags []string) []string {
-	out := make([]string, 0, len(diags))
-	for _, d := range diags {
-		loc, _, _ := strings.Cut(strings.TrimPrefix(d, "at "), ":")
-		out = append(out, loc)
+var (
+	templatePos      = regexp.MustCompile(`^template: [^:]*:(\d+):(\d+): `)
+	templateNoKey    = regexp.MustCompile(`map has no entry for key "([^"]*)"$`)
+	templateBadField = regexp.MustCompile(`can't evaluate field (\w+) in type (.+)$`)
+	templateNilField = regexp.MustCompile(`nil pointer evaluating .*\.(\w+)$`)
+)
+
+// templateProblem says where and why a template failed to execute. The
+// error text of text/template can print input values ("if/with can't use
+// VALUE"), so only its position, a missing key's name and a field's name
+// and type are kept.
+func templateProblem(err error) string {
+	msg := err.Error()
+	where := "the template"
+	if m := templatePos.FindStringSubmatch(msg); m != nil {
+		where = fmt.Sprintf("the template, line %s column %s,", m[1], m[2])
 	}
-	return out
+	if m := templateNoKey.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("%s uses the key %q, which the inputs do not have", where, m[1])
+	}
+	if m := templateBadField.FindStringSubmatch(msg); m != nil {
+		if m[2] == "interface {}" {
+			return fmt.Sprintf("%s reads the key %q from an input value that is not an object", where, m[1])
+		}
+		return fmt.Sprintf("%s reads the field %q from an input value of type %s, which has no such field", where, m[1], m[2])
+	}
+	if m := templateNilField.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("%s reads the key %q from an input value that is null", where, m[1])
+	}
+	return where + " cannot be executed with these inputs: a value has another type or shape than the template expects"
 }
 
 func schemaName(id string) string {
@@ -595,6 +618,8 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 			return nil, err
 		}
 		res.Text = resp.Text
+		res.FinishReason = resp.FinishReason
+		res.Truncated = truncated(resp.FinishReason)
 		if resp.Model != "" {
 			res.Model = resp.Model
 		}
@@ -611,8 +636,15 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 			res.Validation = Validation{Status: ValidationValid}
 			break
 		}
+		repairsLeft := gen <= uint64(p.profile.RepairBudget)
+		if res.Truncated {
+			// A repair is sent with the same max_tokens: an answer that
+			// did not fit would be cut off again.
+			res.Validation = Validation{Status: ValidationInvalid, Errors: append(truncationNotes(p, resp.FinishReason, repairsLeft), diags...)}
+			break
+		}
 		res.Validation = Validation{Status: ValidationInvalid, Errors: diags}
-		if gen > uint64(p.profile.RepairBudget) {
+		if !repairsLeft {
 			break
 		}
 		req = repairRequest(p, resp.Text, diags)
@@ -628,6 +660,20 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 		Total:        e.now().Sub(rec.Start()),
 	}
 	return res, nil
+}
+
+// truncationNotes lead the diagnostics of an output that the token limit
+// cut off.
+func truncationNotes(p *plan, finishReason string, repairsLeft bool) []string {
+	limit := "the provider's default token limit (the profile sets no max_tokens)"
+	if p.request.MaxTokens != nil {
+		limit = fmt.Sprintf("max_tokens %d", *p.request.MaxTokens)
+	}
+	notes := []string{fmt.Sprintf("output was cut off at %s (finish_reason %q); raise the profile's max_tokens", limit, finishReason)}
+	if repairsLeft {
+		notes = append(notes, "not repaired: a repair has the same max_tokens and would be cut off too")
+	}
+	return notes
 }
 
 // repairRequest shows the model its invalid output and the validator's

@@ -74,8 +74,9 @@ func NotBefore(err error) (t time.Time, ok bool) {
 }
 
 // renderError is an ErrPromptRender (and so an ErrInvalidRequest) caused
-// by the inputs or the template. Its message names the prompt and input
-// locations, never input values.
+// by the inputs or the template. Its message names the prompt, input
+// locations and keys, schema keywords and template positions, never input
+// values.
 type renderError struct{ msg string }
 
 func (e *renderError) Error() string { return ErrPromptRender.Error() + ": " + e.msg }

@@ -3,6 +3,7 @@ package promptkit
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -22,6 +23,15 @@ type RunResult struct {
 	PromptHash string `json:"prompt_hash"`
 	// Text is the final generation's text.
 	Text string `json:"text"`
+	// FinishReason is the final generation's finish_reason as the provider
+	// reported it ("stop", "length", ...); empty when it sent none.
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Truncated reports that the final generation was cut off by its
+	// token limit (finish_reason "length"): the profile's max_tokens, or
+	// what is left of the model's context. A truncated output that fails
+	// the output schema is not repaired, since a repair has the same limit;
+	// Validation.Errors then says so first.
+	Truncated bool `json:"truncated"`
 	// Output is the parsed JSON output when the prompt has an output schema
 	// and the output is valid; nil otherwise.
 	Output     json.RawMessage `json:"output,omitempty"`
@@ -36,6 +46,37 @@ type RunResult struct {
 	// RepairCalls counts repair generations that made a provider call.
 	RepairCalls int     `json:"repair_calls"`
 	Timings     Timings `json:"timings"`
+}
+
+// OutputProblem says, in one fixed sentence that never quotes the output,
+// what is wrong with the run's output: that it fails the output schema
+// (Validation.Status "invalid"), that it was cut off (Truncated), or
+// both. It is "" when the output is as asked. The job service stores it
+// as a failed job's message; the CLI prints it.
+func (r *RunResult) OutputProblem() string {
+	if r == nil {
+		return ""
+	}
+	invalid := r.Validation.Status == ValidationInvalid
+	switch {
+	case invalid && r.Truncated:
+		return fmt.Sprintf("output was cut off at the token limit (finish_reason %q) and does not satisfy the prompt's output schema "+
+			"(a repair would be cut off too): raise the profile's max_tokens", r.FinishReason)
+	case invalid && r.RepairCalls > 0:
+		return fmt.Sprintf("output does not satisfy the prompt's output schema after %d repair generation(s)", r.RepairCalls)
+	case invalid:
+		return "output does not satisfy the prompt's output schema"
+	case r.Truncated:
+		return fmt.Sprintf("output was cut off at the token limit (finish_reason %q): raise the profile's max_tokens", r.FinishReason)
+	}
+	return ""
+}
+
+// truncated reports whether a finish reason means the token limit cut the
+// generation off: OpenAI's "length", or "max_tokens" from servers that
+// pass Anthropic's reason through.
+func truncated(finishReason string) bool {
+	return finishReason == "length" || finishReason == "max_tokens"
 }
 
 // DecodeOutput unmarshals Output into v. It fails when there is no valid
@@ -64,7 +105,9 @@ const (
 type Validation struct {
 	Status ValidationStatus `json:"status"`
 	// Errors are the validator's diagnostics for the final output when it
-	// is invalid. They may quote the model's output.
+	// is invalid. They may quote the model's output. When the output was
+	// cut off (RunResult.Truncated), the first says so and whether a
+	// repair was skipped because of it.
 	Errors []string `json:"errors,omitempty"`
 }
 

@@ -167,3 +167,21 @@ func TestErrorsCarryNoDetail(t *testing.T) {
 		t.Error("nil or zero errors report values")
 	}
 }
+
+// Redact removes keys a provider echoes, also masked or cut short ones, as
+// OpenAI's 401 message does, and keeps the words around them.
+func TestRedactProviderKeyShapes(t *testing.T) {
+	cases := []struct{ in, secret, want string }{
+		{"Incorrect API key provided: sk-abc123DEF456ghi789. You can find your API key at https://x.", "",
+			"Incorrect API key provided: [REDACTED]. You can find your API key at https://x."},
+		{"Incorrect API key provided: sk-proj-********************abcd. You can", "", "Incorrect API key provided: [REDACTED]. You can"},
+		{"key sk-abc... was rejected", "", "key [REDACTED]... was rejected"},
+		{"Incorrect API key provided: my-own-key-42", "my-own-key-42", "Incorrect API key provided: [REDACTED]"},
+		{"a risk-free task-list", "", "a risk-free task-list"},
+	}
+	for _, c := range cases {
+		if got := pktype.Redact(c.in, 512, c.secret); got != c.want {
+			t.Errorf("Redact(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

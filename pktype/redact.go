@@ -14,12 +14,16 @@ const Redacted = "[REDACTED]"
 // secret (a proxy may echo its own or the request's Authorization header).
 var (
 	bearerRE = regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9\-._~+/]+=*`)
-	skRE     = regexp.MustCompile(`\bsk-[A-Za-z0-9_\-]{8,}`)
+	// skRE also takes a key the provider masked or cut short, as in
+	// OpenAI's "Incorrect API key provided: sk-proj-****abcd.": what shows
+	// is still part of a key. A final "." ends a sentence, not the key.
+	skRE = regexp.MustCompile(`\bsk-[A-Za-z0-9_\-*•.]{2,}[A-Za-z0-9_\-*•]`)
 )
 
 // Redact makes text fit to print and to store: valid UTF-8 without control
 // characters (line breaks and tabs become single spaces), each of secrets
-// and anything shaped like a bearer token or an sk- key replaced by
+// and anything shaped like a bearer token or an sk- key (also a masked
+// one, "sk-proj-****abcd") replaced by
 // Redacted, and cut to at most maxBytes without splitting a character.
 // The engine redacts provider messages with it, and the job service its
 // stored error messages.

@@ -35,6 +35,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &ue) {
 			return 2
 		}
+		// A command's own exit code (run: 3 for an output that fails
+		// the prompt's output schema).
+		var ce interface{ ExitCode() int }
+		if errors.As(err, &ce) {
+			return ce.ExitCode()
+		}
 		return 1
 	}
 	return 0

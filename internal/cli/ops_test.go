@@ -179,3 +179,13 @@ func TestVersionAndHelp(t *testing.T) {
 		}
 	}
 }
+
+// A relative service.database is relative to the config file's folder.
+func TestServiceDatabaseRelativeToConfig(t *testing.T) {
+	t.Parallel()
+	dir, cfg := inDir(t, "service:\n  database: data/jobs.db\n")
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, 0, []string{"migrate", "--config", cfg}, filepath.Join(dir, "data", "jobs.db"))
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -129,6 +130,11 @@ func loadService(path string) (serviceConfig, error) {
 	}
 	if err := sc.check(); err != nil {
 		return sc, fmt.Errorf("%s: service: %w", path, err)
+	}
+	// A relative SQLite path in the file is relative to the file's folder,
+	// like the file's other paths, wherever the command runs.
+	if db := sqlitePath(sc.Database); sc.Database != "" && !isPostgres(sc.Database) && !filepath.IsAbs(db) {
+		sc.Database = filepath.Join(filepath.Dir(path), db)
 	}
 	return sc, nil
 }

@@ -27,10 +27,6 @@ type write struct {
 	fail    jobs.FailParams
 }
 
-// invalidOutputMessage is the error message of an output that still fails
-// the output schema after repair; the output itself is never quoted.
-const invalidOutputMessage = "output does not satisfy the prompt's output schema"
-
 // settle decides, from a job and what became of its attempt, the store
 // write that finishes the attempt: the jobs package's failure policy
 // applied by worker at now. It does no I/O.
@@ -59,7 +55,9 @@ func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(tim
 	case o.dependency != "":
 		return fail(jobs.KindDependencyFailed, o.dependency)
 	case o.err == nil && o.res.Validation.Status == promptkit.ValidationInvalid:
-		return fail(jobs.KindParse, invalidOutputMessage)
+		// Says whether the output was cut off at the token limit; never
+		// quotes the output.
+		return fail(jobs.KindParse, o.res.OutputProblem())
 	case o.err == nil:
 		return succeed(o.res)
 	}
