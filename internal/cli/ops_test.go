@@ -92,6 +92,9 @@ func TestSubmitRefusesWhatCannotRun(t *testing.T) {
 	expect(t, 2, []string{"submit", "--database", db, "--text", "x", "--profile", "nope"}, `profile not found`)
 	expect(t, 2, []string{"submit", "--database", db, "--text", "   "}, "set text or prompt_ref")
 	expect(t, 2, []string{"submit", "--database", db, "--text", "x", "--max-attempts", "-5"}, "max_attempts -5 is below 1")
+	if _, err := os.Stat(db); err == nil {
+		t.Fatal("a refused submission created the database")
+	}
 	_, bad := inDir(t, "backends: [\n")
 	expect(t, 2, []string{"submit", "--database", db, "--config", bad, "--text", "x"}, "promptkit.yaml")
 }

@@ -64,23 +64,26 @@ func newSubmitCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withNewStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				if file != "" {
+			if file != "" {
+				return withNewStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 					return submitFile(cmd, st, check, file, org, user, asJSON)
-				}
-				o := jobs.ExecutionOptions{Model: model, PreferProvider: preferProvider}
-				if cmd.Flags().Changed("depth") {
-					o.Depth = &depth
-				}
-				opts := o.JSON()
-				p := jobs.EnqueueParams{
-					OrgID: org, CreatedBy: user, Text: text, Profile: profile, ParentID: parent,
-					Priority: &priority, MaxAttempts: maxAttempts, ExecutionOptions: opts,
-					AvailableAt: at, DependsOn: dependsOn, IdempotencyKey: key,
-				}
-				if err := check(ctx, p); err != nil {
-					return usageError{err}
-				}
+				})
+			}
+			o := jobs.ExecutionOptions{Model: model, PreferProvider: preferProvider}
+			if cmd.Flags().Changed("depth") {
+				o.Depth = &depth
+			}
+			p := jobs.EnqueueParams{
+				OrgID: org, CreatedBy: user, Text: text, Profile: profile, ParentID: parent,
+				Priority: &priority, MaxAttempts: maxAttempts, ExecutionOptions: o.JSON(),
+				AvailableAt: at, DependsOn: dependsOn, IdempotencyKey: key,
+			}
+			// Checked before the database is opened: a refused submission
+			// leaves nothing behind, not even a new database file.
+			if err := check(cmd.Context(), p); err != nil {
+				return usageError{err}
+			}
+			return withNewStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
 				res, err := st.Enqueue(ctx, p)
 				if err != nil {
 					return err
