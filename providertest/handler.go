@@ -28,12 +28,12 @@ var errClosed = errors.New("providertest: server closed")
 // Option configures a Handler.
 type Option func(*Handler)
 
-// WithRateLimit allows at most perSecond requests per one-second fixed
-// window. A window opens at the first request after the previous window
-// ended (per the WithClock clock) and admits perSecond requests; later ones
-// get 429 with an OpenAI-style rate_limit_error body and a Retry-After
-// header giving the whole seconds until the window ends, at least 1.
-// Rejected requests do not use up capacity. Values of 0 or less disable
+// WithRateLimit allows at most perSecond chat-completions requests per
+// one-second fixed window. A window opens at the first request after the
+// previous window ended (per the WithClock clock) and admits perSecond
+// requests; later ones get 429 with an OpenAI-style rate_limit_error body
+// and a Retry-After header giving the whole seconds until the window ends,
+// at least 1. Rejected requests do not use up capacity. Values of 0 or less disable
 // the limiter. Defaults to 0 (no limit).
 func WithRateLimit(perSecond int) Option {
 	return func(h *Handler) { h.rateLimit = perSecond }
@@ -60,10 +60,21 @@ func WithClock(now func() time.Time) Option {
 	return func(h *Handler) { h.now = now }
 }
 
-// WithModel sets the model name reported in generated bodies. Defaults to
-// the request's model, or "providertest" when the request has none.
+// WithModel sets the model name reported in generated bodies, and makes
+// it a model GET /models lists. Defaults to the request's model, or
+// "providertest" when the request has none.
 func WithModel(name string) Option {
 	return func(h *Handler) { h.model = name }
+}
+
+// WithModels adds model names for GET /models to list and GET
+// /models/{id} to describe, after any WithModel name; unlike WithModel it
+// does not change the model generated bodies report. Chat requests for
+// other models are still answered. Without WithModel or WithModels the
+// list holds "providertest" and any id is described, since the fake then
+// serves whatever model a request names. Defaults to none.
+func WithModels(names ...string) Option {
+	return func(h *Handler) { h.models = append(h.models, names...) }
 }
 
 // WithMaxRecorded keeps only the n most recent requests for Requests, so a
@@ -90,6 +101,9 @@ type Request struct {
 	Messages []Message
 	// ResponseFormat is the body's raw "response_format", or nil.
 	ResponseFormat json.RawMessage
+	// Stream is the body's "stream": true when the request asked for a
+	// server-sent event stream.
+	Stream bool
 }
 
 // Message is one chat message of a Request.
@@ -113,6 +127,8 @@ type Stats struct {
 	Defaults int
 	// Rejected counts 400, 404 and 405 replies the Handler sent itself.
 	Rejected int
+	// Models counts successful answers to GET /models and /models/{id}.
+	Models int
 	// Canceled counts requests whose context ended while they waited.
 	Canceled int
 }
@@ -126,6 +142,7 @@ type Handler struct {
 	latency     time.Duration
 	now         func() time.Time
 	model       string
+	models      []string
 	maxRecorded int
 
 	mu          sync.Mutex
@@ -267,6 +284,9 @@ type reply struct {
 	status int
 	header http.Header
 	body   []byte
+	// events, when non-nil, makes the reply a text/event-stream: one
+	// "data:" event per element, each flushed as it is written.
+	events [][]byte
 }
 
 // ServeHTTP answers one request; see the package documentation.
@@ -275,13 +295,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if readErr == nil && len(body) > maxBody {
 		readErr = errors.New("request body too large")
 	}
-	rec, chat, parseErr := parseRequest(r, body)
+	rec, chat, dl, parseErr := parseRequest(r, body)
 	if readErr != nil {
 		parseErr = readErr
 	}
 	a := h.arrive(rec, r)
 
-	out := h.respond(r.Context(), a, chat, parseErr)
+	out := h.respond(r.Context(), a, chat, dl, parseErr)
 
 	// Leave before writing, so a client holding the response sees
 	// counters that already include it.
@@ -298,9 +318,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // admission is what a request is given when it arrives: a reply decided
-// there (wrong path or method, rate limited), or its scripted Response
-// (nil: the default responder answers), and the channel that shutdown
-// closes.
+// there (wrong path or method, rate limited, a models answer), or its
+// scripted Response (nil: the default responder answers), and the channel
+// that shutdown closes.
 type admission struct {
 	decided  *reply
 	scripted *Response
@@ -329,21 +349,12 @@ func (h *Handler) arrive(rec Request, r *http.Request) admission {
 		h.arrived = nil
 	}
 	a := admission{abort: h.abortLocked()}
+	path := r.URL.Path
+	modelID, isModels := modelsPath(path)
 	switch {
-	case !strings.HasSuffix(r.URL.Path, "/chat/completions"):
-		h.stats.Rejected++
-		a.decided = &reply{
-			status: http.StatusNotFound,
-			body:   errorJSON(fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), "invalid_request_error", "unknown_url"),
-		}
-	case r.Method != http.MethodPost:
-		h.stats.Rejected++
-		a.decided = &reply{
-			status: http.StatusMethodNotAllowed,
-			header: http.Header{"Allow": {http.MethodPost}},
-			body:   errorJSON(fmt.Sprintf("Method %s not allowed; use POST", r.Method), "invalid_request_error", "method_not_allowed"),
-		}
-	default:
+	case strings.HasSuffix(path, "/chat/completions") && r.Method != http.MethodPost:
+		a.decided = h.notAllowedLocked(r.Method, http.MethodPost)
+	case strings.HasSuffix(path, "/chat/completions"):
 		if retry, limited := h.limitLocked(); limited {
 			h.stats.RateLimited++
 			a.decided = &reply{
@@ -358,13 +369,34 @@ func (h *Handler) arrive(rec Request, r *http.Request) admission {
 			a.scripted = &rs
 			h.stats.Scripted++
 		}
+	case isModels && r.Method != http.MethodGet:
+		a.decided = h.notAllowedLocked(r.Method, http.MethodGet)
+	case isModels:
+		a.decided = h.modelsReplyLocked(modelID)
+	default:
+		h.stats.Rejected++
+		a.decided = &reply{
+			status: http.StatusNotFound,
+			body:   errorJSON(fmt.Sprintf("Invalid URL (%s %s)", r.Method, path), "invalid_request_error", "unknown_url"),
+		}
 	}
 	return a
 }
 
+// notAllowedLocked counts and renders a 405 for a route that takes only
+// method allow.
+func (h *Handler) notAllowedLocked(method, allow string) *reply {
+	h.stats.Rejected++
+	return &reply{
+		status: http.StatusMethodNotAllowed,
+		header: http.Header{"Allow": {allow}},
+		body:   errorJSON(fmt.Sprintf("Method %s not allowed; use %s", method, allow), "invalid_request_error", "method_not_allowed"),
+	}
+}
+
 // respond makes the reply arrival decided on; nil means the request
 // context ended first.
-func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, parseErr error) *reply {
+func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, dl delivery, parseErr error) *reply {
 	switch {
 	case a.decided != nil:
 		return a.decided
@@ -372,12 +404,14 @@ func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, p
 		if err := h.wait(ctx, a.abort, h.latency+a.scripted.Delay, a.scripted.Hold); err != nil {
 			return closedReply(err)
 		}
-		return h.build(a.scripted, chat)
+		return h.build(a.scripted, chat, dl)
 	}
 
 	if parseErr != nil {
 		h.reject()
-		return &reply{status: http.StatusBadRequest, body: errorJSON(parseErr.Error(), "invalid_request_error", "invalid_request")}
+		re := &requestError{message: parseErr.Error(), code: "invalid_request"}
+		errors.As(parseErr, &re)
+		return &reply{status: http.StatusBadRequest, body: paramErrorJSON(re.message, "invalid_request_error", re.param, re.code)}
 	}
 	if err := h.wait(ctx, a.abort, h.latency, nil); err != nil {
 		return closedReply(err)
@@ -385,7 +419,7 @@ func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, p
 	h.mu.Lock()
 	h.stats.Defaults++
 	h.mu.Unlock()
-	return h.build(&Response{Text: defaultContent(chat)}, chat)
+	return h.build(&Response{Text: defaultContent(chat)}, chat, dl)
 }
 
 func (h *Handler) reject() {
@@ -452,8 +486,9 @@ func (h *Handler) wait(ctx context.Context, abort <-chan struct{}, d time.Durati
 	return nil
 }
 
-// build renders a scripted or default Response for the given request.
-func (h *Handler) build(rs *Response, chat *chatRequest) *reply {
+// build renders a scripted or default Response for the given request,
+// as a stream when dl asks for one.
+func (h *Handler) build(rs *Response, chat *chatRequest, dl delivery) *reply {
 	status := rs.status()
 	if status < 100 || status > 999 {
 		status = http.StatusInternalServerError // WriteHeader would panic
@@ -478,13 +513,25 @@ func (h *Handler) build(rs *Response, chat *chatRequest) *reply {
 		}
 	}
 	if model == "" {
-		model = "providertest"
+		model = defaultModel
 	}
 	h.mu.Lock()
 	h.nextID++
 	id := h.nextID
 	h.mu.Unlock()
 
+	if dl.stream {
+		out.events = streamEvents(streamSpec{
+			id:           "chatcmpl-" + strconv.Itoa(id),
+			model:        model,
+			created:      h.clock().Unix(),
+			text:         rs.Text,
+			usage:        renderUsage(rs.Usage, promptWords, rs.Text),
+			omitChoices:  rs.omitChoices,
+			includeUsage: dl.includeUsage,
+		})
+		return out
+	}
 	env := envelope{
 		ID:      "chatcmpl-" + strconv.Itoa(id),
 		Object:  "chat.completion",
@@ -504,7 +551,12 @@ func (h *Handler) build(rs *Response, chat *chatRequest) *reply {
 
 func (rp *reply) write(w http.ResponseWriter, now time.Time) {
 	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
+	if rp.events != nil {
+		hdr.Set("Content-Type", "text/event-stream")
+		hdr.Set("Cache-Control", "no-cache")
+	} else {
+		hdr.Set("Content-Type", "application/json")
+	}
 	hdr.Set("Date", now.UTC().Format(http.TimeFormat))
 	for k, vs := range rp.header {
 		hdr.Del(k)
@@ -514,94 +566,20 @@ func (rp *reply) write(w http.ResponseWriter, now time.Time) {
 	}
 	w.WriteHeader(rp.status)
 	// 1xx, 204 and 304 replies cannot carry a body.
-	if rp.status >= 200 && rp.status != http.StatusNoContent && rp.status != http.StatusNotModified {
+	if rp.status < 200 || rp.status == http.StatusNoContent || rp.status == http.StatusNotModified {
+		return
+	}
+	if rp.events == nil {
 		_, _ = w.Write(rp.body) // a failed write means the client left
+		return
 	}
-}
-
-// chatRequest is the part of a valid chat-completions body the default
-// responder needs.
-type chatRequest struct {
-	model          string
-	messages       []Message
-	responseFormat responseFormat
-}
-
-type responseFormat struct {
-	Type       string `json:"type"`
-	JSONSchema struct {
-		Schema any `json:"schema"`
-	} `json:"json_schema"`
-}
-
-// parseRequest records r and decodes its body. chat is nil when the body
-// is not a valid request; err says why, in the words OpenAI would use.
-func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest, err error) {
-	rec = Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
-
-	var raw struct {
-		Model          json.RawMessage `json:"model"`
-		Messages       json.RawMessage `json:"messages"`
-		ResponseFormat json.RawMessage `json:"response_format"`
-	}
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return rec, nil, errors.New("request body is not a valid JSON object")
-	}
-	if len(raw.ResponseFormat) > 0 && string(raw.ResponseFormat) != "null" {
-		rec.ResponseFormat = raw.ResponseFormat
-	}
-	var model string
-	modelErr := json.Unmarshal(raw.Model, &model)
-	if modelErr == nil {
-		rec.Model = model
-	}
-	var msgs []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	}
-	msgErr := json.Unmarshal(raw.Messages, &msgs)
-	if msgErr == nil && msgs != nil {
-		rec.Messages = make([]Message, len(msgs))
-		for i, m := range msgs {
-			rec.Messages[i] = Message{Role: m.Role, Content: contentText(m.Content)}
+	rc := http.NewResponseController(w)
+	for _, ev := range rp.events {
+		if _, err := w.Write(append(append([]byte("data: "), ev...), "\n\n"...)); err != nil {
+			return // the client left
 		}
+		_ = rc.Flush() // a writer that cannot flush delivers the stream at the end
 	}
-
-	switch {
-	case modelErr != nil || model == "":
-		return rec, nil, errors.New("you must provide a model parameter")
-	case msgErr != nil || len(msgs) == 0:
-		return rec, nil, errors.New("'messages' must be a non-empty array")
-	}
-	chat = &chatRequest{model: model, messages: rec.Messages}
-	if rec.ResponseFormat != nil {
-		if err := json.Unmarshal(rec.ResponseFormat, &chat.responseFormat); err != nil {
-			return rec, nil, errors.New("'response_format' is not a valid object")
-		}
-	}
-	return rec, chat, nil
-}
-
-// contentText flattens string or content-part message content.
-func contentText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return ""
-	}
-	texts := make([]string, 0, len(parts))
-	for _, p := range parts {
-		if p.Type == "text" || p.Text != "" {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, "\n")
 }
 
 // defaultContent is the default responder's assistant content.

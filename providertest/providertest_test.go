@@ -300,7 +300,7 @@ func TestRateLimit(t *testing.T) {
 	if r.status != 429 || r.header.Get("Retry-After") != "1" {
 		t.Fatalf("request 4: %d Retry-After %q, want 429 and 1", r.status, r.header.Get("Retry-After"))
 	}
-	const wantBody = `{"error":{"message":"rate limit exceeded","type":"rate_limit_error","code":"rate_limit_exceeded"}}`
+	const wantBody = `{"error":{"message":"rate limit exceeded","type":"rate_limit_error","param":null,"code":"rate_limit_exceeded"}}`
 	if string(r.body) != wantBody {
 		t.Errorf("429 body %s, want %s", r.body, wantBody)
 	}
@@ -355,11 +355,14 @@ func TestWaitsAreCancellable(t *testing.T) {
 		name   string
 		opts   []providertest.Option
 		script []providertest.Response
+		body   string // defaults to chatBody
 	}{
 		{name: "latency default", opts: []providertest.Option{providertest.WithLatency(time.Hour)}},
 		{name: "latency scripted", opts: []providertest.Option{providertest.WithLatency(time.Hour)}, script: []providertest.Response{providertest.Reply("x")}},
 		{name: "delay", script: []providertest.Response{{Text: "x", Delay: time.Hour}}},
 		{name: "hold", script: []providertest.Response{{Text: "x", Hold: make(chan struct{})}}},
+		{name: "hold stream", script: []providertest.Response{{Text: "x", Hold: make(chan struct{})}}, body: streamBody},
+		{name: "latency default stream", opts: []providertest.Option{providertest.WithLatency(time.Hour)}, body: streamBody},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -369,8 +372,12 @@ func TestWaitsAreCancellable(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
+			body := tt.body
+			if body == "" {
+				body = chatBody
+			}
 			go func() {
-				_, err := do(ctx, http.MethodPost, url, chatBody)
+				_, err := do(ctx, http.MethodPost, url, body)
 				errc <- err
 			}()
 			if err := h.WaitArrivals(context.Background(), 1); err != nil {

@@ -15,15 +15,23 @@ type Response struct {
 	// Header holds extra response headers, for example Retry-After. They are
 	// set after Content-Type, so they may override it. Defaults to none.
 	Header http.Header
-	// Body is the raw response body, sent as is. When nil, a 2xx reply gets
-	// a chat-completion envelope built from Text and Usage, and any other
-	// status gets an OpenAI-style error body. A non-nil empty slice sends an
-	// empty body. Defaults to nil.
+	// Body is the raw response body, sent as is, also to a request that
+	// asked for a stream (set Header's Content-Type to text/event-stream to
+	// script a stream of your own). When nil, a 2xx reply gets a
+	// chat-completion envelope built from Text and Usage (streamed as
+	// chat.completion.chunk events when the request has "stream": true),
+	// and any other status gets an OpenAI-style JSON error body. A non-nil
+	// empty slice sends an empty body. Defaults to nil.
 	Body []byte
-	// Text is the assistant content of a generated 2xx body. Defaults to "".
+	// Text is the assistant content of a generated 2xx body. A stream
+	// carries it in content deltas of about one word each. Defaults to "".
 	Text string
 	// Usage says how the "usage" object of a generated 2xx body is
 	// rendered. Defaults to UsageFull with counts computed from word counts.
+	// A stream reports usage only when the request sets
+	// stream_options.include_usage, in a final chunk with empty "choices"
+	// (UsageNull sends that chunk with "usage": null; UsageAbsent sends no
+	// such chunk, as a server that ignores include_usage would).
 	Usage Usage
 	// Delay is waited before replying, after any WithLatency delay. It ends
 	// early when the request's context ends. Defaults to 0.
@@ -84,7 +92,8 @@ func Reply(text string) Response {
 
 // Status returns a reply with the given status code and, for non-2xx
 // codes, an OpenAI-style error body such as
-// {"error":{"message":"...","type":"server_error","code":"server_error"}}.
+// {"error":{"message":"...","type":"server_error","param":null,"code":"server_error"}}.
+// The error body is sent as JSON also to requests that asked for a stream.
 func Status(code int) Response {
 	return Response{Status: code}
 }
@@ -115,7 +124,8 @@ func Malformed() Response {
 }
 
 // MissingChoices returns a 200 reply with a well-formed envelope, including
-// full usage, but no "choices" key.
+// full usage, but no "choices" key. Streamed, it is one chunk without
+// "choices" (and, with include_usage, a usage chunk without it too).
 func MissingChoices() Response {
 	return Response{omitChoices: true}
 }
@@ -169,9 +179,10 @@ type (
 		Error errorBody `json:"error"`
 	}
 	errorBody struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-		Code    string `json:"code"`
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"` // null when no single parameter is at fault
+		Code    string  `json:"code"`
 	}
 )
 
@@ -208,9 +219,19 @@ func renderUsage(u Usage, promptWords int, text string) json.RawMessage {
 	return b
 }
 
-// errorJSON renders an OpenAI-style error body.
+// errorJSON renders an OpenAI-style error body with "param": null.
 func errorJSON(message, typ, code string) []byte {
-	b, _ := json.Marshal(errorEnvelope{Error: errorBody{Message: message, Type: typ, Code: code}})
+	return paramErrorJSON(message, typ, "", code)
+}
+
+// paramErrorJSON renders an OpenAI-style error body naming the request
+// parameter at fault; an empty param renders as null.
+func paramErrorJSON(message, typ, param, code string) []byte {
+	e := errorBody{Message: message, Type: typ, Code: code}
+	if param != "" {
+		e.Param = &param
+	}
+	b, _ := json.Marshal(errorEnvelope{Error: e})
 	return b
 }
 

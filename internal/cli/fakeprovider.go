@@ -16,6 +16,7 @@ import (
 func newFakeProviderCmd() *cobra.Command {
 	var (
 		addr, retryAfter string
+		models           []string
 		rate             int
 		latency          time.Duration
 	)
@@ -24,15 +25,24 @@ func newFakeProviderCmd() *cobra.Command {
 		Short: "Serve an OpenAI-compatible fake provider for local testing",
 		Long: `Serve providertest's OpenAI-compatible fake provider at --addr.
 
-Replies are generated: when a request carries a JSON Schema response_format
-the reply satisfies the schema; otherwise it is a short text. With --rate N
-the server answers at most N requests per second and 429 past that.`,
+It answers POST /v1/chat/completions and GET /v1/models (and
+/v1/models/{id}); the /v1 prefix is optional. Replies are generated: when a
+request carries a JSON Schema response_format the reply satisfies the
+schema; otherwise it is a short text. A request with "stream": true gets the
+reply as server-sent chat.completion.chunk events ending in data: [DONE],
+with a usage chunk when stream_options.include_usage is true. Requests the
+fake cannot honour ("n" above 1, tools, audio, image or audio content
+parts) get OpenAI's 400 error naming the parameter.
+
+/v1/models lists each --model (default: "providertest", and then any model
+id is described); replies echo the request's model. With --rate N the
+server answers at most N chat requests per second and 429 past that.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rate < 0 || latency < 0 {
 				return usageError{errors.New("--rate and --latency must not be negative")}
 			}
-			opts := []providertest.Option{providertest.WithLatency(latency)}
+			opts := []providertest.Option{providertest.WithLatency(latency), providertest.WithModels(models...)}
 			if rate > 0 {
 				opts = append(opts, providertest.WithRateLimit(rate))
 			}
@@ -68,5 +78,6 @@ the server answers at most N requests per second and 429 past that.`,
 	f.IntVar(&rate, "rate", 0, "requests per second before answering 429 (0: unlimited)")
 	f.StringVar(&retryAfter, "retry-after", "", "Retry-After value sent with 429 (default: seconds until capacity)")
 	f.DurationVar(&latency, "latency", 0, "delay before every reply")
+	f.StringArrayVar(&models, "model", nil, "model to list at /v1/models (repeatable; default: providertest)")
 	return cmd
 }

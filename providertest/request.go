@@ -1,0 +1,229 @@
+package providertest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// chatRequest is the part of a valid chat-completions body the default
+// responder needs.
+type chatRequest struct {
+	model          string
+	messages       []Message
+	responseFormat responseFormat
+}
+
+type responseFormat struct {
+	Type       string `json:"type"`
+	JSONSchema struct {
+		Schema any `json:"schema"`
+	} `json:"json_schema"`
+}
+
+// delivery is how a request wants its reply delivered. It is read
+// leniently, also from bodies that are not valid requests, because
+// scripted replies answer whatever the body holds.
+type delivery struct {
+	stream       bool // "stream": true
+	includeUsage bool // "stream_options": {"include_usage": true}
+}
+
+// requestError is a 400 the default responder sends: OpenAI's message,
+// the parameter at fault ("" for none) and an error code.
+type requestError struct {
+	message, param, code string
+}
+
+func (e *requestError) Error() string { return e.message }
+
+func invalidType(param, want string) *requestError {
+	return &requestError{message: fmt.Sprintf("Invalid type for '%s': expected %s.", param, want), param: param, code: "invalid_type"}
+}
+
+func unsupported(param, code, format string, args ...any) *requestError {
+	return &requestError{message: fmt.Sprintf(format, args...), param: param, code: code}
+}
+
+// rawRequest holds the body fields the fake reads or refuses.
+type rawRequest struct {
+	Model          json.RawMessage `json:"model"`
+	Messages       json.RawMessage `json:"messages"`
+	ResponseFormat json.RawMessage `json:"response_format"`
+	Stream         json.RawMessage `json:"stream"`
+	StreamOptions  json.RawMessage `json:"stream_options"`
+	N              json.RawMessage `json:"n"`
+	Tools          json.RawMessage `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	Functions      json.RawMessage `json:"functions"`
+	FunctionCall   json.RawMessage `json:"function_call"`
+	Audio          json.RawMessage `json:"audio"`
+	Modalities     json.RawMessage `json:"modalities"`
+	Logprobs       json.RawMessage `json:"logprobs"`
+}
+
+type rawMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// parseRequest records r and decodes its body. chat is nil when the body
+// is not a valid request the fake supports; err, a *requestError, says
+// why, in the words OpenAI would use.
+func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest, dl delivery, err error) {
+	rec = Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+
+	var raw rawRequest
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return rec, nil, dl, &requestError{message: "request body is not a valid JSON object", code: "invalid_request"}
+	}
+	_ = json.Unmarshal(raw.Stream, &dl.stream) // lenient: anything but true is no stream
+	rec.Stream = dl.stream
+	var opts struct {
+		IncludeUsage json.RawMessage `json:"include_usage"`
+	}
+	if json.Unmarshal(raw.StreamOptions, &opts) == nil {
+		_ = json.Unmarshal(opts.IncludeUsage, &dl.includeUsage)
+	}
+	if present(raw.ResponseFormat) {
+		rec.ResponseFormat = raw.ResponseFormat
+	}
+	var model string
+	modelErr := json.Unmarshal(raw.Model, &model)
+	if modelErr == nil {
+		rec.Model = model
+	}
+	var msgs []rawMessage
+	msgErr := json.Unmarshal(raw.Messages, &msgs)
+	if msgErr == nil && msgs != nil {
+		rec.Messages = make([]Message, len(msgs))
+		for i, m := range msgs {
+			rec.Messages[i] = Message{Role: m.Role, Content: contentText(m.Content)}
+		}
+	}
+
+	switch {
+	case modelErr != nil || model == "":
+		return rec, nil, dl, &requestError{message: "you must provide a model parameter", param: "model", code: "invalid_request"}
+	case msgErr != nil || len(msgs) == 0:
+		return rec, nil, dl, &requestError{message: "'messages' must be a non-empty array", param: "messages", code: "invalid_request"}
+	}
+	chat = &chatRequest{model: model, messages: rec.Messages}
+	if rec.ResponseFormat != nil {
+		if err := json.Unmarshal(rec.ResponseFormat, &chat.responseFormat); err != nil {
+			return rec, nil, dl, &requestError{message: "'response_format' is not a valid object", param: "response_format", code: "invalid_request"}
+		}
+	}
+	if err := raw.check(msgs); err != nil {
+		return rec, nil, dl, err
+	}
+	return rec, chat, dl, nil
+}
+
+// check refuses, as OpenAI refuses a bad request, what the fake cannot
+// honour: rather than answer as if it had (one choice for "n": 2, plain
+// text for a request offering tools), it says so.
+func (raw *rawRequest) check(msgs []rawMessage) error {
+	if present(raw.Stream) && !isBool(raw.Stream) {
+		return invalidType("stream", "a boolean")
+	}
+	if present(raw.StreamOptions) {
+		var opts map[string]json.RawMessage
+		if json.Unmarshal(raw.StreamOptions, &opts) != nil || opts == nil {
+			return invalidType("stream_options", "an object")
+		}
+		if v := opts["include_usage"]; present(v) && !isBool(v) {
+			return invalidType("stream_options.include_usage", "a boolean")
+		}
+	}
+	if present(raw.N) {
+		var n float64
+		if json.Unmarshal(raw.N, &n) != nil || n != math.Trunc(n) {
+			return invalidType("n", "an integer")
+		}
+		if n > 1 {
+			return unsupported("n", "unsupported_value",
+				"providertest answers with one choice: 'n' greater than 1 is not supported (got %s).", raw.N)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		v    json.RawMessage
+	}{
+		{"tools", raw.Tools}, {"tool_choice", raw.ToolChoice},
+		{"functions", raw.Functions}, {"function_call", raw.FunctionCall},
+	} {
+		if present(p.v) {
+			return unsupported(p.name, "unsupported_parameter",
+				"providertest does not call tools: '%s' is not supported.", p.name)
+		}
+	}
+	if present(raw.Audio) {
+		return unsupported("audio", "unsupported_parameter", "providertest answers with text only: 'audio' is not supported.")
+	}
+	var modalities []string
+	if json.Unmarshal(raw.Modalities, &modalities) == nil && slices.Contains(modalities, "audio") {
+		return unsupported("modalities", "unsupported_value", "providertest answers with text only: the 'audio' modality is not supported.")
+	}
+	var logprobs bool
+	if json.Unmarshal(raw.Logprobs, &logprobs) == nil && logprobs {
+		return unsupported("logprobs", "unsupported_value", "providertest does not report log probabilities: 'logprobs' is not supported.")
+	}
+	for i, m := range msgs {
+		var parts []contentPart
+		if json.Unmarshal(m.Content, &parts) != nil {
+			continue // a string, null or something contentText ignores
+		}
+		for j, p := range parts {
+			if !textPart(p) {
+				return unsupported(fmt.Sprintf("messages[%d].content[%d].type", i, j), "unsupported_value",
+					"providertest reads text only: content parts of type '%s' are not supported.", p.Type)
+			}
+		}
+	}
+	return nil
+}
+
+// textPart reports whether the fake can read p: a text part, a refusal
+// (an earlier assistant turn), or an untyped part with text.
+func textPart(p contentPart) bool {
+	return p.Type == "text" || p.Type == "refusal" || (p.Type == "" && p.Text != "")
+}
+
+// present reports whether a field is in the body and not null.
+func present(v json.RawMessage) bool {
+	return len(v) > 0 && !bytes.Equal(v, []byte("null"))
+}
+
+func isBool(v json.RawMessage) bool {
+	var b bool
+	return json.Unmarshal(v, &b) == nil
+}
+
+// contentText flattens string or content-part message content.
+func contentText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []contentPart
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		if p.Type == "text" || p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
