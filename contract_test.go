@@ -710,11 +710,14 @@ func TestContractSharedBackendPools(t *testing.T) {
 		if err := <-doneA; !errors.Is(err, context.Canceled) || errors.Is(err, promptkit.ErrRetriesExhausted) {
 			t.Fatalf("run a: %v, want context.Canceled", err)
 		}
+		// The cancel may land before run a's wait has begun (its permit is
+		// released first, which is what run b needed): then there is no
+		// retry_delay event, as a wait that never started has none.
 		evs := log.Events()
-		if got := eventKinds(evs); got != "started,attempt,retry_delay,finished" {
+		if got := eventKinds(evs); got != "started,attempt,retry_delay,finished" && got != "started,attempt,finished" {
 			t.Fatalf("run a's events = %s", got)
 		}
-		if fin := evs[3]; fin.Failure != promptkit.ExecutionFailureCanceled || fin.Attempts != 1 {
+		if fin := evs[len(evs)-1]; fin.Failure != promptkit.ExecutionFailureCanceled || fin.Attempts != 1 {
 			t.Fatalf("run a finished = %+v", fin)
 		}
 		if p.shared.Count() != 2 || p.shared.MaxInFlight() != 1 {
