@@ -99,18 +99,25 @@ type submitted struct {
 // promptView is a prompt with its current job, its answer (null until it
 // has one) and every job it had, oldest first (retries supersede).
 type promptView struct {
-	Prompt jobs.Prompt    `json:"prompt"`
-	Job    jobs.Job       `json:"job"`
-	Answer *jobs.Response `json:"answer"`
-	Jobs   []jobs.Job     `json:"jobs"`
+	Prompt jobs.Prompt `json:"prompt"`
+	Job    jobs.Job    `json:"job"`
+	Answer *answerView `json:"answer"`
+	Jobs   []jobs.Job  `json:"jobs"`
 }
 
 // promptState is one prompt in a listing: its current job and, in
 // /v1/recent, its answer.
 type promptState struct {
-	PromptID string         `json:"prompt_id"`
-	Job      jobs.Job       `json:"job"`
-	Answer   *jobs.Response `json:"answer,omitempty"`
+	PromptID string      `json:"prompt_id"`
+	Job      jobs.Job    `json:"job"`
+	Answer   *answerView `json:"answer,omitempty"`
+}
+
+// answerView is a response as the API shows it: with its output rendered
+// as safe HTML (renderAnswer, page.go), which the browser page shows.
+type answerView struct {
+	jobs.Response
+	HTML string `json:"html"`
 }
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
@@ -276,7 +283,7 @@ func (s *Server) promptView(ctx context.Context, id identity, promptID string) (
 }
 
 // answer reads a succeeded job's response; nil for any other job.
-func (s *Server) answer(ctx context.Context, org string, j jobs.Job) (*jobs.Response, error) {
+func (s *Server) answer(ctx context.Context, org string, j jobs.Job) (*answerView, error) {
 	if j.State != jobs.Succeeded || j.ResponseID == "" {
 		return nil, nil
 	}
@@ -287,7 +294,7 @@ func (s *Server) answer(ctx context.Context, org string, j jobs.Job) (*jobs.Resp
 	if err != nil {
 		return nil, err
 	}
-	return &resp, nil
+	return &answerView{Response: resp, HTML: renderAnswer(resp)}, nil
 }
 
 func (s *Server) getPrompt(w http.ResponseWriter, r *http.Request) {

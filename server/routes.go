@@ -13,9 +13,6 @@ import (
 //go:embed openapi.json
 var openAPI []byte
 
-// OpenAPI returns the OpenAPI 3.1 document served at /openapi.json.
-func OpenAPI() []byte { return append([]byte(nil), openAPI...) }
-
 // routes builds the handler. Every /v1 route needs an identity.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -45,6 +42,8 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.Metrics != nil {
 		handle("GET /metrics", s.cfg.Metrics.Handler().ServeHTTP, false)
 	}
+	// The browser page (page.go): / and its static files.
+	s.pageRoutes(handle)
 	return mux
 }
 

@@ -250,10 +250,6 @@ func (s *Server) Addr() string {
 // URL is the base URL of the server, e.g. "http://127.0.0.1:43121".
 func (s *Server) URL() string { return "http://" + s.Addr() }
 
-// Handler is the server's routes, for tests that bring their own listener.
-// Event streams need the reader Open starts.
-func (s *Server) Handler() http.Handler { return s.handler }
-
 // Close stops accepting connections, ends event streams and waiting
 // requests cleanly, lets other requests finish (up to 5s), and stops the
 // event reader. Closing twice is safe.

@@ -336,6 +336,7 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 			} else {
 				rt.log.Info("promptkit serve listening, API only: workers 0, so jobs run on other processes' workers", "addr", srv.URL(), "database", displayDB(rt.sc.Database))
 			}
+			rt.log.Info("open " + srv.URL() + "/ in a browser to ask and watch prompts; the API is under /v1 (docs/api.md)")
 			if local, err := srv.LocalMode(ctx); err == nil && local {
 				rt.log.Info(`no API token exists: requests need none and act as org "default", user "local"`)
 			}
