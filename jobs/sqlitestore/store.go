@@ -514,13 +514,6 @@ func nullTime(v sql.NullInt64) time.Time {
 	return fromMicros(v.Int64)
 }
 
-func nullMicros(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
 func nullString(s string) any {
 	if s == "" {
 		return nil
