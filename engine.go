@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"text/template"
@@ -447,6 +449,12 @@ func cloneRequest(r GenerateRequest) GenerateRequest {
 	r.Stop = append([]string(nil), r.Stop...)
 	r.OutputSchema = bytes.Clone(r.OutputSchema)
 	return r
+}
+
+// Profiles returns the ids of the engine's profiles, sorted: the values
+// RunRequest.ProfileID accepts. The result is a new slice each call.
+func (e *Engine) Profiles() []string {
+	return slices.Sorted(maps.Keys(e.profiles))
 }
 
 // Run renders and executes req: admission, generation with transient

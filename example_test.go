@@ -103,3 +103,20 @@ func ExampleEngine_PrepareExecution() {
 	fmt.Println(res.Text, errors.Is(again, promptkit.ErrInvalidRequest))
 	// Output: hi true
 }
+
+// The profiles a RunRequest may select, e.g. to offer them in a form.
+func ExampleEngine_Profiles() {
+	eng, err := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: "http://127.0.0.1:1"}},
+		Profiles: []promptkit.Profile{
+			{ID: "precise", Backend: "local", Model: "m"},
+			{ID: "default", Backend: "local", Model: "m"},
+			{ID: "creative", Backend: "local", Model: "m"},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(eng.Profiles())
+	// Output: [creative default precise]
+}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"math"
 	"net/http"
@@ -151,4 +154,153 @@ func (l *limiter) sweep(now time.Time) {
 // retryAfter formats a delay as whole seconds, rounded up, at least 1.
 func retryAfter(d time.Duration) string {
 	return strconv.Itoa(max(1, int(math.Ceil(d.Seconds()))))
+}
+
+// Stream tickets: EventSource cannot send an Authorization header, so a
+// client with a bearer token first asks POST /v1/events/ticket for a
+// ticket and opens GET /v1/events?ticket=T with it. A ticket is random,
+// short-lived, spent by its first use and held in memory only (a restart
+// voids them all; the page then simply asks again). It acts as the
+// identity that asked for it, and only on the event stream.
+const (
+	// ticketTTL is how long a ticket is valid after it is issued.
+	ticketTTL = 60 * time.Second
+	// maxTickets bounds the tickets held: expired ones are dropped when one
+	// is added, and beyond this many unspent, unexpired ones no more are
+	// issued until some expire (429). maxTicketsPerIdentity is the same
+	// bound for one identity, so that one client cannot use up the rest.
+	maxTickets            = 10000
+	maxTicketsPerIdentity = 100
+	// ticketBytes is the ticket's randomness: 256 bits.
+	ticketBytes = 32
+	// ticketPrefix marks tickets, so they are not mistaken for tokens.
+	ticketPrefix = "pkt_"
+)
+
+// tickets holds the unspent tickets, by the SHA-256 of their secret (the
+// secret itself is never kept).
+type tickets struct {
+	now func() time.Time
+
+	mu   sync.Mutex
+	byID map[[sha256.Size]byte]ticket
+	// perKey counts the tickets held by identity key.
+	perKey map[string]int
+	// swept is when expired tickets were last dropped.
+	swept time.Time
+}
+
+type ticket struct {
+	id      identity
+	expires time.Time
+}
+
+func newTickets(now func() time.Time) *tickets {
+	return &tickets{now: now, byID: map[[sha256.Size]byte]ticket{}, perKey: map[string]int{}}
+}
+
+var errTooManyTickets = errors.New("too many unspent stream tickets")
+
+// issue makes a ticket for id and returns it with its expiry.
+func (t *tickets) issue(id identity) (string, time.Time, error) {
+	b := make([]byte, ticketBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", time.Time{}, err
+	}
+	secret := ticketPrefix + base64.RawURLEncoding.EncodeToString(b)
+	now := t.now()
+	expires := now.Add(ticketTTL)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	full := func() bool { return len(t.byID) >= maxTickets || t.perKey[id.key] >= maxTicketsPerIdentity }
+	// Drop the expired tickets: at most once a second, or when a bound is
+	// reached (sweeping is a pass over all of them).
+	if now.Sub(t.swept) >= time.Second || now.Before(t.swept) || full() {
+		t.swept = now
+		for k, tk := range t.byID {
+			if !now.Before(tk.expires) {
+				t.remove(k, tk)
+			}
+		}
+	}
+	if full() {
+		return "", time.Time{}, errTooManyTickets
+	}
+	t.byID[sha256.Sum256([]byte(secret))] = ticket{id: id, expires: expires}
+	t.perKey[id.key]++
+	return secret, expires, nil
+}
+
+func (t *tickets) remove(k [sha256.Size]byte, tk ticket) {
+	delete(t.byID, k)
+	if t.perKey[tk.id.key]--; t.perKey[tk.id.key] <= 0 {
+		delete(t.perKey, tk.id.key)
+	}
+}
+
+// redeem spends a ticket: the identity it was issued to, or
+// errUnauthorized when it is unknown, spent or expired.
+func (t *tickets) redeem(secret string) (identity, error) {
+	if !strings.HasPrefix(secret, ticketPrefix) {
+		return identity{}, errUnauthorized
+	}
+	k := sha256.Sum256([]byte(secret))
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tk, ok := t.byID[k]
+	if !ok {
+		return identity{}, errUnauthorized
+	}
+	t.remove(k, tk) // spent, whether or not still valid
+	if !now.Before(tk.expires) {
+		return identity{}, errUnauthorized
+	}
+	return tk.id, nil
+}
+
+// ticketAnswer is the body of POST /v1/events/ticket.
+type ticketAnswer struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// issueTicket answers POST /v1/events/ticket: a ticket for the caller.
+func (s *Server) issueTicket(tk *tickets) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		secret, expires, err := tk.issue(identityOf(r))
+		switch {
+		case errors.Is(err, errTooManyTickets):
+			w.Header().Set("Retry-After", retryAfter(ticketTTL))
+			writeError(w, http.StatusTooManyRequests, "rate_limited", "too many unspent stream tickets; try again later")
+			return
+		case err != nil:
+			s.internal(w, r, "issuing a stream ticket", err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, ticketAnswer{Ticket: secret, ExpiresAt: expires.UTC()})
+	}
+}
+
+// authenticateStream is authenticate for GET /v1/events, which also
+// accepts ?ticket= instead of a bearer token: a request with that
+// parameter acts as the ticket's identity (and spends it), whatever its
+// headers say; an unknown, spent or expired ticket is 401.
+func (s *Server) authenticateStream(tk *tickets, next http.Handler) http.Handler {
+	byHeader := s.authenticate(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		if !q.Has("ticket") {
+			byHeader.ServeHTTP(w, r)
+			return
+		}
+		id, err := tk.redeem(q.Get("ticket"))
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="promptkit"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "the stream ticket is unknown, spent or expired; ask POST /v1/events/ticket for another")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
 }

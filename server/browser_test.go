@@ -98,7 +98,8 @@ func TestBrowserPage(t *testing.T) {
 		{"text typed in the compose box survives updates", testBrowserCompose},
 		{"an answer with <script> or onerror= is shown as text, never run", testBrowserUnsafeAnswer},
 		{"two tabs continuing two threads each set their own parent", testBrowserContinue},
-		{"a token is asked for and kept when the server requires one", testBrowserToken},
+		{"a token is asked for and kept when the server requires one; the page streams with tickets", testBrowserToken},
+		{"the profile select lists the engine's profiles and sends the chosen one", testBrowserProfiles},
 		{"the settled page, at desktop and phone widths", testBrowserSettledPage},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -126,7 +127,11 @@ func newBrowserEnv(t *testing.T, browser context.Context) *browserEnv {
 	t.Cleanup(prov.Close)
 	eng, err := promptkit.New(promptkit.Config{
 		Backends: []promptkit.Backend{{ID: "fake", BaseURL: prov.URL}},
-		Profiles: []promptkit.Profile{{ID: "default", Backend: "fake", Model: "fake-model"}},
+		Profiles: []promptkit.Profile{
+			{ID: "default", Backend: "fake", Model: "fake-model"},
+			{ID: "quick", Backend: "fake", Model: "fake-model"},
+			{ID: "careful", Backend: "fake", Model: "fake-model"},
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -372,6 +377,10 @@ func (e *browserEnv) artifact(name string, b []byte) {
 type routeCounter struct {
 	mu sync.Mutex
 	n  map[string]int
+	// streams is the number of open event streams, opened how many were
+	// ever opened; changed is closed and replaced on every change.
+	streams, opened int
+	changed         chan struct{}
 }
 
 func (m *routeCounter) ObserveHTTP(route string, code int, _ time.Duration) {
@@ -379,7 +388,57 @@ func (m *routeCounter) ObserveHTTP(route string, code int, _ time.Duration) {
 	m.n[fmt.Sprintf("%s %d", route, code)]++
 	m.mu.Unlock()
 }
-func (m *routeCounter) SSEClients(int) {}
+func (m *routeCounter) SSEClients(delta int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.streams += delta
+	if delta > 0 {
+		m.opened += delta
+	}
+	if m.changed != nil {
+		close(m.changed)
+		m.changed = nil
+	}
+}
+
+// waitStreams waits until the server has opened at least opened event
+// streams and exactly one is open.
+func (e *browserEnv) waitStreams(opened int) {
+	e.t.Helper()
+	m := e.metrics
+	deadline := time.After(browserWait)
+	for {
+		m.mu.Lock()
+		ok, n, o := m.opened >= opened && m.streams == 1, m.streams, m.opened
+		if m.changed == nil {
+			m.changed = make(chan struct{})
+		}
+		ch := m.changed
+		m.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			e.t.Fatalf("waiting for %d event streams opened, one open: %d opened, %d open", opened, o, n)
+		}
+	}
+}
+
+// dropStreams ends every open event stream the way the hub ends a client
+// too slow to read: by filling its buffer (here with events it skips, of
+// Seq 0, so the client receives nothing) until a delivery fails.
+func (e *browserEnv) dropStreams() {
+	h := e.srv.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		for sub.deliver(published{}) {
+		}
+		delete(h.subs, sub)
+	}
+}
 func (m *routeCounter) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "") })
 }
@@ -638,15 +697,74 @@ func testBrowserToken(t *testing.T, e *browserEnv) {
 	if _, err := chromedp.Run(e.tab, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.KeyEvent(kb.Enter))); err != nil {
 		t.Fatalf("saving the token: %v", err)
 	}
-	e.waitFor(e.tab, "the page with the token", `localStorage.getItem('promptkit.token') === `+js(secret)+
-		` && document.body.dataset.updates === 'idle' && document.getElementById('empty').hidden === false`)
-	e.prov.Enqueue(providertest.Reply("answer for ann"))
+	// EventSource cannot send a bearer token: the page streams with a
+	// ticket instead.
+	e.waitFor(e.tab, "the page with the token, streaming", `localStorage.getItem('promptkit.token') === `+js(secret)+
+		` && document.body.dataset.updates === 'live' && document.getElementById('empty').hidden === false`)
+	hold, release := e.hold()
+	e.prov.Enqueue(providertest.Response{Text: "answer for ann", Hold: hold})
 	e.ask(e.tab, "with a token")
-	// EventSource cannot send a bearer token: the page polls while the
-	// job is in flight.
-	e.waitFor(e.tab, "the answer", whenPrompt("with a token", settled+` && p.querySelector('.answer').textContent.includes('answer for ann')`))
+	e.waitArrivals(1)
+	e.waitFor(e.tab, "running, seen by the stream", whenPrompt("with a token", `p.classList.contains('is-pending')`)+
+		` && document.body.dataset.updates === 'live'`)
+	release()
+	e.waitFor(e.tab, "the answer", whenPrompt("with a token", settled+` && p.querySelector('.answer').textContent.includes('answer for ann')`)+
+		` && document.body.dataset.updates === 'live'`)
 	if n := e.metrics.count("POST /v1/prompts 202"); n != 1 {
 		t.Errorf("%d accepted submissions, want 1", n)
+	}
+	if n := e.metrics.count("POST /v1/events/ticket 200"); n != 1 {
+		t.Errorf("%d stream tickets issued, want 1", n)
+	}
+	if n := e.metrics.count("GET /v1/recent 200"); n != 0 {
+		t.Errorf("the page polled /v1/recent %d times while its stream was live", n)
+	}
+
+	// The server ends the stream (as it does a client that reads too
+	// slowly): the page asks for a new ticket and resumes after the last
+	// event it received, so nothing is missed and nothing is polled.
+	e.waitStreams(1)
+	e.dropStreams()
+	e.waitStreams(2)
+	e.waitFor(e.tab, "the stream live again", `document.body.dataset.updates === 'live'`)
+	if n := e.metrics.count("POST /v1/events/ticket 200"); n != 2 {
+		t.Errorf("%d stream tickets issued, want 2", n)
+	}
+	if n := e.metrics.count("GET /v1/events 200"); n != 1 {
+		t.Errorf("%d event streams ended, want 1", n)
+	}
+	e.prov.Enqueue(providertest.Reply("second answer for ann"))
+	e.ask(e.tab, "after the reconnect")
+	e.waitFor(e.tab, "the second answer", whenPrompt("after the reconnect", settled+` && p.querySelector('.answer').textContent.includes('second answer for ann')`)+
+		` && document.body.dataset.updates === 'live'`)
+	if n := e.metrics.count("GET /v1/recent 200"); n != 0 {
+		t.Errorf("the page polled /v1/recent %d times; the reconnect should resume the stream instead", n)
+	}
+}
+
+func testBrowserProfiles(t *testing.T, e *browserEnv) {
+	e.open(e.tab)
+	// "default" (no profile: the server's default) first, then the
+	// engine's other profiles, sorted; a labelled select.
+	e.waitFor(e.tab, "the profiles", `[...document.getElementById('profile').options].map(o => o.value + '=' + o.textContent).join('|') === '=default|careful=careful|quick=quick'`)
+	e.waitFor(e.tab, "a labelled select", `(() => { const el = document.getElementById('profile');
+		return el.tagName === 'SELECT' && el.value === '' && el.labels.length === 1 && el.labels[0].textContent.includes('Profile'); })()`)
+	// Chosen with the keyboard, it goes with the prompt.
+	e.do(e.tab, "choosing a profile with the keyboard", chromedp.Focus(chromedp.CSS("#profile")),
+		chromedp.KeyEvent(kb.ArrowDown), chromedp.KeyEvent(kb.ArrowDown))
+	e.waitFor(e.tab, "quick chosen", `document.getElementById('profile').value === 'quick'`)
+	e.prov.Enqueue(providertest.Reply("a quick answer"))
+	id := e.ask(e.tab, "with a profile")
+	e.waitFor(e.tab, "the answer", whenPrompt("with a profile", settled+` && p.querySelector('.answer').textContent.includes('a quick answer')`))
+	p, err := e.st.GetPrompt(context.Background(), LocalOrg, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Profile != "quick" {
+		t.Errorf("the prompt was sent with profile %q, want quick", p.Profile)
+	}
+	if n := e.metrics.count("GET /v1/profiles 200"); n != 1 {
+		t.Errorf("%d profile lists read, want 1", n)
 	}
 }
 

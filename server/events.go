@@ -183,16 +183,24 @@ func newStateChanged(e jobs.Event) stateChanged {
 }
 
 // events streams the caller's job state changes as Server-Sent Events.
-// With Last-Event-ID it first replays what the client missed from the
-// store, then continues live; each event is sent once, in Seq order.
+// With Last-Event-ID (or ?last_event_id=) it first replays what the
+// client missed from the store, then continues live; each event is sent
+// once, in Seq order.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r)
 	var sent int64
 	replay := false
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
+	// The header is what a browser's own reconnect sends; the parameter is
+	// for a client that opens a new EventSource (e.g. with a new ticket)
+	// and cannot set headers. The header wins when both are present.
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("last_event_id")
+	}
+	if v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, "invalid_request", "Last-Event-ID must be the id of an event")
+			writeError(w, http.StatusBadRequest, "invalid_request", "Last-Event-ID (or last_event_id) must be the id of an event")
 			return
 		}
 		sent, replay = n, true

@@ -798,6 +798,9 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 			Profile: "fast", ParentID: "p", ScheduledFor: &oasT0, DependsOn: "j", MaxAttempts: 5,
 			ExecutionOptions: json.RawMessage(`{"model":"m","depth":0,"prefer_provider":"b"}`)}},
 		{"retry request", "RetryRequest", retryRequest{Priority: new(100)}},
+		{"stream ticket", "StreamTicket", ticketAnswer{Ticket: ticketPrefix + strings.Repeat("A", 43), ExpiresAt: oasT0}},
+		{"profiles", "ProfileList", profileList{Profiles: []string{"default", "fast"}, Default: "default"}},
+		{"profiles, no engine", "ProfileList", profileList{Profiles: []string{}}},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil {

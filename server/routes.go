@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"net/http"
 	"time"
+
+	"github.com/promptkit/promptkit"
 )
 
 // openAPI is the API's OpenAPI 3.1 document. The tests check every route
@@ -32,7 +34,12 @@ func (s *Server) routes() http.Handler {
 	handle("GET /v1/jobs/{id}", s.getJob, true)
 	handle("POST /v1/jobs/{id}/cancel", s.cancelJob, true)
 	handle("GET /v1/recent", s.recent, true)
-	handle("GET /v1/events", s.events, true)
+	// The event stream also accepts a stream ticket (auth.go) instead of
+	// a bearer token: EventSource cannot send one.
+	tickets := newTickets(s.cfg.Now)
+	handle("POST /v1/events/ticket", s.issueTicket(tickets), true)
+	handle("GET /v1/events", s.authenticateStream(tickets, http.HandlerFunc(s.events)).ServeHTTP, false)
+	handle("GET /v1/profiles", s.profiles, true)
 	handle("GET /healthz", s.healthz, false)
 	handle("GET /readyz", s.readyz, false)
 	handle("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -45,6 +52,28 @@ func (s *Server) routes() http.Handler {
 	// The browser page (page.go): / and its static files.
 	s.pageRoutes(handle)
 	return mux
+}
+
+// profileList is the body of GET /v1/profiles.
+type profileList struct {
+	Profiles []string `json:"profiles"`
+	Default  string   `json:"default"`
+}
+
+// profiles answers GET /v1/profiles: the engine's profile ids, sorted,
+// and the one a submission without a profile runs with ("" when that
+// names no profile, or without an engine).
+func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
+	out := profileList{Profiles: []string{}}
+	if eng := s.cfg.Engine; eng != nil {
+		out.Profiles = eng.Profiles()
+		// The engine resolves an empty ProfileID to its default; Prepare
+		// does exactly that, with no I/O.
+		if p, err := eng.Prepare(r.Context(), promptkit.RunRequest{Text: "?"}); err == nil {
+			out.Default = p.ProfileID
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

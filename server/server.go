@@ -89,7 +89,8 @@ type Config struct {
 	// Logger receives operational messages (ids, never prompt or answer
 	// text). Defaults to slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of rate limits. Defaults to time.Now.
+	// Now is the clock of rate limits, stream tickets and the token check.
+	// Defaults to time.Now.
 	Now func() time.Time
 }
 

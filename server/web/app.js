@@ -36,9 +36,21 @@ const stateLabel = {
 };
 const inFlight = (job) => !!job && (job.state === 'queued' || job.state === 'running');
 
+// streamURL is where the event stream opens, resuming after lastId. With
+// a token, EventSource cannot send it: a single-use ticket stands in.
+async function streamURL(lastId) {
+  const q = new URLSearchParams();
+  if (!localMode) q.set('ticket', (await api('POST', '/v1/events/ticket')).ticket);
+  if (lastId !== null) q.set('last_event_id', lastId);
+  const qs = q.toString();
+  return '/v1/events' + (qs ? '?' + qs : '');
+}
+
 const live = new Live({
   pollMs,
-  useStream: localMode,
+  useStream: true,
+  streamURL,
+  ticketed: !localMode,
   onEvent,
   onOpen: () => { asOf = null; poll().catch(() => {}); },
   poll,
@@ -342,7 +354,7 @@ async function send() {
   const text = textEl.value;
   if (!text.trim()) return composeError('Write a prompt first.');
   const req = { text, priority: Number($('priority').value) };
-  const profile = $('profile').value.trim();
+  const profile = $('profile').value;
   if (profile) req.profile = profile;
   const parent = continuation;
   if (parent) req.parent_id = parent;
@@ -451,6 +463,22 @@ async function load(cursor) {
   }));
 }
 
+// loadProfiles fills the profile select from /v1/profiles. Its first
+// option, "default", sends no profile (the server's default, named when
+// the server says which); the others are the engine's profiles. Without
+// an answer only "default" is offered.
+async function loadProfiles() {
+  const r = await api('GET', '/v1/profiles');
+  const select = $('profile');
+  const chosen = select.value;
+  if (r.default && r.default !== 'default') select.options[0].textContent = 'default (' + r.default + ')';
+  for (const id of r.profiles) {
+    if (id === r.default || [...select.options].some((o) => o.value === id)) continue;
+    select.append(new Option(id, id));
+  }
+  select.value = chosen;
+}
+
 function askForToken(message) {
   $('auth').hidden = false;
   if (message) $('auth-help').textContent = message;
@@ -465,6 +493,7 @@ async function boot() {
     return;
   }
   live.start(); // before loading: nothing that changes meanwhile is missed
+  loadProfiles().catch(() => {}); // the default still works without the list
   try {
     await load();
   } catch (e) {

@@ -1,24 +1,38 @@
 // Live updates (seed §6): the server's event stream (GET /v1/events) while
 // it works; while it does not, polling GET /v1/recent every pollMs — but
 // only while some job is queued or running, so an idle tab costs nothing.
+// With a bearer token the stream is opened with a single-use ticket
+// (POST /v1/events/ticket), and each reconnection asks for a new one and
+// resumes after the last event received (?last_event_id=).
 
 export class Live {
-  // useStream: false when requests need a bearer token, which EventSource
-  //   cannot send; the page then polls while something is in flight.
+  // useStream: whether to use the event stream at all.
+  // streamURL(lastId): the URL to open the stream at (a promise), resuming
+  //   after event lastId when not null. With a bearer token it holds a
+  //   single-use ticket (EventSource cannot send the header), so each
+  //   (re)connection asks for a new one; a rejection counts as a failed
+  //   connection.
+  // ticketed: the URL is single-use: on any error the browser's own
+  //   reconnect would be refused, so we reconnect ourselves.
   // onEvent(data): a job.state_changed event.
+  // onOpen(): the stream reopened without replaying what was missed; the
+  //   caller catches up by polling once.
   // poll(): one /v1/recent round; the caller merges what it returns.
   // busy(): whether a job the page shows is queued or running.
   // onMode(mode): 'connecting', 'live', 'polling' or 'idle', for the page
   //   to show (and for tests to wait on).
-  constructor({ pollMs, useStream, onEvent, onOpen, poll, busy, onMode }) {
-    Object.assign(this, { pollMs, useStream, onEvent, onOpen, poll, busy, onMode });
+  constructor({ pollMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode }) {
+    Object.assign(this, { pollMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode });
     this.es = null;
     this.up = false;        // the stream is open
     this.failed = false;    // the stream failed and has not reopened since
     this.timer = null;      // the next poll, when one is scheduled
     this.polling = false;   // a poll request is out
-    this.retryMs = 1000;    // our own reconnect delay, after the browser gives up
+    this.retryMs = 1000;    // our own reconnect delay, when the browser will not
     this.pollNow = true;    // the first poll after the stream fails is immediate
+    this.lastId = null;     // the id of the last event received
+    this.opening = false;   // a connect is waiting for its URL
+    this.retry = null;      // our next reconnect, when one is scheduled
   }
 
   start() {
@@ -32,15 +46,29 @@ export class Live {
     if (this.es) this.es.close();
     this.es = null;
     this.up = false;
+    if (this.retry !== null) clearTimeout(this.retry);
+    this.retry = null;
     this.wake();
   }
 
   // down: updates must come from polling.
   down() { return !this.useStream || this.failed; }
 
-  connect() {
-    if (!this.useStream) return;
-    const es = new EventSource('/v1/events');
+  async connect() {
+    if (!this.useStream || this.opening || this.es) return;
+    this.opening = true;
+    const resumeFrom = this.lastId;
+    let url;
+    try {
+      url = await this.streamURL(resumeFrom);
+    } catch {
+      url = null;
+    } finally {
+      this.opening = false;
+    }
+    if (!this.useStream || this.es) return;
+    if (url === null) return this.lost();
+    const es = new EventSource(url);
     this.es = es;
     es.addEventListener('open', () => {
       const reopened = this.failed;
@@ -50,28 +78,43 @@ export class Live {
       this.pollNow = true;
       this.cancelPoll();
       this.mode('live');
-      // Catch up on what changed while the stream was down: a new
-      // EventSource does not replay (only the browser's own reconnects
-      // send Last-Event-ID).
-      if (reopened) this.onOpen();
+      // Catch up on what changed while the stream was down, unless the
+      // server replays it (we resumed after an event we know).
+      if (reopened && resumeFrom === null) this.onOpen();
     });
     es.addEventListener('job.state_changed', (e) => {
+      if (e.lastEventId) this.lastId = e.lastEventId;
       let data;
       try { data = JSON.parse(e.data); } catch { return; }
       this.onEvent(data);
     });
     es.addEventListener('error', () => {
+      if (this.es !== es) return;
       this.up = false;
       this.failed = true;
-      if (es.readyState === EventSource.CLOSED && this.es === es) {
-        // The browser gave up (an error status, a proxy's page): it will
-        // not reconnect, so we do, later and less often each time.
+      if (this.ticketed || es.readyState === EventSource.CLOSED) {
+        // The browser gave up (an error status, a proxy's page), or would
+        // retry with a spent ticket: we reconnect ourselves.
+        es.close();
         this.es = null;
-        setTimeout(() => this.connect(), this.retryMs);
-        this.retryMs = Math.min(this.retryMs * 2, 30000);
+        return this.lost();
       }
       this.wake();
     });
+  }
+
+  // lost: the stream is down and the browser will not reopen it. Poll
+  // meanwhile (when something is in flight) and reconnect: after a second,
+  // then later and less often each time until a stream opens.
+  lost() {
+    this.up = false;
+    this.failed = true;
+    if (this.useStream && this.retry === null) {
+      const delay = this.retryMs;
+      this.retryMs = Math.min(this.retryMs * 2, 30000);
+      this.retry = setTimeout(() => { this.retry = null; this.connect(); }, delay);
+    }
+    this.wake();
   }
 
   // wake is called whenever something may have started or stopped being
