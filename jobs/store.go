@@ -92,6 +92,13 @@ type Store interface {
 	GetPrompt(ctx context.Context, orgID, id string) (Prompt, error)
 	GetJob(ctx context.Context, orgID, id string) (Job, error)
 	GetResponse(ctx context.Context, orgID, id string) (Response, error)
+	// GetPrompts and GetResponses read many prompts or responses in one
+	// query, into a map keyed by ID (an ID given twice is one entry). An
+	// ID that does not exist in OrgID (empty: any org) is simply absent;
+	// it is no error. More than MaxListLimit IDs is ErrInvalid; none is
+	// an empty map.
+	GetPrompts(ctx context.Context, orgID string, ids []string) (map[string]Prompt, error)
+	GetResponses(ctx context.Context, orgID string, ids []string) (map[string]Response, error)
 	// PromptJobs returns every job of a prompt, oldest first (its retry
 	// history). ErrNotFound for an unknown prompt.
 	PromptJobs(ctx context.Context, orgID, promptID string) ([]Job, error)

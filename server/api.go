@@ -105,10 +105,12 @@ type promptView struct {
 	Jobs   []jobs.Job  `json:"jobs"`
 }
 
-// promptState is one prompt in a listing: its current job and, in
-// /v1/recent, its answer.
+// promptState is one prompt in a listing or in /v1/recent: the prompt,
+// its current job and, when that job succeeded, its answer. A page of
+// them costs three queries, whatever its size (states).
 type promptState struct {
 	PromptID string      `json:"prompt_id"`
+	Prompt   jobs.Prompt `json:"prompt"`
 	Job      jobs.Job    `json:"job"`
 	Answer   *answerView `json:"answer,omitempty"`
 }
@@ -407,11 +409,56 @@ func (s *Server) listPrompts(w http.ResponseWriter, r *http.Request) {
 		s.failure(w, r, "listing", err)
 		return
 	}
-	out := promptList{Prompts: make([]promptState, 0, len(page.Jobs)), NextCursor: page.Next}
-	for _, j := range page.Jobs {
-		out.Prompts = append(out.Prompts, promptState{PromptID: j.PromptID, Job: j})
+	ps, err := s.states(r.Context(), id, page.Jobs)
+	if err != nil {
+		s.failure(w, r, "listing", err)
+		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, promptList{Prompts: ps, NextCursor: page.Next})
+}
+
+// states turns current jobs into prompt states, in their order, reading
+// their prompts with one GetPrompts and the answers of the succeeded ones
+// with one GetResponses. A job whose prompt is gone (archived between the
+// reads) is left out, as is one the identity may not see (the jobs were
+// already filtered by creator; this holds the prompt to the same rule as
+// GET /v1/prompts/{id}); a succeeded job whose response is gone has no
+// answer.
+func (s *Server) states(ctx context.Context, id identity, js []jobs.Job) ([]promptState, error) {
+	out := make([]promptState, 0, len(js))
+	if len(js) == 0 {
+		return out, nil
+	}
+	pids := make([]string, 0, len(js))
+	var rids []string
+	for _, j := range js {
+		pids = append(pids, j.PromptID)
+		if j.State == jobs.Succeeded && j.ResponseID != "" {
+			rids = append(rids, j.ResponseID)
+		}
+	}
+	prompts, err := s.st.GetPrompts(ctx, id.org, pids)
+	if err != nil {
+		return nil, err
+	}
+	var resps map[string]jobs.Response
+	if len(rids) > 0 {
+		if resps, err = s.st.GetResponses(ctx, id.org, rids); err != nil {
+			return nil, err
+		}
+	}
+	for _, j := range js {
+		p, ok := prompts[j.PromptID]
+		if !ok || !id.owns(p.OrgID, p.CreatedBy) {
+			continue
+		}
+		st := promptState{PromptID: j.PromptID, Prompt: p, Job: j}
+		if resp, ok := resps[j.ResponseID]; ok && j.State == jobs.Succeeded {
+			st.Answer = &answerView{Response: resp, HTML: renderAnswer(resp)}
+		}
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 // limitParam parses ?limit= (empty: the store's default).
@@ -457,26 +504,25 @@ func (s *Server) recent(w http.ResponseWriter, r *http.Request) {
 	}
 	// One entry per prompt, in change order, with its newest state: a
 	// superseded job's retry is in the same change set.
-	out := recent{Prompts: []promptState{}, AsOf: ch.AsOf.UTC()}
+	var current []jobs.Job
 	at := map[string]int{}
 	for _, j := range ch.Jobs {
 		if j.State == jobs.Superseded {
 			continue
 		}
-		a, err := s.answer(r.Context(), id.org, j)
-		if err != nil {
-			s.failure(w, r, "recent", err)
-			return
-		}
-		st := promptState{PromptID: j.PromptID, Job: j, Answer: a}
 		if i, ok := at[j.PromptID]; ok {
-			out.Prompts[i] = st
+			current[i] = j
 			continue
 		}
-		at[j.PromptID] = len(out.Prompts)
-		out.Prompts = append(out.Prompts, st)
+		at[j.PromptID] = len(current)
+		current = append(current, j)
 	}
-	writeJSON(w, http.StatusOK, out)
+	ps, err := s.states(r.Context(), id, current)
+	if err != nil {
+		s.failure(w, r, "recent", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recent{Prompts: ps, AsOf: ch.AsOf.UTC()})
 }
 
 func nonNil[T any](s []T) []T {

@@ -95,6 +95,7 @@ func TestBrowserPage(t *testing.T) {
 		{"prompts completing in reverse order stay in creation order", testBrowserOrder},
 		{"with the event stream blocked, polling brings the answer", testBrowserPolling},
 		{"reload, and a closed and reopened tab, show the answer", testBrowserReload},
+		{"the page loads from the listing, reading a prompt only for its history", testBrowserLoad},
 		{"text typed in the compose box survives updates", testBrowserCompose},
 		{"an answer with <script> or onerror= is shown as text, never run", testBrowserUnsafeAnswer},
 		{"two tabs continuing two threads each set their own parent", testBrowserContinue},
@@ -588,6 +589,53 @@ func testBrowserReload(t *testing.T, e *browserEnv) {
 	e.open(reopened)
 	e.waitFor(reopened, "the answer in a new tab", whenPrompt("outlive the tab", settled+` && p.querySelector('.answer').textContent.includes('finished meanwhile')`))
 	e.waitFor(reopened, "creation order", `[...document.querySelectorAll('li.prompt .question')].map(q => q.textContent).join('|') === 'remember me|outlive the tab'`)
+}
+
+func testBrowserLoad(t *testing.T, e *browserEnv) {
+	// Before the page opens: an answered prompt, and one that failed and
+	// was retried.
+	e.prov.Enqueue(providertest.Reply("first answer"))
+	if j := e.waitJob(e.submitAPI("loaded one").JobID); j.State != jobs.Succeeded {
+		t.Fatalf("first job %s", j.State)
+	}
+	e.prov.Enqueue(providertest.Status(400))
+	two := e.submitAPI("loaded two")
+	if j := e.waitJob(two.JobID); j.State != jobs.Failed {
+		t.Fatalf("second job %s", j.State)
+	}
+	e.prov.Enqueue(providertest.Reply("retried answer"))
+	res, err := http.Post(e.srv.URL()+"/v1/prompts/"+two.PromptID+"/retry", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retried submitted
+	err = json.NewDecoder(res.Body).Decode(&retried)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusAccepted {
+		t.Fatalf("retry: %d %v", res.StatusCode, err)
+	}
+	if j := e.waitJob(retried.JobID); j.State != jobs.Succeeded {
+		t.Fatalf("retried job %s", j.State)
+	}
+
+	e.open(e.tab)
+	e.waitFor(e.tab, "the first answer", whenPrompt("loaded one", settled+` && p.querySelector('.answer').textContent.includes('first answer')`))
+	e.waitFor(e.tab, "the retried answer", whenPrompt("loaded two", settled+` && p.querySelector('.answer').textContent.includes('retried answer')`))
+	if n := e.metrics.count("GET /v1/prompts 200"); n != 1 {
+		t.Errorf("the page listed prompts %d times, want once", n)
+	}
+	if n := e.metrics.count("GET /v1/prompts/{id} 200"); n != 0 {
+		t.Errorf("loading read %d prompts one by one; the listing holds all the page needs", n)
+	}
+
+	// History on: the retried prompt's earlier attempt is read, and only
+	// that prompt's.
+	e.do(e.tab, "turning history on", chromedp.Click(chromedp.CSS("#history")))
+	attempt := `document.querySelector('#p-` + two.PromptID + ` .attempt.is-superseded')`
+	e.waitFor(e.tab, "the earlier attempt, shown", attempt+` && getComputedStyle(`+attempt+`).display !== 'none' && `+attempt+`.textContent.includes('provider_4xx')`)
+	if n := e.metrics.count("GET /v1/prompts/{id} 200"); n != 1 {
+		t.Errorf("history read %d prompts, want the retried one only", n)
+	}
 }
 
 func getJSON(url string, v any) error {

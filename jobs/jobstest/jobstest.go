@@ -121,6 +121,7 @@ func Run(t *testing.T, h Harness) {
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
 		{"PromptJobsAndEvents", testPromptJobsAndEvents},
+		{"BatchReads", testBatchReads},
 		{"ListJobsFilters", testListJobsFilters},
 		{"ListJobsPagination", testListJobsPagination},
 		{"ListJobsConcurrentInserts", testListJobsConcurrentInserts},

@@ -405,3 +405,59 @@ func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics
 	}
 	return m, nil
 }
+
+// checkBatch bounds the IDs of a batch read.
+func checkBatch(ids []string) error {
+	if len(ids) > jobs.MaxListLimit {
+		return fmt.Errorf("%w: %d ids, at most %d", jobs.ErrInvalid, len(ids), jobs.MaxListLimit)
+	}
+	return nil
+}
+
+// GetPrompts reads many prompts in one query. See jobs.Store.
+func (s *Store) GetPrompts(ctx context.Context, orgID string, ids []string) (map[string]jobs.Prompt, error) {
+	if err := checkBatch(ids); err != nil {
+		return nil, fmt.Errorf("pgstore: get prompts: %w", err)
+	}
+	out := make(map[string]jobs.Prompt, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+promptCols+` FROM prompts WHERE id = ANY($1) AND ($2 = '' OR org_id = $2)`, ids, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: get prompts: %w", err)
+	}
+	ps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobs.Prompt, error) { return scanPrompt(row) })
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: get prompts: %w", err)
+	}
+	for _, p := range ps {
+		out[p.ID] = p
+	}
+	return out, nil
+}
+
+// GetResponses reads many responses in one query. See jobs.Store.
+func (s *Store) GetResponses(ctx context.Context, orgID string, ids []string) (map[string]jobs.Response, error) {
+	if err := checkBatch(ids); err != nil {
+		return nil, fmt.Errorf("pgstore: get responses: %w", err)
+	}
+	out := make(map[string]jobs.Response, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT `+responseCols+` FROM responses r JOIN prompts p ON p.id = r.prompt_id
+		WHERE r.id = ANY($1) AND ($2 = '' OR p.org_id = $2)`, ids, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: get responses: %w", err)
+	}
+	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobs.Response, error) { return scanResponse(row) })
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: get responses: %w", err)
+	}
+	for _, r := range rs {
+		out[r.ID] = r
+	}
+	return out, nil
+}

@@ -80,22 +80,10 @@ var (
 
 // GetPrompt implements jobs.Store.
 func (s *Store) GetPrompt(ctx context.Context, orgID, id string) (jobs.Prompt, error) {
-	var (
-		p         jobs.Prompt
-		parent    sql.NullString
-		inputs    sql.NullString
-		createdAt int64
-	)
-	err := s.readRow(ctx, qGetPrompt, id, orgID).Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID,
-		&p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &createdAt)
+	p, err := scanPrompt(s.readRow(ctx, qGetPrompt, id, orgID))
 	if err != nil {
 		return jobs.Prompt{}, fmt.Errorf("sqlitestore: get prompt: %w", notFound(err))
 	}
-	p.ParentID = parent.String
-	if inputs.Valid {
-		p.Inputs = json.RawMessage(inputs.String)
-	}
-	p.CreatedAt = fromMicros(createdAt)
 	return p, nil
 }
 
@@ -110,24 +98,10 @@ func (s *Store) GetJob(ctx context.Context, orgID, id string) (jobs.Job, error) 
 
 // GetResponse implements jobs.Store.
 func (s *Store) GetResponse(ctx context.Context, orgID, id string) (jobs.Response, error) {
-	var (
-		r         jobs.Response
-		parsed    sql.NullString
-		usage     string
-		createdAt int64
-	)
-	err := s.readRow(ctx, qGetResponse, id, orgID).Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed,
-		&r.Model, &usage, &createdAt)
+	r, err := scanResponse(s.readRow(ctx, qGetResponse, id, orgID))
 	if err != nil {
 		return jobs.Response{}, fmt.Errorf("sqlitestore: get response: %w", notFound(err))
 	}
-	if parsed.Valid {
-		r.Parsed = json.RawMessage(parsed.String)
-	}
-	if err := json.Unmarshal([]byte(usage), &r.Usage); err != nil {
-		return jobs.Response{}, fmt.Errorf("sqlitestore: get response: usage: %w", err)
-	}
-	r.CreatedAt = fromMicros(createdAt)
 	return r, nil
 }
 
@@ -492,4 +466,124 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, 
 		return jobs.JobPage{}, fmt.Errorf("sqlitestore: list jobs: %w", err)
 	}
 	return page, nil
+}
+
+// Batch reads: the IDs go in as one JSON array, so one prepared statement
+// serves any number of them.
+const (
+	qGetPrompts = `SELECT id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs,
+		profile, idempotency_key, created_at FROM prompts
+		WHERE id IN (SELECT value FROM json_each(?1)) AND (?2 = '' OR org_id = ?2)`
+	qGetResponses = `SELECT r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at
+		FROM responses r JOIN jobs j ON j.id = r.job_id
+		WHERE r.id IN (SELECT value FROM json_each(?1)) AND (?2 = '' OR j.org_id = ?2)`
+)
+
+// batchIDs checks the IDs of a batch read and encodes them for json_each.
+func batchIDs(ids []string) (string, error) {
+	if len(ids) > jobs.MaxListLimit {
+		return "", fmt.Errorf("%w: %d ids, at most %d", jobs.ErrInvalid, len(ids), jobs.MaxListLimit)
+	}
+	b, err := json.Marshal(ids)
+	return string(b), err
+}
+
+// GetPrompts implements jobs.Store.
+func (s *Store) GetPrompts(ctx context.Context, orgID string, ids []string) (map[string]jobs.Prompt, error) {
+	arg, err := batchIDs(ids)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get prompts: %w", err)
+	}
+	out := make(map[string]jobs.Prompt, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.readQuery(ctx, qGetPrompts, arg, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get prompts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		p, err := scanPrompt(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: get prompts: %w", err)
+		}
+		out[p.ID] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: get prompts: %w", err)
+	}
+	return out, nil
+}
+
+// GetResponses implements jobs.Store.
+func (s *Store) GetResponses(ctx context.Context, orgID string, ids []string) (map[string]jobs.Response, error) {
+	arg, err := batchIDs(ids)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get responses: %w", err)
+	}
+	out := make(map[string]jobs.Response, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := s.readQuery(ctx, qGetResponses, arg, orgID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: get responses: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanResponse(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlitestore: get responses: %w", err)
+		}
+		out[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: get responses: %w", err)
+	}
+	return out, nil
+}
+
+// scanPrompt reads one row of qGetPrompt's columns.
+func scanPrompt(r scanner) (jobs.Prompt, error) {
+	var (
+		p         jobs.Prompt
+		parent    sql.NullString
+		inputs    sql.NullString
+		createdAt int64
+	)
+	err := r.Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID,
+		&p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &createdAt)
+	if err != nil {
+		return jobs.Prompt{}, err
+	}
+	p.ParentID = parent.String
+	if inputs.Valid {
+		p.Inputs = json.RawMessage(inputs.String)
+	}
+	p.CreatedAt = fromMicros(createdAt)
+	return p, nil
+}
+
+// scanResponse reads one row of qGetResponse's columns.
+func scanResponse(r scanner) (jobs.Response, error) {
+	var (
+		resp      jobs.Response
+		parsed    sql.NullString
+		usage     string
+		createdAt int64
+	)
+	err := r.Scan(&resp.ID, &resp.PromptID, &resp.JobID, &resp.Output, &parsed,
+		&resp.Model, &usage, &createdAt)
+	if err != nil {
+		return jobs.Response{}, err
+	}
+	if parsed.Valid {
+		resp.Parsed = json.RawMessage(parsed.String)
+	}
+	if err := json.Unmarshal([]byte(usage), &resp.Usage); err != nil {
+		return jobs.Response{}, fmt.Errorf("usage: %w", err)
+	}
+	resp.CreatedAt = fromMicros(createdAt)
+	return resp, nil
 }

@@ -16,7 +16,8 @@ if (localMode) withoutToken();
 
 // Every prompt the page shows, by id: { id, prompt (stored fields, once
 // read), sent (what this tab sent, until then), job (current), jobs (all,
-// oldest first), answer, el }.
+// oldest first, once read), history (whether jobs is read and still
+// current), answer, el }.
 const prompts = new Map();
 // The newest server time seen (page load, event, job update): polling
 // starts a little before it, so no change is missed whatever the browser's
@@ -85,7 +86,7 @@ function seen(time) {
 function record(id) {
   let p = prompts.get(id);
   if (!p) {
-    p = { id, prompt: null, sent: null, job: null, jobs: [], answer: null, el: null };
+    p = { id, prompt: null, sent: null, job: null, jobs: [], history: false, answer: null, el: null };
     prompts.set(id, p);
   }
   return p;
@@ -101,28 +102,48 @@ function applyJob(p, job) {
   return true;
 }
 
+// From GET /v1/prompts/{id}: a prompt, its current job, its answer and
+// its history.
 function applyView(v) {
   const p = record(v.prompt.id);
   p.prompt = v.prompt;
   p.jobs = v.jobs;
+  p.history = true;
   applyJob(p, v.job);
   if (v.answer) p.answer = v.answer;
   render(p);
-  // Follow-ups shown before their parent was read now name it.
+  nameParent(p);
+}
+
+// From the listing or /v1/recent: a prompt, its current job and its
+// answer — all but its history, which readHistory reads when it is shown.
+function applyState(s) {
+  if (!s.prompt && !prompts.has(s.prompt_id)) return refresh(s.prompt_id);
+  const p = record(s.prompt_id);
+  if (s.prompt) p.prompt = s.prompt;
+  const otherJob = p.job && p.job.id !== s.job.id;
+  applyJob(p, s.job);
+  if (s.answer) p.answer = s.answer;
+  if (otherJob) p.history = false; // retried elsewhere: the history grew
+  render(p);
+  nameParent(p);
+  readHistory(p);
+}
+
+// Follow-ups shown before their parent was read now name it.
+function nameParent(p) {
   thread.querySelectorAll('.parent-link[href="#p-' + p.id + '"]').forEach((a) => {
     a.textContent = '“' + snippet(questionText(p)) + '”';
   });
 }
 
-// From /v1/recent: a prompt's current job and its answer.
-function applyState(s) {
-  const p = prompts.get(s.prompt_id);
-  if (!p) return refresh(s.prompt_id); // another tab's, or older than the first page
-  const otherJob = p.job && p.job.id !== s.job.id;
-  applyJob(p, s.job);
-  if (s.answer) p.answer = s.answer;
-  render(p);
-  if (otherJob) refresh(p.id); // retried elsewhere: read the history
+const historyShown = () => $('history').checked;
+
+// readHistory reads a prompt's earlier jobs (GET /v1/prompts/{id}) while
+// *Show earlier attempts* is on, when it has some (its current job
+// replaced another) the page has not read yet.
+function readHistory(p) {
+  if (historyShown() && !p.history && p.job && p.job.supersedes) refresh(p.id);
 }
 
 function onEvent(ev) {
@@ -455,12 +476,9 @@ async function load(cursor) {
   const r = await api('GET', '/v1/prompts?limit=50' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
   olderCursor = r.next_cursor || '';
   $('older').hidden = !olderCursor;
-  // Each prompt's text and answer, four reads at a time.
-  const ids = r.prompts.map((s) => s.prompt_id).filter((id) => !prompts.has(id));
-  let i = 0;
-  await Promise.all([0, 1, 2, 3].map(async () => {
-    while (i < ids.length) await refresh(ids[i++]);
-  }));
+  // Each prompt comes with its text, current job and answer: nothing more
+  // to read, but the history of retried ones while it is shown.
+  r.prompts.forEach(applyState);
 }
 
 // loadProfiles fills the profile select from /v1/profiles. Its first
@@ -538,6 +556,7 @@ $('continuing-clear').addEventListener('click', () => {
 
 $('history').addEventListener('change', (e) => {
   body.classList.toggle('show-history', e.target.checked);
+  if (e.target.checked) prompts.forEach(readHistory);
 });
 
 $('older').addEventListener('click', () => {
