@@ -353,3 +353,41 @@ func (o ExecutionOptions) JSON() json.RawMessage {
 	b, _ := json.Marshal(o) // cannot fail: strings and an int
 	return b
 }
+
+// Submission is one prompt to queue, written as JSON: the body of
+// POST /v1/prompts and a line of `promptkit submit --file`. Params turns
+// it into EnqueueParams, which then check it.
+type Submission struct {
+	// Text, or Prompt (a named prompt's id) with Inputs.
+	Text             string          `json:"text,omitempty"`
+	Prompt           string          `json:"prompt,omitempty"`
+	Inputs           json.RawMessage `json:"inputs,omitempty"`
+	Priority         *int            `json:"priority,omitempty"`
+	Profile          string          `json:"profile,omitempty"`
+	ParentID         string          `json:"parent_id,omitempty"`
+	DependsOn        string          `json:"depends_on,omitempty"`
+	ScheduledFor     *time.Time      `json:"scheduled_for,omitempty"`
+	MaxAttempts      int             `json:"max_attempts,omitempty"`
+	ExecutionOptions json.RawMessage `json:"execution_options,omitempty"`
+}
+
+// Params is s as enqueue parameters, without org, user or idempotency
+// key; a JSON null for inputs or options means none.
+func (s Submission) Params() EnqueueParams {
+	p := EnqueueParams{
+		Text: s.Text, PromptRef: s.Prompt, Inputs: nullToNil(s.Inputs), Priority: s.Priority,
+		Profile: s.Profile, ParentID: s.ParentID, DependsOn: s.DependsOn, MaxAttempts: s.MaxAttempts,
+		ExecutionOptions: nullToNil(s.ExecutionOptions),
+	}
+	if s.ScheduledFor != nil {
+		p.AvailableAt = *s.ScheduledFor
+	}
+	return p
+}
+
+func nullToNil(raw json.RawMessage) json.RawMessage {
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return nil
+	}
+	return raw
+}

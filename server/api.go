@@ -8,26 +8,11 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 )
-
-// submitRequest is the body of POST /v1/prompts.
-type submitRequest struct {
-	Text             string          `json:"text,omitempty"`
-	Prompt           string          `json:"prompt,omitempty"`
-	Inputs           json.RawMessage `json:"inputs,omitempty"`
-	Priority         *int            `json:"priority,omitempty"`
-	Profile          string          `json:"profile,omitempty"`
-	ParentID         string          `json:"parent_id,omitempty"`
-	ScheduledFor     *time.Time      `json:"scheduled_for,omitempty"`
-	DependsOn        string          `json:"depends_on,omitempty"`
-	MaxAttempts      int             `json:"max_attempts,omitempty"`
-	ExecutionOptions json.RawMessage `json:"execution_options,omitempty"`
-}
 
 // maxIdempotencyKey bounds the Idempotency-Key header.
 const maxIdempotencyKey = 255
@@ -37,23 +22,11 @@ const maxIdempotencyKey = 255
 // the same submission always has the same hash, whatever its key order
 // or spacing.
 func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
-	var req submitRequest
+	var req jobs.Submission
 	if err := decodeStrict(body, &req); err != nil {
 		return jobs.EnqueueParams{}, "", err
 	}
-	p := jobs.EnqueueParams{
-		Text: req.Text, PromptRef: req.Prompt, Inputs: nullToNil(req.Inputs),
-		Priority: req.Priority, Profile: req.Profile, ParentID: req.ParentID,
-		DependsOn: req.DependsOn, MaxAttempts: req.MaxAttempts,
-		ExecutionOptions: nullToNil(req.ExecutionOptions),
-	}
-	if req.MaxAttempts < 0 {
-		return p, "", errors.New("max_attempts must be 1 or more")
-	}
-	if req.ScheduledFor != nil {
-		p.AvailableAt = *req.ScheduledFor
-	}
-	p, err := p.Normalize()
+	p, err := req.Params().Normalize()
 	if err != nil {
 		return p, "", err
 	}
@@ -67,13 +40,6 @@ func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return p, hex.EncodeToString(sum[:]), nil
-}
-
-func nullToNil(raw json.RawMessage) json.RawMessage {
-	if strings.TrimSpace(string(raw)) == "null" {
-		return nil
-	}
-	return raw
 }
 
 // canonicalJSON re-encodes a JSON value with sorted object keys.

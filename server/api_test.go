@@ -83,7 +83,7 @@ func TestSubmitRejectsBadInput(t *testing.T) {
 		{"blank text", `{"text": "   "}`, "invalid_request", 400},
 		{"text and prompt", `{"text": "x", "prompt": "p"}`, "invalid_request", 400},
 		{"priority", `{"text": "x", "priority": 101}`, "invalid_request", 400},
-		{"max attempts", `{"text": "x", "max_attempts": -5}`, "invalid_json", 400},
+		{"max attempts", `{"text": "x", "max_attempts": -5}`, "invalid_request", 400},
 		{"options", `{"text": "x", "execution_options": {"router_model": "m"}}`, "invalid_request", 400},
 		{"unknown parent", `{"text": "x", "parent_id": "0190a0a0-0000-7000-8000-000000000000"}`, "invalid_request", 400},
 		{"scheduled_for", `{"text": "x", "scheduled_for": "tomorrow"}`, "invalid_json", 400},

@@ -37,7 +37,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 			t.Fatal("no fingerprint")
 		}
 		// Re-encode the accepted request and decode it again.
-		req := submitRequest{Text: p.Text, Prompt: p.PromptRef, Inputs: p.Inputs, Priority: p.Priority,
+		req := jobs.Submission{Text: p.Text, Prompt: p.PromptRef, Inputs: p.Inputs, Priority: p.Priority,
 			Profile: p.Profile, ParentID: p.ParentID, DependsOn: p.DependsOn, MaxAttempts: p.MaxAttempts,
 			ExecutionOptions: p.ExecutionOptions}
 		if !p.AvailableAt.IsZero() {

@@ -794,7 +794,7 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 		{"state changed, new job", "StateChanged", newStateChanged(jobs.Event{Seq: 1, JobID: oasJob1, PromptID: oasPromptA, Attempt: 1,
 			Type: jobs.EventTransition, To: jobs.Queued, At: oasT0})},
 		{"error", "Error", apiError{errorBody{Code: "not_found", Message: "prompt: not found"}}},
-		{"submit request", "SubmitRequest", submitRequest{Prompt: "summarize", Inputs: json.RawMessage(`{"a":1}`), Priority: new(0),
+		{"submit request", "SubmitRequest", jobs.Submission{Prompt: "summarize", Inputs: json.RawMessage(`{"a":1}`), Priority: new(0),
 			Profile: "fast", ParentID: "p", ScheduledFor: &oasT0, DependsOn: "j", MaxAttempts: 5,
 			ExecutionOptions: json.RawMessage(`{"model":"m","depth":0,"prefer_provider":"b"}`)}},
 		{"retry request", "RetryRequest", retryRequest{Priority: new(100)}},

@@ -22,20 +22,11 @@ import (
 	"github.com/promptkit/promptkit/server"
 )
 
-// submitLine is one line of a --file JSONL: what --text and its flags
-// can say.
+// submitLine is one line of a --file JSONL: a submission, as the API
+// takes it, and its own idempotency key.
 type submitLine struct {
-	Text         string          `json:"text"`
-	Prompt       string          `json:"prompt"`
-	Inputs       json.RawMessage `json:"inputs"`
-	Priority     *int            `json:"priority"`
-	Profile      string          `json:"profile"`
-	ParentID     string          `json:"parent_id"`
-	DependsOn    string          `json:"depends_on"`
-	ScheduledFor *time.Time      `json:"scheduled_for"`
-	MaxAttempts  int             `json:"max_attempts"`
-	Key          string          `json:"idempotency_key"`
-	Options      json.RawMessage `json:"execution_options"`
+	jobs.Submission
+	Key string `json:"idempotency_key"`
 }
 
 func newSubmitCmd(g *globals) *cobra.Command {
@@ -319,17 +310,8 @@ func eachLine(r io.Reader, path, org, user string, fn func(lineNo int, p jobs.En
 		if err := dec.Decode(&l); err != nil {
 			return fmt.Errorf("%s:%d: not a valid prompt line (%s)", path, lineNo, jsonReason(err))
 		}
-		if (l.Text == "") == (l.Prompt == "") {
-			return fmt.Errorf("%s:%d: set exactly one of text and prompt", path, lineNo)
-		}
-		p := jobs.EnqueueParams{
-			OrgID: org, CreatedBy: user, Text: l.Text, PromptRef: l.Prompt, Inputs: l.Inputs, Profile: l.Profile,
-			ParentID: l.ParentID, DependsOn: l.DependsOn, Priority: l.Priority, MaxAttempts: l.MaxAttempts,
-			ExecutionOptions: l.Options, IdempotencyKey: l.Key,
-		}
-		if l.ScheduledFor != nil {
-			p.AvailableAt = *l.ScheduledFor
-		}
+		p := l.Params()
+		p.OrgID, p.CreatedBy, p.IdempotencyKey = org, user, l.Key
 		if err := fn(lineNo, p); err != nil {
 			return err
 		}
