@@ -87,10 +87,15 @@ func (s *Server) identify(r *http.Request) (identity, error) {
 	t, err := s.st.TokenByHash(r.Context(), jobs.HashToken(secret))
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
+		// The tokens may have changed (this one revoked): LocalMode
+		// looks again next time rather than trusting its last look.
+		s.hasTokens.Store(nil)
 		return identity{}, errUnauthorized
 	case err != nil:
 		return identity{}, err
 	}
+	// A valid token proves that one exists: local mode is over now.
+	s.sawTokens(true)
 	return identity{org: t.OrgID, user: t.UserID, role: t.Role, key: t.ID}, nil
 }
 

@@ -162,3 +162,31 @@ func TestTenancy(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenPresentedEndsLocalMode: without waiting for the next look at
+// the tokens, a request presenting a valid token ends local mode at once,
+// and one presenting a revoked token makes the server look again.
+func TestTokenPresentedEndsLocalMode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if r := e.call("GET", "/v1/prompts", "", nil); r.code != 200 {
+		t.Fatalf("loopback with no token: %d", r.code)
+	}
+	tok := e.token("acme", "ann", jobs.RoleMember)
+	if r := e.call("GET", "/v1/prompts", tok, nil); r.code != 200 {
+		t.Fatalf("valid token: %d", r.code)
+	}
+	if r := e.call("GET", "/v1/prompts", "", nil); r.code != 401 {
+		t.Fatalf("no token after one was presented: %d", r.code)
+	}
+	ts, _ := e.st.ListTokens(context.Background(), "acme")
+	if _, err := e.st.RevokeToken(context.Background(), ts[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.call("GET", "/v1/prompts", tok, nil); r.code != 401 {
+		t.Fatalf("revoked token: %d", r.code)
+	}
+	if r := e.call("GET", "/v1/prompts", "", nil); r.code != 200 {
+		t.Fatalf("no token, none left, after a revoked one was presented: %d", r.code)
+	}
+}

@@ -212,7 +212,9 @@ var ErrNoAuth = errors.New("no API token exists and the address is not loopback:
 // LocalMode reports whether requests without a token are accepted as the
 // local identity right now (no token exists and the address allows it).
 // Whether a token exists is read at most once per tokensTTL: a token
-// created by another process takes effect within that time.
+// created by another process takes effect within that time, or at once
+// when a request presents it; a request with an unknown or revoked token
+// makes the next call look again.
 func (s *Server) LocalMode(ctx context.Context) (bool, error) {
 	if !s.loopback && !s.cfg.InsecureNoAuth {
 		return false, nil
@@ -225,8 +227,15 @@ func (s *Server) LocalMode(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.hasTokens.Store(&tokensSeen{has: has, at: now, until: now.Add(tokensTTL)})
+	s.sawTokens(has)
 	return !has, nil
+}
+
+// sawTokens records whether a token exists, for LocalMode to trust for
+// tokensTTL.
+func (s *Server) sawTokens(has bool) {
+	now := s.cfg.Now()
+	s.hasTokens.Store(&tokensSeen{has: has, at: now, until: now.Add(tokensTTL)})
 }
 
 // tokensTTL is how long LocalMode trusts its last look at the tokens: the

@@ -21,14 +21,14 @@ import (
 	"github.com/promptkit/promptkit/providertest"
 )
 
-// The restart test's shape. reclaim-after is longer than the outage, so
+// The restart test's shape. reclaim-after is longer than the outage (which
+// lasts until the worker has met it: about a heartbeat interval), so
 // a worker holding a finished answer can keep retrying its write until
 // the database is back.
 const (
 	restartJobs         = 200
 	restartConcurrency  = 4
 	restartLatency      = 50 * time.Millisecond
-	restartOutage       = 3 * time.Second
 	restartHeartbeat    = time.Second
 	restartReclaimAfter = 30 * time.Second
 	// restartDeadline bounds the whole run; it leaves room for one reclaim
@@ -81,7 +81,13 @@ func TestDatabaseRestart(t *testing.T) {
 	before, _ := counts(ctx, d.store)
 	down := time.Now()
 	c.kill(t)
-	time.Sleep(restartOutage) // the outage: load, not a decision
+	// The outage lasts until the worker has met it where it matters: a
+	// finished answer whose write failed is being held, and a heartbeat
+	// has failed.
+	waitFor(t, time.Minute, "the worker to hold a result and miss a heartbeat", func() (bool, string) {
+		held, beats := logs.count("job finalization failing"), logs.count("heartbeat failing")
+		return held > 0 && beats > 0, fmt.Sprintf("%d results held, %d heartbeat failures logged", held, beats)
+	})
 	c.restart(t)
 	outage := time.Since(down)
 

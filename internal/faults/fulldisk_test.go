@@ -27,9 +27,6 @@ const (
 	diskAfter        = 20 // jobs enqueued once the disk has room again
 	diskLatency      = 20 * time.Millisecond
 	diskReclaimAfter = time.Minute
-	// diskOutage is how long the disk stays full: the worker's claims,
-	// heartbeats and finalizing writes meet it too.
-	diskOutage = 2 * time.Second
 	// diskMaxTries bounds the enqueues that may still fit in space the
 	// database had already allocated before one fails.
 	diskMaxTries = 5000
@@ -115,7 +112,12 @@ func TestFullDisk(t *testing.T) {
 		t.Errorf("Check returned nil while writes fail with a full disk: readiness does not reflect failing writes")
 	}
 
-	time.Sleep(diskOutage) // the outage: load, not a decision
+	// The disk stays full until the worker has met it too: a finished
+	// answer whose write failed is being held.
+	waitFor(t, time.Minute, "the worker to hold a result it cannot write", func() (bool, string) {
+		held := logs.count("job finalization failing")
+		return held > 0, fmt.Sprintf("%d results held", held)
+	})
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
