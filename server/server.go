@@ -11,6 +11,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -101,13 +102,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.SubmitBurst < 0 {
 		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval and SubmitBurst must not be negative")
 	}
-	c.Addr = or(c.Addr, "127.0.0.1:8080")
-	c.MaxBodyBytes = or(c.MaxBodyBytes, DefaultMaxBodyBytes)
-	c.MaxWait = or(c.MaxWait, DefaultMaxWait)
-	c.KeepAlive = or(c.KeepAlive, DefaultKeepAlive)
-	c.PollInterval = or(c.PollInterval, DefaultPollInterval)
-	c.SubmitRate = or(c.SubmitRate, DefaultSubmitRate)
-	c.SubmitBurst = or(c.SubmitBurst, DefaultSubmitBurst)
+	c.Addr = cmp.Or(c.Addr, "127.0.0.1:8080")
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
+	c.KeepAlive = cmp.Or(c.KeepAlive, DefaultKeepAlive)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.SubmitRate = cmp.Or(c.SubmitRate, DefaultSubmitRate)
+	c.SubmitBurst = cmp.Or(c.SubmitBurst, DefaultSubmitBurst)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -115,14 +116,6 @@ func (c Config) withDefaults() (Config, error) {
 		c.Now = time.Now
 	}
 	return c, nil
-}
-
-func or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // Server serves the API. Open starts it, Close stops it.

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,7 @@ func NewArchiver(cfg ArchiverConfig) (*Archiver, error) {
 	case cfg.Interval < 0:
 		return nil, fmt.Errorf("worker: ArchiverConfig.Interval %v is negative", cfg.Interval)
 	}
-	cfg.Interval = or(cfg.Interval, min(time.Hour, cfg.After))
+	cfg.Interval = cmp.Or(cfg.Interval, min(time.Hour, cfg.After))
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

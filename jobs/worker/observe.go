@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"errors"
 	"time"
 
@@ -112,7 +113,7 @@ func (w *Worker) logSettled(j jobs.Job, wr write, out string, ran time.Duration)
 	case OutcomeSucceeded:
 		attrs = append(attrs, "state", jobs.Succeeded)
 	case OutcomeFailed:
-		attrs = append(attrs, "state", jobs.Failed, "error_kind", or(wr.fail.Kind, jobs.KindUnknown))
+		attrs = append(attrs, "state", jobs.Failed, "error_kind", cmp.Or(wr.fail.Kind, jobs.KindUnknown))
 	case OutcomeRetried, OutcomeHandedBack:
 		attrs = append(attrs, "state", jobs.Queued)
 		if wr.requeue.Kind != jobs.KindNone {

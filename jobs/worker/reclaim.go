@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +50,7 @@ func NewReclaimer(cfg ReclaimerConfig) (*Reclaimer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: reclaimer: %w", err)
 	}
-	r := &Reclaimer{store: cfg.Store, params: p, interval: or(cfg.Interval, p.ReclaimAfter/10), log: cfg.Logger}
+	r := &Reclaimer{store: cfg.Store, params: p, interval: cmp.Or(cfg.Interval, p.ReclaimAfter/10), log: cfg.Logger}
 	if r.log == nil {
 		r.log = slog.Default()
 	}

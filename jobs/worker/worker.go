@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,14 +111,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	case cfg.PriorityCeiling != nil && (*cfg.PriorityCeiling < jobs.MinPriority || *cfg.PriorityCeiling > jobs.MaxPriority):
 		return cfg, fmt.Errorf("worker: Config.PriorityCeiling %d is outside %d–%d", *cfg.PriorityCeiling, jobs.MinPriority, jobs.MaxPriority)
 	}
-	cfg.Concurrency = or(cfg.Concurrency, DefaultConcurrency)
-	cfg.BatchSize = or(cfg.BatchSize, cfg.Concurrency)
-	cfg.PollInterval = or(cfg.PollInterval, DefaultPollInterval)
-	cfg.HeartbeatInterval = or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
-	cfg.JobTimeout = or(cfg.JobTimeout, DefaultJobTimeout)
-	cfg.ReclaimAfter = or(cfg.ReclaimAfter, jobs.DefaultReclaimAfter)
-	cfg.ShutdownGrace = max(or(cfg.ShutdownGrace, DefaultShutdownGrace), 0)
-	cfg.HistoryDepth = max(or(cfg.HistoryDepth, DefaultHistoryDepth), 0)
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, cfg.Concurrency)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	cfg.JobTimeout = cmp.Or(cfg.JobTimeout, DefaultJobTimeout)
+	cfg.ReclaimAfter = cmp.Or(cfg.ReclaimAfter, jobs.DefaultReclaimAfter)
+	cfg.ShutdownGrace = max(cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace), 0)
+	cfg.HistoryDepth = max(cmp.Or(cfg.HistoryDepth, DefaultHistoryDepth), 0)
 	if cfg.Name == "" {
 		cfg.Name = defaultName()
 	}
@@ -130,21 +131,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// or returns v, or def when v is zero.
-func or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}
-
 // CheckTimings checks that a deployment's timings can work together: a
 // live worker heart-beats more often than the reclaim threshold, and a
 // job is reclaimed before it counts as stuck. Zero values stand for the
 // defaults.
 func CheckTimings(heartbeat, reclaimAfter, stuckAfter time.Duration) error {
-	heartbeat = or(heartbeat, DefaultHeartbeatInterval)
+	heartbeat = cmp.Or(heartbeat, DefaultHeartbeatInterval)
 	p, err := jobs.ReclaimParams{ReclaimAfter: reclaimAfter, StuckAfter: stuckAfter}.Normalize()
 	if err != nil {
 		return err
