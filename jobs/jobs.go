@@ -196,7 +196,10 @@ type Prompt struct {
 	Text           string          `json:"text,omitempty"`
 	PromptRef      string          `json:"prompt_ref,omitempty"`
 	Inputs         json.RawMessage `json:"inputs,omitempty"`
+	Chat           *ChatRequest    `json:"chat,omitempty"`
 	Profile        string          `json:"profile,omitempty"`
+	BatchID        string          `json:"batch_id,omitempty"`
+	CustomID       string          `json:"custom_id,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 }
@@ -236,6 +239,8 @@ type Response struct {
 	Output   string          `json:"output"`
 	Parsed   json.RawMessage `json:"parsed,omitempty"`
 	Model    string          `json:"model,omitempty"`
+	// FinishReason is the final generation's finish_reason.
+	FinishReason string `json:"finish_reason,omitempty"`
 	// Usage is the run's token usage; an unknown count is null in JSON.
 	Usage     pktype.Usage `json:"usage"`
 	CreatedAt time.Time    `json:"created_at"`

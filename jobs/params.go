@@ -50,17 +50,33 @@ func checkPriority(p int) error {
 
 // Normalize checks p and fills its defaults: priority 50, three attempts,
 // execution options {} (or the given ones, re-encoded compactly), and
-// AvailableAt at microsecond precision. Exactly one of Text (not blank) and
-// PromptRef must be set; Inputs go with PromptRef and must be a JSON
-// object; ExecutionOptions must parse (see ParseExecutionOptions).
+// AvailableAt at microsecond precision. Exactly one of Text (not blank),
+// PromptRef and Chat (see ChatRequest.Normalize) must be set; Inputs go
+// with PromptRef and must be a JSON object; BatchID and CustomID go
+// together; ExecutionOptions must parse (see ParseExecutionOptions).
 func (p EnqueueParams) Normalize() (EnqueueParams, error) {
+	set := 0
+	for _, ok := range []bool{p.PromptRef != "", p.Text != "", p.Chat != nil} {
+		if ok {
+			set++
+		}
+	}
 	switch {
-	case p.PromptRef == "" && strings.TrimSpace(p.Text) == "":
+	case set == 0 || p.Chat == nil && p.PromptRef == "" && strings.TrimSpace(p.Text) == "":
 		return p, invalid("set text or prompt_ref")
-	case p.PromptRef != "" && p.Text != "":
-		return p, invalid("set text or prompt_ref, not both")
-	case p.Text != "" && len(p.Inputs) > 0:
+	case set > 1:
+		return p, invalid("set one of text, prompt_ref and chat")
+	case p.PromptRef == "" && len(p.Inputs) > 0:
 		return p, invalid("inputs go with prompt_ref, not text")
+	case (p.BatchID == "") != (p.CustomID == ""):
+		return p, invalid("batch_id and custom_id go together")
+	}
+	if p.Chat != nil {
+		c, err := p.Chat.Normalize()
+		if err != nil {
+			return p, err
+		}
+		p.Chat = &c
 	}
 	if len(p.Inputs) > 0 {
 		var obj map[string]json.RawMessage

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"time"
 
 	"github.com/promptkit/promptkit/pktype"
@@ -154,6 +155,56 @@ type Store interface {
 	// HasTokens reports whether any valid (not revoked) token exists.
 	HasTokens(ctx context.Context) (bool, error)
 
+	// CreateFile stores a file, reading Content to its end (at most
+	// MaxBytes, else ErrFileTooLarge and nothing stored), and returns it
+	// with an ID "file-" + UUIDv7.
+	CreateFile(ctx context.Context, p CreateFileParams) (File, error)
+	// GetFile returns a file's description; ErrNotFound when it does not
+	// exist in orgID (empty: any org).
+	GetFile(ctx context.Context, orgID, id string) (File, error)
+	// ListFiles returns a page of files, newest first, and whether more
+	// follow.
+	ListFiles(ctx context.Context, p FileListParams) ([]File, bool, error)
+	// ReadFile writes a file's content to w, a chunk at a time (one query
+	// per chunk, so no transaction stays open while w is slow).
+	// ErrNotFound as GetFile.
+	ReadFile(ctx context.Context, orgID, id string, w io.Writer) error
+	// DeleteFile deletes a file and its content; ErrNotFound as GetFile.
+	DeleteFile(ctx context.Context, orgID, id string) error
+
+	// CreateBatch stores a batch in status validating with ID "batch_" +
+	// UUIDv7; ErrNotFound when the input file does not exist in the org.
+	CreateBatch(ctx context.Context, p CreateBatchParams) (Batch, error)
+	// GetBatch returns a batch (see Batch.Counts); ErrNotFound when it
+	// does not exist in orgID (empty: any org).
+	GetBatch(ctx context.Context, orgID, id string) (Batch, error)
+	// ListBatches returns a page of batches, newest first, and whether
+	// more follow.
+	ListBatches(ctx context.Context, p BatchListParams) ([]Batch, bool, error)
+	// ActiveBatches returns every batch, of any org, that is not terminal,
+	// oldest first: the batch processor's work list.
+	ActiveBatches(ctx context.Context) ([]Batch, error)
+	// MoveBatch moves a batch From → To (stamping To's time; in_progress
+	// keeps expires_at), only if it is From: otherwise ErrBatchChanged
+	// and nothing changes. ErrNotFound for an unknown batch.
+	MoveBatch(ctx context.Context, p MoveBatchParams) (Batch, error)
+	// CancelBatch moves a validating or in_progress batch of orgID to
+	// cancelling; a batch already cancelling or cancelled is returned as
+	// it is; another terminal or finalizing one is ErrBatchChanged.
+	CancelBatch(ctx context.Context, orgID, id string) (Batch, error)
+	// FinishBatch stores the output and error files and moves the batch
+	// From → To in one transaction (ErrBatchChanged, storing nothing, if
+	// it is not From).
+	FinishBatch(ctx context.Context, p FinishBatchParams) (Batch, error)
+	// BatchProgress counts the batch's current jobs by outcome.
+	BatchProgress(ctx context.Context, batchID string) (BatchProgress, error)
+	// CancelBatchJobs cancels the batch's queued and running jobs and
+	// returns how many it cancelled.
+	CancelBatchJobs(ctx context.Context, batchID string) (int, error)
+	// BatchResults returns a page of the batch's lines in prompt ID
+	// order, each with its current job and that job's response.
+	BatchResults(ctx context.Context, p BatchResultsParams) ([]BatchResult, error)
+
 	// Check returns nil when the store can work: the database answers,
 	// its schema is the one this build migrates to (not older, not newer),
 	// and it accepts writes. Check proves the last with a small probe
@@ -193,11 +244,16 @@ type Options struct {
 type EnqueueParams struct {
 	OrgID     string
 	CreatedBy string
-	// Text, or PromptRef with Inputs: what to run.
+	// Text, PromptRef with Inputs, or Chat: what to run.
 	Text      string
 	PromptRef string
 	Inputs    json.RawMessage
+	Chat      *ChatRequest
 	Profile   string
+	// BatchID and CustomID make the prompt a line of a batch (its
+	// custom_id); both or neither.
+	BatchID  string
+	CustomID string
 	// ParentID continues a thread; CorrelationID is free-form.
 	ParentID      string
 	CorrelationID string
@@ -254,6 +310,9 @@ type SucceedParams struct {
 	Parsed json.RawMessage
 	Model  string
 	Usage  pktype.Usage
+	// FinishReason is the final generation's finish_reason, "" when the
+	// provider sent none.
+	FinishReason string
 }
 
 // RequeueParams puts a running job back in the queue.

@@ -1,0 +1,74 @@
+package jobs
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/promptkit/promptkit/pktype"
+)
+
+// Response formats of a ChatRequest.
+const (
+	FormatText       = ""
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// ChatRequest is a stored chat completion request: a whole conversation
+// and its sampling parameters, what POST /v1/chat/completions and a batch
+// line run. It is promptkit's own form, not OpenAI's wire format (see
+// internal/openaiapi): the model is the prompt's Profile and
+// ExecutionOptions, and what promptkit does not support was refused
+// before it got here.
+type ChatRequest struct {
+	// Messages is the conversation, sent as given after the profile's
+	// system text (when it has one).
+	Messages    []pktype.Message `json:"messages"`
+	Temperature *float64         `json:"temperature,omitempty"`
+	TopP        *float64         `json:"top_p,omitempty"`
+	MaxTokens   *int             `json:"max_tokens,omitempty"`
+	Stop        []string         `json:"stop,omitempty"`
+	Seed        *int64           `json:"seed,omitempty"`
+	// ResponseFormat is FormatText, FormatJSONObject (the answer must be
+	// a JSON object) or FormatJSONSchema (the answer must satisfy Schema,
+	// named SchemaName; promptkit validates and repairs it).
+	ResponseFormat string          `json:"response_format,omitempty"`
+	SchemaName     string          `json:"schema_name,omitempty"`
+	Schema         json.RawMessage `json:"schema,omitempty"`
+}
+
+// Normalize checks c: at least one message, each with a known role and
+// the last not empty; a format promptkit knows, with a schema exactly
+// when it is json_schema, which must be a JSON object.
+func (c ChatRequest) Normalize() (ChatRequest, error) {
+	if len(c.Messages) == 0 {
+		return c, invalid("chat: messages is empty")
+	}
+	for i, m := range c.Messages {
+		switch m.Role {
+		case pktype.RoleSystem, pktype.RoleUser, pktype.RoleAssistant:
+		default:
+			return c, invalid("chat: messages[%d].role must be system, user or assistant", i)
+		}
+	}
+	if strings.TrimSpace(c.Messages[len(c.Messages)-1].Content) == "" {
+		return c, invalid("chat: the last message is empty")
+	}
+	switch c.ResponseFormat {
+	case FormatText, FormatJSONObject:
+		if len(c.Schema) > 0 || c.SchemaName != "" {
+			return c, invalid("chat: a schema goes with response_format json_schema")
+		}
+	case FormatJSONSchema:
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(c.Schema, &obj); err != nil || obj == nil {
+			return c, invalid("chat: the json_schema schema is not a JSON object")
+		}
+	default:
+		return c, invalid("chat: unknown response_format %q", c.ResponseFormat)
+	}
+	if c.MaxTokens != nil && *c.MaxTokens < 1 {
+		return c, invalid("chat: max_tokens must be at least 1")
+	}
+	return c, nil
+}
