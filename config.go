@@ -96,7 +96,8 @@ type Profile struct {
 	Backend string `yaml:"backend" json:"backend"`
 	// Model is sent as the request's model. Required.
 	Model string `yaml:"model" json:"model"`
-	// Temperature, TopP, MaxTokens and Stop are sent when set.
+	// Temperature, TopP, MaxTokens and Stop are sent when set; a
+	// RunRequest may override each of them.
 	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
 	TopP        *float64 `yaml:"top_p" json:"top_p,omitempty"`
 	MaxTokens   *int     `yaml:"max_tokens" json:"max_tokens,omitempty"`
@@ -106,11 +107,13 @@ type Profile struct {
 	// Validate turns output-schema validation on or off. Defaults to on.
 	Validate *bool `yaml:"validate" json:"validate,omitempty"`
 	// RepairBudget is how many repair generations may follow an output that
-	// fails the prompt's output schema. Defaults to 0.
+	// fails the output schema (the prompt's or the request's), or is not
+	// the JSON object a request asked for. Defaults to 0.
 	RepairBudget int `yaml:"repair_budget" json:"repair_budget,omitempty"`
 	// StructuredOutput sends the output schema as the request's
-	// response_format (type json_schema). Defaults to on; turn it off for
-	// backends that reject response_format.
+	// response_format (type json_schema), and RunRequest.JSONObject as type
+	// json_object. Defaults to on; turn it off for backends that reject
+	// response_format (outputs are still validated).
 	StructuredOutput *bool `yaml:"structured_output" json:"structured_output,omitempty"`
 }
 

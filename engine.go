@@ -2,6 +2,7 @@ package promptkit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -65,13 +66,19 @@ type promptRuntime struct {
 	output *compiledSchema
 }
 
-// RunRequest asks for one run: a named prompt with inputs, or ad-hoc text.
+// RunRequest asks for one run: a named prompt with inputs, ad-hoc text,
+// or a whole conversation (Messages). Exactly one of PromptID, Text and
+// Messages is set.
 type RunRequest struct {
 	// PromptID names a loaded prompt; Inputs are its template data.
 	PromptID string         `json:"prompt_id,omitempty"`
 	Inputs   map[string]any `json:"inputs,omitempty"`
 	// Text is an ad-hoc user message, used instead of PromptID.
 	Text string `json:"text,omitempty"`
+	// Messages is a whole conversation (roles system, user and assistant),
+	// sent as given after the profile's system message, instead of
+	// PromptID or Text. It excludes History.
+	Messages []Message `json:"messages,omitempty"`
 	// History is earlier conversation, placed after the profile's system
 	// message and before the prompt.
 	History []Message `json:"history,omitempty"`
@@ -83,6 +90,28 @@ type RunRequest struct {
 	// backend must serve the request's model: some profile uses it with
 	// that model; otherwise the request is ErrInvalidRequest.
 	Backend string `json:"backend,omitempty"`
+	// Temperature, TopP, MaxTokens and Stop override the profile's values
+	// when set (Stop when non-empty), within the same bounds. Seed asks
+	// the provider for deterministic sampling.
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	// OutputSchema is an ad-hoc output JSON Schema (an object) for a Text
+	// or Messages request, compiled for this run. The output is validated,
+	// repaired within the profile's RepairBudget and sent as
+	// response_format exactly like a named prompt's output schema.
+	// OutputSchemaName names it in response_format (letters, digits, '_'
+	// and '-', at most 64; defaults to "output").
+	OutputSchema     json.RawMessage `json:"output_schema,omitempty"`
+	OutputSchemaName string          `json:"output_schema_name,omitempty"`
+	// JSONObject asks for a JSON object as the answer: response_format
+	// json_object is sent (unless the profile turns StructuredOutput off)
+	// and an output that is not a JSON object is invalid and repaired
+	// like one failing a schema. It excludes OutputSchema and a named
+	// prompt with an output schema.
+	JSONObject bool `json:"json_object,omitempty"`
 	// TransientRetries overrides Config.TransientRetries for this run. Nil
 	// inherits the engine's value; zero disables retries; negative is
 	// ErrInvalidRequest. PrepareExecution freezes the effective value.
@@ -221,14 +250,21 @@ func clonePtr[T any](p *T) *T {
 
 // plan is a resolved, rendered run: everything execution needs.
 type plan struct {
-	prompt   *promptRuntime // nil for ad-hoc text
+	prompt   *promptRuntime // nil for ad-hoc text and messages
 	profile  Profile
 	backend  *backendRuntime // nil when an injected client runs without backends
 	request  GenerateRequest
 	validate bool
-	info     PreparedRun
-	retries  uint64
-	noWait   bool
+	// output checks the answer: the prompt's or the request's output
+	// schema, or objectSchema for JSONObject; nil when there is nothing to
+	// check. schema is its JSON for the repair message (nil for
+	// JSONObject), and subject names what is run in errors.
+	output  *compiledSchema
+	schema  json.RawMessage
+	subject string
+	info    PreparedRun
+	retries uint64
+	noWait  bool
 	// observer is the run's observer; a prepared plan retains it until
 	// claimed or discarded.
 	observer ExecutionObserver
@@ -248,23 +284,12 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	if e == nil {
 		return nil, fmt.Errorf("%w: nil engine", ErrInvalidConfig)
 	}
-	if (req.PromptID == "") == (req.Text == "") {
-		return nil, fmt.Errorf("%w: set exactly one of PromptID and Text", ErrInvalidRequest)
-	}
-	if req.Text != "" && len(req.Inputs) > 0 {
-		return nil, fmt.Errorf("%w: Inputs apply only to PromptID", ErrInvalidRequest)
+	if err := checkRequest(req); err != nil {
+		return nil, err
 	}
 	retries := e.retries
 	if req.TransientRetries != nil {
-		if *req.TransientRetries < 0 {
-			return nil, fmt.Errorf("%w: TransientRetries must not be negative", ErrInvalidRequest)
-		}
-		retries = uint64(*req.TransientRetries)
-	}
-	for i, m := range req.History {
-		if m.Role != RoleSystem && m.Role != RoleUser && m.Role != RoleAssistant {
-			return nil, fmt.Errorf("%w: History[%d].Role must be system, user or assistant", ErrInvalidRequest, i)
-		}
+		retries = uint64(*req.TransientRetries) // checked non-negative
 	}
 	profileID := req.ProfileID
 	if profileID == "" {
@@ -290,7 +315,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		}
 		backendID = req.Backend
 	}
-	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline}
+	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request"}
 	if backendID != "" {
 		p.backend = e.backends[backendID]
 	}
@@ -299,32 +324,69 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		msgs = append(msgs, Message{Role: RoleSystem, Content: profile.System})
 	}
 	msgs = append(msgs, req.History...)
-	user := req.Text
-	if req.PromptID != "" {
+	switch {
+	case req.PromptID != "":
 		pr, ok := e.prompts[req.PromptID]
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrPromptNotFound, req.PromptID)
 		}
+		if pr.output != nil && req.JSONObject {
+			return nil, fmt.Errorf("%w: JSONObject does not apply to prompt %q, which has an output schema", ErrInvalidRequest, pr.ID)
+		}
 		p.prompt = pr
-		var err error
-		if user, err = pr.render(req.Inputs); err != nil {
+		p.subject = fmt.Sprintf("prompt %q", pr.ID)
+		if pr.output != nil {
+			p.output, p.schema = pr.output, pr.OutputSchema
+		}
+		user, err := pr.render(req.Inputs)
+		if err != nil {
 			return nil, err
 		}
+		msgs = append(msgs, Message{Role: RoleUser, Content: user})
+	case req.Text != "":
+		msgs = append(msgs, Message{Role: RoleUser, Content: req.Text})
+	default:
+		msgs = append(msgs, req.Messages...)
 	}
-	msgs = append(msgs, Message{Role: RoleUser, Content: user})
+	schemaName := ""
+	if len(req.OutputSchema) > 0 {
+		out, err := compileRequestSchema(req.OutputSchema)
+		if err != nil {
+			return nil, err
+		}
+		p.output, p.schema = out, bytes.Clone(req.OutputSchema)
+		schemaName = cmp.Or(req.OutputSchemaName, "output")
+	} else if p.prompt != nil {
+		schemaName = schemaNameOf(p.prompt.ID)
+	}
+	if req.JSONObject {
+		p.output = objectSchema
+	}
 	p.request = GenerateRequest{
 		BackendID:   backendID,
 		Model:       model,
 		Messages:    msgs,
-		Temperature: profile.Temperature,
-		TopP:        profile.TopP,
-		MaxTokens:   profile.MaxTokens,
+		Temperature: cmp.Or(req.Temperature, profile.Temperature),
+		TopP:        cmp.Or(req.TopP, profile.TopP),
+		MaxTokens:   cmp.Or(req.MaxTokens, profile.MaxTokens),
 		Stop:        profile.Stop,
+		Seed:        req.Seed,
 	}
-	if p.prompt != nil && p.prompt.output != nil && (profile.StructuredOutput == nil || *profile.StructuredOutput) {
-		p.request.OutputSchema = p.prompt.OutputSchema
-		p.request.OutputSchemaName = schemaName(p.prompt.ID)
+	if len(req.Stop) > 0 {
+		p.request.Stop = req.Stop
 	}
+	if profile.StructuredOutput == nil || *profile.StructuredOutput {
+		switch {
+		case req.JSONObject:
+			p.request.JSONObject = true
+		case len(p.schema) > 0:
+			p.request.OutputSchema = p.schema
+			p.request.OutputSchemaName = schemaName
+		}
+	}
+	// The request's slices and pointers may be the caller's: the plan
+	// keeps its own copy.
+	p.request = cloneRequest(p.request)
 	p.info = PreparedRun{
 		ProfileID:  profile.ID,
 		BackendID:  backendID,
@@ -335,6 +397,82 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		p.info.PromptID, p.info.PromptVersion = p.prompt.ID, p.prompt.Version
 	}
 	return p, nil
+}
+
+// checkRequest checks what a request asks for on its own, before any
+// lookup. Messages name fields and indexes, never values.
+func checkRequest(req RunRequest) error {
+	set := 0
+	for _, b := range []bool{req.PromptID != "", req.Text != "", len(req.Messages) > 0} {
+		if b {
+			set++
+		}
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+	}
+	switch {
+	case set != 1:
+		return bad("set exactly one of PromptID, Text and Messages")
+	case req.PromptID == "" && len(req.Inputs) > 0:
+		return bad("Inputs apply only to PromptID")
+	case len(req.Messages) > 0 && len(req.History) > 0:
+		return bad("History does not apply to Messages, which hold the whole conversation")
+	case req.TransientRetries != nil && *req.TransientRetries < 0:
+		return bad("TransientRetries must not be negative")
+	case req.PromptID != "" && len(req.OutputSchema) > 0:
+		return bad("OutputSchema applies only to Text and Messages; a named prompt has its own")
+	case req.OutputSchemaName != "" && len(req.OutputSchema) == 0:
+		return bad("OutputSchemaName needs OutputSchema")
+	case req.OutputSchemaName != "" && !schemaNamePattern.MatchString(req.OutputSchemaName):
+		return bad("OutputSchemaName must match %s", schemaNamePattern)
+	case req.JSONObject && len(req.OutputSchema) > 0:
+		return bad("JSONObject and OutputSchema exclude each other")
+	case req.Temperature != nil && !(*req.Temperature >= 0 && *req.Temperature <= 2):
+		return bad("Temperature must be between 0 and 2")
+	case req.TopP != nil && !(*req.TopP >= 0 && *req.TopP <= 1):
+		return bad("TopP must be between 0 and 1")
+	case req.MaxTokens != nil && *req.MaxTokens <= 0:
+		return bad("MaxTokens must be positive")
+	}
+	for _, f := range []struct {
+		name string
+		msgs []Message
+	}{{"History", req.History}, {"Messages", req.Messages}} {
+		for i, m := range f.msgs {
+			if m.Role != RoleSystem && m.Role != RoleUser && m.Role != RoleAssistant {
+				return bad("%s[%d].Role must be system, user or assistant", f.name, i)
+			}
+		}
+	}
+	return nil
+}
+
+// schemaNamePattern is what OpenAI's response_format accepts as a name.
+var schemaNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// objectSchema checks JSONObject outputs: any JSON object.
+var objectSchema = func() *compiledSchema {
+	s, err := compileSchema("promptkit:///json_object.json", json.RawMessage(`{"type":"object"}`))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// compileRequestSchema compiles a request's ad-hoc output schema. The
+// schema is part of the request, so errors say what is wrong without
+// quoting any of it.
+func compileRequestSchema(raw json.RawMessage) (*compiledSchema, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("%w: OutputSchema is not a JSON object", ErrInvalidRequest)
+	}
+	s, err := compileSchema("promptkit:///request/output.json", raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: OutputSchema is not a valid JSON Schema, or refers outside itself", ErrInvalidRequest)
+	}
+	return s, nil
 }
 
 // serves reports whether some profile runs model on backend.
@@ -403,7 +541,7 @@ func templateProblem(err error) string {
 	return where + " cannot be executed with these inputs: a value has another type or shape than the template expects"
 }
 
-func schemaName(id string) string {
+func schemaNameOf(id string) string {
 	b := []byte(id)
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
@@ -433,7 +571,11 @@ func hashRequest(r GenerateRequest) string {
 		MaxTokens   *int            `json:"max_tokens"`
 		Stop        []string        `json:"stop"`
 		Schema      json.RawMessage `json:"schema"`
-	}{r.Model, msgs, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.OutputSchema}
+		// Keys added later appear only when set, so that the requests
+		// that existed before them keep their hashes.
+		Seed       *int64 `json:"seed,omitempty"`
+		JSONObject bool   `json:"json_object,omitempty"`
+	}{r.Model, msgs, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.OutputSchema, r.Seed, r.JSONObject}
 	b, _ := json.Marshal(canon) // cannot fail: plain values only
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -448,7 +590,24 @@ func cloneRequest(r GenerateRequest) GenerateRequest {
 	r.MaxTokens = clonePtr(r.MaxTokens)
 	r.Stop = append([]string(nil), r.Stop...)
 	r.OutputSchema = bytes.Clone(r.OutputSchema)
+	r.Seed = clonePtr(r.Seed)
 	return r
+}
+
+// Profile returns a copy of the profile id, and whether the engine has
+// it: what a request naming it runs with (its model, for example).
+func (e *Engine) Profile(id string) (Profile, bool) {
+	p, ok := e.profiles[id]
+	if !ok {
+		return Profile{}, false
+	}
+	p.Stop = slices.Clone(p.Stop)
+	p.Temperature = clonePtr(p.Temperature)
+	p.TopP = clonePtr(p.TopP)
+	p.MaxTokens = clonePtr(p.MaxTokens)
+	p.Validate = clonePtr(p.Validate)
+	p.StructuredOutput = clonePtr(p.StructuredOutput)
+	return p, true
 }
 
 // Profiles returns the ids of the engine's profiles, sorted: the values
@@ -631,13 +790,13 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 		if resp.Model != "" {
 			res.Model = resp.Model
 		}
-		if !p.validate || p.prompt == nil || p.prompt.output == nil {
+		if !p.validate || p.output == nil {
 			res.Validation = Validation{Status: ValidationSkipped}
 			break
 		}
-		doc, diags, err := e.validate(p.prompt.output, resp.Text)
+		doc, diags, err := e.validate(p.output, resp.Text)
 		if err != nil {
-			return nil, &opError{op: fmt.Sprintf("prompt %q: validate output", p.prompt.ID), cause: fmt.Errorf("%w: %w", ErrValidation, err)}
+			return nil, &opError{op: p.subject + ": validate output", cause: fmt.Errorf("%w: %w", ErrValidation, err)}
 		}
 		if len(diags) == 0 {
 			res.Output = doc
@@ -690,14 +849,22 @@ func truncationNotes(p *plan, finishReason string, repairsLeft bool) []string {
 func repairRequest(p *plan, invalid string, diags []string) GenerateRequest {
 	r := p.request
 	var b strings.Builder
-	b.WriteString("Your previous reply does not satisfy the required JSON Schema:\n")
+	if len(p.schema) == 0 {
+		b.WriteString("Your previous reply is not a JSON object:\n")
+	} else {
+		b.WriteString("Your previous reply does not satisfy the required JSON Schema:\n")
+	}
 	for _, d := range diags {
 		b.WriteString("- ")
 		b.WriteString(d)
 		b.WriteString("\n")
 	}
-	b.WriteString("Reply again with only a JSON value that satisfies this schema, and nothing else:\n")
-	b.Write(p.prompt.OutputSchema)
+	if len(p.schema) == 0 {
+		b.WriteString("Reply again with only a JSON object, and nothing else.")
+	} else {
+		b.WriteString("Reply again with only a JSON value that satisfies this schema, and nothing else:\n")
+		b.Write(p.schema)
+	}
 	msgs := make([]Message, 0, len(r.Messages)+2)
 	msgs = append(msgs, r.Messages...)
 	msgs = append(msgs,

@@ -64,6 +64,35 @@ func ExampleEngine_Run_repair() {
 	// Output: valid {"sum":4} 1
 }
 
+// A whole conversation with an ad-hoc output schema and per-request
+// sampling values, as an OpenAI chat request carries them: the answer is
+// validated, and repaired, like a named prompt's.
+func ExampleEngine_Run_conversation() {
+	srv := providertest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(providertest.Reply(`{"city": "Paris"}`))
+
+	eng, _ := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m", RepairBudget: 1}},
+	})
+	temperature := 0.0
+	res, err := eng.Run(context.Background(), promptkit.RunRequest{
+		Messages: []promptkit.Message{
+			{Role: promptkit.RoleSystem, Content: "Answer in JSON."},
+			{Role: promptkit.RoleUser, Content: "What is the capital of France?"},
+		},
+		Temperature:      &temperature,
+		OutputSchema:     json.RawMessage(`{"type":"object","required":["city"],"properties":{"city":{"type":"string"}}}`),
+		OutputSchemaName: "capital",
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res.Validation.Status, string(res.Output), res.FinishReason)
+	// Output: valid {"city":"Paris"} stop
+}
+
 // Provider failures are typed: the status is available, provider text is
 // only in Detail, never in the error string.
 func ExampleGenerationError() {

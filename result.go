@@ -32,7 +32,8 @@ type RunResult struct {
 	// the output schema is not repaired, since a repair has the same limit;
 	// Validation.Errors then says so first.
 	Truncated bool `json:"truncated"`
-	// Output is the parsed JSON output when the prompt has an output schema
+	// Output is the parsed JSON output when the run checks its output (a
+	// prompt's or the request's output schema, or RunRequest.JSONObject)
 	// and the output is valid; nil otherwise.
 	Output     json.RawMessage `json:"output,omitempty"`
 	Validation Validation      `json:"validation"`
@@ -58,14 +59,19 @@ func (r *RunResult) OutputProblem() string {
 		return ""
 	}
 	invalid := r.Validation.Status == ValidationInvalid
+	// An ad-hoc request asked for a schema of its own or a JSON object.
+	format := "the requested output format"
+	if r.PromptID != "" {
+		format = "the prompt's output schema"
+	}
 	switch {
 	case invalid && r.Truncated:
-		return fmt.Sprintf("output was cut off at the token limit (finish_reason %q) and does not satisfy the prompt's output schema "+
-			"(a repair would be cut off too): raise the profile's max_tokens", r.FinishReason)
+		return fmt.Sprintf("output was cut off at the token limit (finish_reason %q) and does not satisfy %s "+
+			"(a repair would be cut off too): raise the profile's max_tokens", r.FinishReason, format)
 	case invalid && r.RepairCalls > 0:
-		return fmt.Sprintf("output does not satisfy the prompt's output schema after %d repair generation(s)", r.RepairCalls)
+		return fmt.Sprintf("output does not satisfy %s after %d repair generation(s)", format, r.RepairCalls)
 	case invalid:
-		return "output does not satisfy the prompt's output schema"
+		return "output does not satisfy " + format
 	case r.Truncated:
 		return fmt.Sprintf("output was cut off at the token limit (finish_reason %q): raise the profile's max_tokens", r.FinishReason)
 	}
@@ -92,12 +98,13 @@ func (r *RunResult) DecodeOutput(v any) error {
 type ValidationStatus string
 
 const (
-	// ValidationValid: the output satisfied the prompt's output schema.
+	// ValidationValid: the output satisfied the output schema (the
+	// prompt's or the request's), or was the JSON object asked for.
 	ValidationValid ValidationStatus = "valid"
 	// ValidationInvalid: the output still failed after the repair budget.
 	ValidationInvalid ValidationStatus = "invalid"
-	// ValidationSkipped: the prompt has no output schema or the profile
-	// turned validation off.
+	// ValidationSkipped: the run has no output schema and asks for no JSON
+	// object, or the profile turned validation off.
 	ValidationSkipped ValidationStatus = "skipped"
 )
 

@@ -138,7 +138,9 @@ type Store interface {
 	// Archive deletes terminal jobs finished before Before, with their
 	// events and responses, and prompts left without jobs, ArchiveBatch
 	// jobs per transaction. Returns the number of jobs deleted (also with
-	// an error: what was deleted stays deleted, consistently).
+	// an error: what was deleted stays deleted, consistently). Files and
+	// batches are not archived (they stay until deleted); a batch's
+	// prompts and jobs are archived like any others.
 	Archive(ctx context.Context, before time.Time) (int, error)
 
 	// CreateToken stores a token's hash with its org, user and role.
@@ -213,13 +215,15 @@ type Store interface {
 	// where real ones fail (on a full disk, say), Check also fails while
 	// the store's latest real write (Enqueue, EnqueueBatch, Claim,
 	// Heartbeat, Succeed, Requeue, Fail, AppendAttempt, Cancel, Retry,
-	// Reclaim, Archive, CreateToken, RevokeToken) failed for a database
-	// reason less than 10 seconds ago on the store's clock, and no write
-	// has stored anything since; its error then names that write's error
-	// and wraps it. A database reason is any error but ErrNotClaimed,
+	// Reclaim, Archive, CreateToken, RevokeToken, CreateFile, DeleteFile,
+	// CreateBatch, MoveBatch, CancelBatch, FinishBatch, CancelBatchJobs)
+	// failed for a database reason less than 10 seconds ago on the store's
+	// clock, and no write has stored anything since; its error then names
+	// that write's error and wraps it. A database reason is any error but ErrNotClaimed,
 	// ErrInvalid, ErrNotFound, ErrIllegalTransition,
-	// ErrIdempotencyConflict, the store being closed, and the error a call
-	// gets because its ctx ended. A write that stores nothing (a Claim
+	// ErrIdempotencyConflict, ErrFileTooLarge, ErrBatchChanged, an
+	// upload's reader failing, the store being closed, and the error a
+	// call gets because its ctx ended. A write that stores nothing (a Claim
 	// finding no job) counts neither way. Past the 10 seconds, the probe
 	// alone decides.
 	Check(ctx context.Context) error

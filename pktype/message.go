@@ -32,6 +32,11 @@ type GenerateRequest struct {
 	// OpenAI's response_format (letters, digits, '_' and '-', at most 64).
 	OutputSchema     json.RawMessage `json:"output_schema,omitempty"`
 	OutputSchemaName string          `json:"output_schema_name,omitempty"`
+	// Seed asks the provider for deterministic sampling, when set.
+	Seed *int64 `json:"seed,omitempty"`
+	// JSONObject asks for any JSON object as the answer (OpenAI's
+	// response_format type json_object). It excludes OutputSchema.
+	JSONObject bool `json:"json_object,omitempty"`
 }
 
 // GenerateResponse is one successful generation.

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -67,6 +68,55 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 var errUnauthorized = errors.New("unauthorized")
+
+// authenticateOpenAI is authenticate for the OpenAI-compatible routes,
+// answering in OpenAI's error shape. OpenAI's SDKs always send a bearer
+// token (perhaps the user's real OPENAI_API_KEY), so while local mode
+// holds any token that is not a valid promptkit token acts as the local
+// identity; otherwise a missing or unknown token is 401.
+func (s *Server) authenticateOpenAI(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := s.identifyOpenAI(r)
+		if err != nil {
+			if errors.Is(err, errUnauthorized) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="promptkit"`)
+				writeJSON(w, http.StatusUnauthorized, openaiapi.NewError(
+					"A valid promptkit token is required: send it as the API key (Authorization: Bearer pk_...).",
+					openaiapi.TypeInvalidRequest, "", "invalid_api_key"))
+				return
+			}
+			s.oaInternal(w, r, "authenticating", err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+	})
+}
+
+// identifyOpenAI is identify, except that in local mode a token that is
+// unknown (or no promptkit token at all) is the local identity. It does
+// not make LocalMode look again on an unknown token, as identify does:
+// here every request of a local user carries one.
+func (s *Server) identifyOpenAI(r *http.Request) (identity, error) {
+	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(secret) != "" {
+		t, err := s.st.TokenByHash(r.Context(), jobs.HashToken(secret))
+		switch {
+		case err == nil:
+			s.sawTokens(true)
+			return identity{org: t.OrgID, user: t.UserID, role: t.Role, key: t.ID}, nil
+		case !errors.Is(err, jobs.ErrNotFound):
+			return identity{}, err
+		}
+	}
+	local, err := s.LocalMode(r.Context())
+	if err != nil {
+		return identity{}, err
+	}
+	if !local {
+		return identity{}, errUnauthorized
+	}
+	return identity{org: LocalOrg, user: LocalUser, role: jobs.RoleAdmin, key: "local"}, nil
+}
 
 func (s *Server) identify(r *http.Request) (identity, error) {
 	h := r.Header.Get("Authorization")

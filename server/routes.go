@@ -49,6 +49,8 @@ func (s *Server) routes() http.Handler {
 	if s.cfg.Metrics != nil {
 		handle("GET /metrics", s.cfg.Metrics.Handler().ServeHTTP, false)
 	}
+	// The OpenAI-compatible front door (openai.go).
+	s.openaiRoutes(handle)
 	// The browser page (page.go): / and its static files.
 	s.pageRoutes(handle)
 	return mux

@@ -85,6 +85,22 @@ type Config struct {
 	// PollInterval is how often the event reader looks for new events
 	// without a notification. Defaults to 1s.
 	PollInterval time.Duration
+	// ChatTimeout is how long POST /v1/chat/completions waits for its
+	// job before answering 504 (the job goes on; GET /v1/prompts/{id}
+	// has its answer). Zero or less: DefaultChatTimeout (10 minutes).
+	ChatTimeout time.Duration
+	// MaxFileBytes caps an upload to POST /v1/files (413 beyond). Zero or
+	// less: jobs.DefaultMaxFileBytes (200 MB).
+	MaxFileBytes int64
+	// BatchPriority is the job priority (0–100) of a batch's lines. Nil:
+	// jobs.DefaultBatchPriority (90), after interactive work.
+	BatchPriority *int
+	// FallbackProfile, when set, runs a chat request or batch line whose
+	// model names no profile or backend model on this profile instead of
+	// answering 404. serve sets it only with the built-in simulated
+	// backend, so that an unmodified OpenAI SDK program (model
+	// "gpt-4o-mini", say) works on a fresh machine.
+	FallbackProfile string
 	// Metrics, when set, is served at /metrics and told about requests.
 	Metrics Metrics
 	// Logger receives operational messages (ids, never prompt or answer

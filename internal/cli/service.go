@@ -19,8 +19,10 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/metrics"
+	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/internal/simulate"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/batch"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/server"
 )
@@ -43,6 +45,14 @@ type serviceConfig struct {
 	// event (jobs show --verbose prints it). Off by default: a provider's
 	// message can quote the prompt.
 	KeepProviderDetail bool `yaml:"keep_provider_detail"`
+	// BatchPriority is the priority of a batch line's job (0–100, lower
+	// runs first): after interactive work by default.
+	BatchPriority int `yaml:"batch_priority"`
+	// MaxFileBytes caps an upload to /v1/files.
+	MaxFileBytes int64 `yaml:"max_file_bytes"`
+	// ChatTimeout is how long POST /v1/chat/completions waits for its
+	// job before answering 504 (the job goes on).
+	ChatTimeout time.Duration `yaml:"chat_timeout"`
 }
 
 // defaultService is the service section when nothing is set: the worker
@@ -56,6 +66,9 @@ func defaultService() serviceConfig {
 		StuckAfter:        jobs.DefaultStuckAfter,
 		JobTimeout:        worker.DefaultJobTimeout,
 		ShutdownGrace:     worker.DefaultShutdownGrace,
+		BatchPriority:     jobs.DefaultBatchPriority,
+		MaxFileBytes:      jobs.DefaultMaxFileBytes,
+		ChatTimeout:       server.DefaultChatTimeout,
 	}
 }
 
@@ -66,13 +79,17 @@ func (sc serviceConfig) check() error {
 	switch {
 	case sc.Workers < 0:
 		return usageError{fmt.Errorf("workers %d is negative (0: serve runs no worker)", sc.Workers)}
-	case sc.HeartbeatInterval <= 0, sc.ReclaimAfter <= 0, sc.StuckAfter <= 0, sc.JobTimeout <= 0:
-		return usageError{fmt.Errorf("heartbeat_interval %v, reclaim_after %v, stuck_after %v and job_timeout %v must all be above zero",
-			sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter, sc.JobTimeout)}
+	case sc.HeartbeatInterval <= 0, sc.ReclaimAfter <= 0, sc.StuckAfter <= 0, sc.JobTimeout <= 0, sc.ChatTimeout <= 0:
+		return usageError{fmt.Errorf("heartbeat_interval %v, reclaim_after %v, stuck_after %v, job_timeout %v and chat_timeout %v must all be above zero",
+			sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter, sc.JobTimeout, sc.ChatTimeout)}
 	case sc.ShutdownGrace < 0:
 		return usageError{fmt.Errorf("shutdown_grace %v is negative (0: hand running jobs back at once)", sc.ShutdownGrace)}
 	case sc.ArchiveAfter < 0:
 		return usageError{fmt.Errorf("archive_after %v is negative", sc.ArchiveAfter)}
+	case sc.BatchPriority < jobs.MinPriority || sc.BatchPriority > jobs.MaxPriority:
+		return usageError{fmt.Errorf("batch_priority %d: want %d–%d", sc.BatchPriority, jobs.MinPriority, jobs.MaxPriority)}
+	case sc.MaxFileBytes <= 0:
+		return usageError{fmt.Errorf("max_file_bytes %d must be above zero (default %d, 200 MB)", sc.MaxFileBytes, jobs.DefaultMaxFileBytes)}
 	}
 	if err := worker.CheckTimings(sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter); err != nil {
 		return usageError{err}
@@ -83,7 +100,7 @@ func (sc serviceConfig) check() error {
 // YAML decoding errors speak of Go types; yamlWords says the same of the
 // user's keys and values.
 var yamlWords = strings.NewReplacer(" into time.Duration", ": want a duration such as 30s",
-	" into int", ": want a whole number", " into string", ": want a string")
+	" into int64", ": want a whole number", " into int", ": want a whole number", " into string", ": want a string")
 
 var yamlUnknownKey = regexp.MustCompile(`field (\S+) not found in type [\w.]+`)
 
@@ -263,6 +280,36 @@ func (rt *svc) reclaimer() (*worker.Reclaimer, error) {
 	return worker.NewReclaimer(worker.ReclaimerConfig{Store: rt.store, ReclaimAfter: rt.sc.ReclaimAfter, StuckAfter: rt.sc.StuckAfter, Logger: rt.log})
 }
 
+// batches is serve's batch processor: a line's model resolves as in
+// POST /v1/chat/completions, and a line the engine could not run fails
+// the batch's validation, as such a request would be refused.
+func (rt *svc) batches() (*batch.Processor, error) {
+	return batch.New(batch.Config{
+		Store: rt.store,
+		Resolve: func(model string) (openaiapi.Target, bool) {
+			return openaiapi.ResolveOr(rt.engine, model, rt.fallbackProfile())
+		},
+		Check:  rt.checkChat,
+		Logger: rt.log,
+	})
+}
+
+// fallbackProfile is the profile that answers any model with the
+// built-in simulated backend ("" otherwise: an unknown model is a 404).
+func (rt *svc) fallbackProfile() string {
+	if !rt.simulated {
+		return ""
+	}
+	return simulate.ProfileID
+}
+
+// checkChat refuses a batch line the engine could not run (a backend
+// that does not serve the model, a schema it cannot use). Prepare does no
+// I/O, so no context of the caller's is needed.
+func (rt *svc) checkChat(p jobs.EnqueueParams) error {
+	return worker.Check(context.Background(), rt.engine, p)
+}
+
 // background runs the maintenance loops of a long-running process until
 // ctx ends: the reclaim loop and, with archive_after, the archiver.
 func (rt *svc) background(ctx context.Context, wg *sync.WaitGroup) error {
@@ -291,13 +338,14 @@ func newServeCmd(g *globals) *cobra.Command {
 	var submitRate float64
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the job service: the HTTP API, a worker pool and the reclaim loop",
+		Short: "Run the job service: the HTTP API, a worker pool, the batch processor and the reclaim loop",
 		Long: `Run the job service: the HTTP API (/v1, Server-Sent Events at /v1/events,
 /metrics, /openapi.json, /healthz, /readyz), a pool of workers executing
-queued jobs through the engine, and the reclaim loop for jobs whose worker
-died. With no flags it listens on 127.0.0.1:8080, uses promptkit.db in the
-working directory and, when no backend is configured, the built-in
-simulated backend.
+queued jobs through the engine, the batch processor that drives OpenAI-style
+batches (/v1/batches; see promptkit batches), and the reclaim loop for jobs
+whose worker died. With no flags it listens on 127.0.0.1:8080, uses
+promptkit.db in the working directory and, when no backend is configured,
+the built-in simulated backend.
 
 Until an API token exists (promptkit tokens create), requests need none and
 act as org "default", user "local" — the identity submit uses too. That is
@@ -323,6 +371,8 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 			srv, err := server.New(server.Config{
 				Store: rt.store, Engine: rt.engine, Addr: rt.sc.Addr,
 				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
+				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes,
+				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),
 			})
 			if err != nil {
 				return err
@@ -341,10 +391,15 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 				rt.log.Info(`no API token exists: requests need none and act as org "default", user "local"`)
 			}
 
+			bp, err := rt.batches()
+			if err != nil {
+				return err
+			}
 			var wg sync.WaitGroup
 			if err := rt.background(ctx, &wg); err != nil {
 				return err
 			}
+			wg.Go(func() { _ = bp.Run(ctx) })
 			if w != nil {
 				err = w.Run(ctx)
 			} else {

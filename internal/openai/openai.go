@@ -86,8 +86,8 @@ type wireJSONSchema struct {
 }
 
 type wireResponseFormat struct {
-	Type       string         `json:"type"`
-	JSONSchema wireJSONSchema `json:"json_schema"`
+	Type       string          `json:"type"`
+	JSONSchema *wireJSONSchema `json:"json_schema,omitempty"`
 }
 
 type wireRequest struct {
@@ -97,6 +97,7 @@ type wireRequest struct {
 	TopP           *float64            `json:"top_p,omitempty"`
 	MaxTokens      *int                `json:"max_tokens,omitempty"`
 	Stop           []string            `json:"stop,omitempty"`
+	Seed           *int64              `json:"seed,omitempty"`
 	ResponseFormat *wireResponseFormat `json:"response_format,omitempty"`
 }
 
@@ -183,11 +184,18 @@ func encodeRequest(req pktype.GenerateRequest) ([]byte, error) {
 		TopP:        req.TopP,
 		MaxTokens:   req.MaxTokens,
 		Stop:        req.Stop,
+		Seed:        req.Seed,
 	}
 	for i, m := range req.Messages {
 		if m.Role == "" {
 			return nil, invalid("message %d has an empty role", i)
 		}
+	}
+	if req.JSONObject && len(req.OutputSchema) > 0 {
+		return nil, invalid("json_object and an output schema exclude each other")
+	}
+	if req.JSONObject {
+		w.ResponseFormat = &wireResponseFormat{Type: "json_object"}
 	}
 	if len(req.OutputSchema) > 0 {
 		if !json.Valid(req.OutputSchema) {
@@ -202,7 +210,7 @@ func encodeRequest(req pktype.GenerateRequest) ([]byte, error) {
 		}
 		w.ResponseFormat = &wireResponseFormat{
 			Type:       "json_schema",
-			JSONSchema: wireJSONSchema{Name: name, Schema: req.OutputSchema},
+			JSONSchema: &wireJSONSchema{Name: name, Schema: req.OutputSchema},
 		}
 	}
 

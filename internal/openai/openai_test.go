@@ -177,6 +177,32 @@ func TestRequestSchemaName(t *testing.T) {
 	}
 }
 
+// Seed and json_object reach the wire as OpenAI spells them.
+func TestRequestSeedAndJSONObject(t *testing.T) {
+	seed := int64(-42)
+	req := basicRequest()
+	req.Seed, req.JSONObject = &seed, true
+	f := mustPrepare(t, Endpoint{BaseURL: "http://x/v1"}, req)
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(f.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if string(body["seed"]) != "-42" || string(body["response_format"]) != `{"type":"json_object"}` {
+		t.Errorf("seed = %s, response_format = %s", body["seed"], body["response_format"])
+	}
+	// A zero seed is a seed: it is sent.
+	seed = 0
+	req.JSONObject = false
+	f = mustPrepare(t, Endpoint{BaseURL: "http://x/v1"}, req)
+	body = nil
+	if err := json.Unmarshal(f.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if string(body["seed"]) != "0" || body["response_format"] != nil {
+		t.Errorf("seed = %s, response_format = %s", body["seed"], body["response_format"])
+	}
+}
+
 func TestPrepareRejects(t *testing.T) {
 	good := basicRequest()
 	ep := Endpoint{BaseURL: "https://api.example.com/v1"}
@@ -190,6 +216,7 @@ func TestPrepareRejects(t *testing.T) {
 		{"empty role", ep, pktype.GenerateRequest{Model: "m", Messages: []pktype.Message{{Content: "x"}}}},
 		{"invalid schema", ep, pktype.GenerateRequest{Model: "m", Messages: good.Messages, OutputSchema: []byte(`{"type":`)}},
 		{"bad schema name", ep, pktype.GenerateRequest{Model: "m", Messages: good.Messages, OutputSchema: []byte(`{}`), OutputSchemaName: "has space"}},
+		{"json_object with a schema", ep, pktype.GenerateRequest{Model: "m", Messages: good.Messages, OutputSchema: []byte(`{}`), JSONObject: true}},
 		{"NaN temperature", ep, func() pktype.GenerateRequest { r := good; nan := 0.0; nan /= nan; r.Temperature = &nan; return r }()},
 		{"empty base URL", Endpoint{}, good},
 		{"relative base URL", Endpoint{BaseURL: "/v1"}, good},

@@ -8,9 +8,6 @@
 package openaiapi
 
 import (
-	"errors"
-
-	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -51,13 +48,6 @@ type ChatParams struct {
 	Metadata     map[string]string
 }
 
-// DecodeChat decodes an OpenAI chat completion request body. What
-// promptkit cannot honour (n > 1, tools, audio, images, ...) is a
-// *RequestError naming the parameter, never silently dropped.
-func DecodeChat(body []byte) (ChatParams, error) {
-	return ChatParams{}, errors.New("TODO")
-}
-
 // BatchLine is one line of a batch input file.
 type BatchLine struct {
 	CustomID string
@@ -66,26 +56,12 @@ type BatchLine struct {
 	Body     ChatParams
 }
 
-// ParseBatchLine decodes one input line ({"custom_id", "method": "POST",
-// "url": "/v1/chat/completions", "body": {...}}). Errors are
-// *RequestError; a line with stream: true is refused.
-func ParseBatchLine(line []byte) (BatchLine, error) {
-	return BatchLine{}, errors.New("TODO")
-}
-
 // Target is what a request's model names: a profile, and execution
 // options choosing the model (and backend) when the name is a backend's
 // model rather than a profile id.
 type Target struct {
 	Profile string
 	Options jobs.ExecutionOptions
-}
-
-// Resolve maps a request's model to a Target: a profile id names that
-// profile; otherwise a model some profile uses runs with that profile
-// (the first such profile by id). ok is false for an unknown model.
-func Resolve(eng *promptkit.Engine, model string) (Target, bool) {
-	return Target{}, false
 }
 
 // ChatCompletion is OpenAI's chat.completion object.
@@ -118,28 +94,4 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
-}
-
-// Completion is the chat.completion of a succeeded job: id "chatcmpl-" +
-// job id, created = the response's time, model = the model that answered.
-func Completion(j jobs.Job, r jobs.Response) ChatCompletion {
-	return ChatCompletion{}
-}
-
-// JobError is the HTTP status and error body for a job that ended
-// without an answer (failed or cancelled): 429 for rate_limit, 400 for
-// what the request itself caused, 5xx for provider or server faults. The
-// message is the job's stored (redacted) message.
-func JobError(j jobs.Job) (int, ErrorBody) {
-	return 500, ErrorBody{}
-}
-
-// OutputLine is one line of a batch's output or error file for one of its
-// requests (no trailing newline), and whether it belongs in the error
-// file: a succeeded job's completion goes in the output file; a failed
-// or cancelled job's error response, or (in an expired or cancelled
-// batch) a request that never finished (code batch_expired or
-// batch_cancelled), in the error file.
-func OutputLine(r jobs.BatchResult, status jobs.BatchStatus) ([]byte, bool) {
-	return nil, false
 }

@@ -40,6 +40,17 @@
 //     has ended and on a closed store. Refusals (ErrNotClaimed,
 //     ErrInvalid, ErrNotFound, an illegal transition, an idempotency
 //     conflict) and calls whose context ended leave it passing.
+//   - A prompt's chat request comes back as it was stored, byte for byte
+//     once encoded as JSON: a JSON schema's keys keep their order (a
+//     provider writes a structured answer's keys in the schema's order).
+//   - Refused file and batch writes (ErrFileTooLarge, ErrBatchChanged, a
+//     failing upload reader) leave Check passing, and store nothing.
+//   - MoveBatch to validating or to a status that does not exist, and
+//     FinishBatch to a status that is not terminal, are ErrInvalid.
+//   - A finished batch's output and error files are named
+//     "<batch ID>_output.jsonl" and "<batch ID>_error.jsonl".
+//   - BatchProgress of an unknown batch is ErrNotFound; BatchResults of
+//     one is empty, and CancelBatchJobs cancels nothing.
 //   - Metrics percentiles are nearest-rank; superseded jobs are not in the
 //     data. Per org, the average latency is in whole microseconds, rounded
 //     down.
@@ -147,6 +158,19 @@ func Run(t *testing.T, h Harness) {
 		{"CheckAfterRefusals", testCheckAfterRefusals},
 		{"CheckConcurrentWrites", testCheckConcurrentWrites},
 		{"CheckClosed", testCheckClosed},
+		{"FrontDoorFields", testFrontDoorFields},
+		{"Files", testFiles},
+		{"ListFiles", testListFiles},
+		{"FileContent", testFileContent},
+		{"CreateBatch", testCreateBatch},
+		{"ListBatches", testListBatches},
+		{"MoveBatch", testMoveBatch},
+		{"CancelBatch", testCancelBatch},
+		{"FinishBatch", testFinishBatch},
+		{"BatchProgress", testBatchProgress},
+		{"CancelBatchJobs", testCancelBatchJobs},
+		{"BatchResults", testBatchResults},
+		{"ArchiveKeepsBatches", testArchiveKeepsBatches},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,7 +264,7 @@ func (f *fixture) advance(d time.Duration) time.Time { return f.clock.Advance(d)
 func (f *fixture) enqueue(p jobs.EnqueueParams) jobs.Enqueued {
 	f.t.Helper()
 	f.n++
-	if p.Text == "" && p.PromptRef == "" {
+	if p.Text == "" && p.PromptRef == "" && p.Chat == nil {
 		p.Text = "prompt text"
 	}
 	if p.CreatedBy == "" {

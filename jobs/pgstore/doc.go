@@ -21,7 +21,9 @@
 // byte order makes every index step a memcmp whatever the database's
 // collation. tokens holds the API tokens by the SHA-256 of their secret
 // (migration 00006); token writes have no events and do not take the
-// event lock.
+// event lock. Nor do the writes of files (their content in chunks of
+// jobs.FileChunkSize, in file_chunks) and batches (migration 00008);
+// CancelBatchJobs cancels jobs with Cancel's statement, under the lock.
 //
 // # Claims
 //

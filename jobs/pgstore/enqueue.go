@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 )
 
 // Enqueue inserts a prompt and its queued job in one transaction.
@@ -16,7 +17,7 @@ import (
 // or error). See jobs.Store.
 func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	// Normalized first, so a bad call never joins (and fails) a batch.
-	p, err := p.Normalize()
+	p, err := normalize(p)
 	if err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
@@ -27,6 +28,16 @@ func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueue
 		return jobs.Enqueued{}, fmt.Errorf("pgstore: enqueue: %w", err)
 	}
 	return r.enqueue.out, nil
+}
+
+// normalize normalizes p and checks that its chat request encodes (see
+// newEnqueueRows).
+func normalize(p jobs.EnqueueParams) (jobs.EnqueueParams, error) {
+	p, err := p.Normalize()
+	if err == nil {
+		_, err = batchdb.EncodeChat(p.Chat)
+	}
+	return p, err
 }
 
 // enqueueReq is one Enqueue call, normalized, in a group-committed batch.
@@ -74,7 +85,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 	norm := make([]jobs.EnqueueParams, len(ps))
 	for i := range ps {
 		var err error
-		if norm[i], err = ps[i].Normalize(); err != nil {
+		if norm[i], err = normalize(ps[i]); err != nil {
 			return nil, fmt.Errorf("pgstore: enqueue batch: item %d: %w", i, err)
 		}
 	}
@@ -89,6 +100,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 // enqueueRows holds a batch as column arrays for unnest.
 type enqueueRows struct {
 	promptID, jobID, org, by, parent, corr, text, ref, inputs, profile, key, hash, opts, dep []string
+	chat, batch, customID                                                                    []string
 	priority, maxAttempts                                                                    []int
 	available                                                                                []time.Time
 	hasRefs, hasKeys                                                                         bool
@@ -218,9 +230,10 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		parent: make([]string, n), corr: make([]string, n), text: make([]string, n), ref: make([]string, n),
 		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), hash: make([]string, n),
 		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
-		available: make([]time.Time, n),
+		available: make([]time.Time, n), chat: make([]string, n), batch: make([]string, n), customID: make([]string, n),
 	}
 	for i, p := range ps {
+		chat, _ := batchdb.EncodeChat(p.Chat) // checked by normalize
 		avail := now
 		if !p.AvailableAt.IsZero() {
 			avail = p.AvailableAt
@@ -230,6 +243,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.text[i], r.ref[i], r.inputs[i], r.profile[i] = p.Text, p.PromptRef, string(p.Inputs), p.Profile
 		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions), p.DependsOn
 		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
+		r.chat[i], r.batch[i], r.customID[i] = string(chat), p.BatchID, p.CustomID
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
 	}
@@ -279,13 +293,14 @@ func (b *enqueueBatch) insertPrompts(p *phase) {
 	}
 	q := `
 		INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs, profile, idempotency_key,
-			request_hash, created_at)
-		SELECT u.id, u.org, u.by, NULLIF(u.parent, ''), u.corr, u.text, u.ref, NULLIF(u.inputs, '')::json, u.profile, u.key, u.hash, $12
+			request_hash, created_at, chat, batch_id, custom_id)
+		SELECT u.id, u.org, u.by, NULLIF(u.parent, ''), u.corr, u.text, u.ref, NULLIF(u.inputs, '')::json, u.profile, u.key, u.hash, $12,
+			NULLIF(u.chat, '')::json, NULLIF(u.batch, ''), NULLIF(u.custom, '')
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-				$11::text[])
-			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key, hash)`
+				$11::text[], $13::text[], $14::text[], $15::text[])
+			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key, hash, chat, batch, custom)`
 	args := []any{col(r.promptID), col(r.org), col(r.by), col(r.parent), col(r.corr), col(r.text), col(r.ref),
-		col(r.inputs), col(r.profile), col(r.key), col(r.hash), b.now}
+		col(r.inputs), col(r.profile), col(r.key), col(r.hash), b.now, col(r.chat), col(r.batch), col(r.customID)}
 	if !r.hasKeys {
 		// Nothing can conflict: every prompt is inserted.
 		p.exec(q, args...)

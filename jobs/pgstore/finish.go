@@ -40,9 +40,9 @@ var finishSQL = named(`
 	WITH u AS (
 		SELECT * FROM unnest($id::text[], $worker::text[], $state::text[], $inc::int[], $available::timestamptz[],
 			$kind::text[], $message::text[], $data::text[], $output::text[], $parsed::text[], $model::text[],
-			$usage::text[], $response::text[])
+			$usage::text[], $response::text[], $finish_reason::text[])
 			WITH ORDINALITY AS u(id, worker, state, inc, available, kind, message, data, output, parsed, model,
-				usage, response, ord)
+				usage, response, finish_reason, ord)
 	), done AS (
 		UPDATE jobs SET
 			state = u.state,
@@ -61,7 +61,7 @@ var finishSQL = named(`
 		FROM u WHERE jobs.id = u.id AND u.state <> '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 		-- The call's own columns come along, so no later CTE joins u again
 		-- (the generic plan's row estimates would make that a nested loop).
-		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage
+		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage, u.finish_reason
 	), att AS (
 		SELECT jobs.*, u.ord, u.data FROM u JOIN jobs ON jobs.id = u.id
 		WHERE u.state = '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
@@ -72,8 +72,8 @@ var finishSQL = named(`
 	), resp AS (
 		-- The response IDs cannot collide: each job is running and locked
 		-- by this transaction, so the insert cannot wait under the lock.
-		INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at)
-		SELECT response_id, prompt_id, id, output, parsed::json, model, usage::json, $now::timestamptz
+		INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at, finish_reason)
+		SELECT response_id, prompt_id, id, output, parsed::json, model, usage::json, $now::timestamptz, finish_reason
 		FROM done WHERE state = 'succeeded'
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
@@ -89,7 +89,7 @@ var finishSQL = named(`
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
-	"usage", "response", "now", "schema")
+	"usage", "response", "finish_reason", "now", "schema")
 
 // runFinish runs finishing writes in one transaction of their own.
 func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
@@ -136,6 +136,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 	var (
 		id, worker, state, kind = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		message, output, model  = make([]string, n), make([]string, n), make([]string, n)
+		finishReason            = make([]string, n)
 		data, parsed, usage     = make([]*string, n), make([]*string, n), make([]*string, n)
 		response                = make([]*string, n)
 		inc                     = make([]int, n)
@@ -147,7 +148,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		b.errs[i] = jobs.ErrNotClaimed // until the statement returns the call
 		id[i], worker[i], state[i], kind[i], message[i] = w.JobID, w.Worker, string(w.To), string(w.Kind), w.Message
 		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
-		inc[i], response[i] = w.Attempts, r.response
+		inc[i], response[i], finishReason[i] = w.Attempts, r.response, w.FinishReason
 		if w.To == jobs.Queued {
 			avail[i] = &now
 			if !w.AvailableAt.IsZero() {
@@ -156,7 +157,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
-		usage, response, now, b.schema), func(rows pgx.Rows) error {
+		usage, response, finishReason, now, b.schema), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
 			j, err := scanJob(rows, &ord)
@@ -257,23 +258,41 @@ func rawPtr(b json.RawMessage) *string {
 	return new(string(b))
 }
 
-// cancelSQL moves one job (locked and checked by this transaction) to
-// cancelled, out of job_queue or job_running, with its event and a
-// notification, under the event lock (the side tables are written only
-// there, so the deletes never wait).
+// cancelSQL moves jobs (locked and checked by this transaction; $from
+// holds each one's state) to cancelled, out of job_queue or job_running,
+// with one event each in the order given and a notification, under the
+// event lock (the side tables are written only there, so the deletes
+// never wait). Cancel cancels one job with it, CancelBatchJobs a batch's.
 var cancelSQL = named(`
-	WITH done AS (
-		UPDATE jobs SET state = 'cancelled', finished_at = $now, updated_at = $now WHERE id = $id RETURNING jobs.*
+	WITH u AS (
+		SELECT * FROM unnest($id::text[], $from::text[]) WITH ORDINALITY AS u(id, from_state, ord)
+	), done AS (
+		UPDATE jobs SET state = 'cancelled', finished_at = $now, updated_at = $now FROM u WHERE jobs.id = u.id
+		RETURNING jobs.*, u.from_state, u.ord
 	), dequeued AS (
-		DELETE FROM job_queue WHERE job_id = $id
+		DELETE FROM job_queue WHERE job_id = ANY ($id::text[])
 	), stopped AS (
-		DELETE FROM job_running WHERE job_id = $id
+		DELETE FROM job_running WHERE job_id = ANY ($id::text[])
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
-		SELECT id, prompt_id, org_id, 'transition', $from::text, 'cancelled', $now FROM done
+		SELECT id, prompt_id, org_id, 'transition', from_state, 'cancelled', $now FROM done ORDER BY ord
 	), `+notified("done")+`
-	SELECT `+jobCols+` FROM done, notified`,
+	SELECT `+jobCols+` FROM done, notified ORDER BY ord`,
 	"now", "id", "from", "schema")
+
+// cancelJobs queues cancelSQL for olds, jobs locked by this transaction
+// that may move to cancelled, and reads the cancelled jobs into *dst.
+func cancelJobs(p *phase, now time.Time, olds []jobs.Job, schema string, dst *[]jobs.Job) {
+	ids, from := make([]string, len(olds)), make([]string, len(olds))
+	for i, j := range olds {
+		ids[i], from[i] = j.ID, string(j.State)
+	}
+	p.query(cancelSQL.q, cancelSQL.args(now, ids, from, schema), func(rows pgx.Rows) error {
+		var err error
+		*dst, err = collectJobs(rows)
+		return err
+	})
+}
 
 // scanInto reads one job row into *dst.
 func scanInto(dst *jobs.Job) func(pgx.Row) error {
@@ -302,18 +321,22 @@ func lockJob(p *phase, orgID, jobID string, to jobs.State, dst *jobs.Job) {
 // Cancel moves a queued or running job to cancelled; a terminal job is a
 // *jobs.TransitionError. See jobs.Store.
 func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, error) {
-	var old, out jobs.Job
+	var old jobs.Job
+	var out []jobs.Job
 	err := s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Cancelled, &old)
 	}, func(ph *phase, now time.Time) {
-		ph.queryRow(cancelSQL.q, cancelSQL.args(now, p.JobID, string(old.State), s.schema), scanInto(&out))
+		cancelJobs(ph, now, []jobs.Job{old}, s.schema, &out)
 	})
+	if err == nil && len(out) != 1 {
+		err = fmt.Errorf("cancelled %d jobs, want 1", len(out))
+	}
 	s.wrote(ctx, "cancel", err, err == nil)
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: cancel %s: %w", p.JobID, err)
 	}
 	s.notify.Broadcast()
-	return out, nil
+	return out[0], nil
 }
 
 // retrySQL supersedes the old job and inserts its replacement (queued,

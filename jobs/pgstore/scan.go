@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 )
 
 // jobCols is the column list scanJob reads, in order. JSON columns are
@@ -114,33 +115,41 @@ func scanEventExtra(row pgx.Row, extra ...any) (jobs.Event, error) {
 	return e, nil
 }
 
-const promptCols = `id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs::text, profile, idempotency_key, created_at`
+const promptCols = `id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs::text, profile, idempotency_key, created_at,
+	chat::text, batch_id, custom_id`
 
 func scanPrompt(row pgx.Row) (jobs.Prompt, error) {
 	var (
-		p      jobs.Prompt
-		parent *string
-		inputs []byte
+		p                       jobs.Prompt
+		parent, batch, customID *string
+		inputs, chat            []byte
 	)
-	if err := row.Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID, &p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &p.CreatedAt); err != nil {
+	if err := row.Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID, &p.Text, &p.PromptRef, &inputs, &p.Profile,
+		&p.IdempotencyKey, &p.CreatedAt, &chat, &batch, &customID); err != nil {
 		return jobs.Prompt{}, err
 	}
 	p.ParentID = str(parent)
 	if inputs != nil {
 		p.Inputs = json.RawMessage(inputs)
 	}
+	var err error
+	if p.Chat, err = batchdb.DecodeChat(chat); err != nil {
+		return jobs.Prompt{}, err
+	}
+	p.BatchID, p.CustomID = str(batch), str(customID)
 	p.CreatedAt = p.CreatedAt.UTC()
 	return p, nil
 }
 
-const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed::text, r.model, r.usage::text, r.created_at`
+const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed::text, r.model, r.usage::text, r.created_at,
+	r.finish_reason`
 
 func scanResponse(row pgx.Row) (jobs.Response, error) {
 	var (
 		r             jobs.Response
 		parsed, usage []byte
 	)
-	if err := row.Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed, &r.Model, &usage, &r.CreatedAt); err != nil {
+	if err := row.Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed, &r.Model, &usage, &r.CreatedAt, &r.FinishReason); err != nil {
 		return jobs.Response{}, err
 	}
 	if parsed != nil {

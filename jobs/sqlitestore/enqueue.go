@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 )
 
 var (
@@ -19,8 +20,8 @@ var (
 	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ? AND org_id = ?`)
 	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ? AND org_id = ?`)
 	qInsertPrompt = wq(`INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text,
-		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at, chat, batch_id, custom_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
 		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -68,9 +69,14 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 			return jobs.Enqueued{}, fmt.Errorf("depends_on lookup: %w", err)
 		}
 	}
+	chat, err := batchdb.EncodeChat(p.Chat)
+	if err != nil {
+		return jobs.Enqueued{}, err
+	}
 	promptID := jobs.NewID()
 	if _, err := w.exec(qInsertPrompt, promptID, p.OrgID, p.CreatedBy, nullString(p.ParentID),
-		p.CorrelationID, p.Text, p.PromptRef, nullBytes(p.Inputs), p.Profile, p.IdempotencyKey, p.RequestHash, w.now); err != nil {
+		p.CorrelationID, p.Text, p.PromptRef, nullBytes(p.Inputs), p.Profile, p.IdempotencyKey, p.RequestHash, w.now,
+		nullBytes(chat), nullString(p.BatchID), nullString(p.CustomID)); err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("insert prompt: %w", err)
 	}
 	availableAt := w.now

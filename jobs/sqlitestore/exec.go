@@ -42,8 +42,8 @@ var (
 			running_heartbeat_at = CASE ?1 WHEN 'queued' THEN NULL ELSE running_heartbeat_at END,
 			updated_at = ?7
 		WHERE id = ?8 AND state = 'running' AND worker_claim = ?9 RETURNING ` + jobCols)
-	qInsertResponse = wq(`INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	qInsertResponse = wq(`INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at,
+		finish_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qJobForUpdate = wq(`SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`)
 	qCancel       = wq(`UPDATE jobs SET state = 'cancelled', finished_at = ?1, updated_at = ?1
 		WHERE id = ?2 AND state IN ('queued', 'running') RETURNING ` + jobCols)
@@ -199,11 +199,8 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 		if err != nil {
 			return err
 		}
-		if j, err = scanJob(w.queryRow(qCancel, w.now, p.JobID)); err != nil {
-			return err
-		}
-		w.transition(j, old.State, jobs.Cancelled, nil)
-		return nil
+		j, err = w.cancel(old)
+		return err
 	})
 	s.wrote(ctx, "cancel", err, err == nil)
 	return j, err
@@ -322,7 +319,7 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 	}
 	if f.To == jobs.Succeeded {
 		if _, err := w.exec(qInsertResponse, responseID, promptID, f.JobID, f.Output, nullBytes(f.Parsed),
-			f.Model, string(f.Usage), w.now); err != nil {
+			f.Model, string(f.Usage), w.now, f.FinishReason); err != nil {
 			return jobs.Job{}, fmt.Errorf("insert response: %w", err)
 		}
 	}

@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 	"github.com/promptkit/promptkit/jobs/internal/listing"
 )
 
 // Reads run on the reader pool unless noted. An empty org ID matches every
 // org: "(?2 = ” OR org_id = ?2)" costs nothing on primary-key lookups.
 const (
-	qGetPrompt = `SELECT id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs,
-		profile, idempotency_key, created_at FROM prompts WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
+	qGetPrompt   = `SELECT ` + promptCols + ` FROM prompts WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
 	qGetJob      = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
-	qGetResponse = `SELECT r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at
+	qGetResponse = `SELECT ` + responseCols + `
 		FROM responses r JOIN jobs j ON j.id = r.job_id WHERE r.id = ?1 AND (?2 = '' OR j.org_id = ?2)`
 	qPromptJobs = `SELECT ` + jobCols + ` FROM jobs WHERE prompt_id = ? ORDER BY created_at, id`
 	qJobEvents  = `SELECT seq, job_id, prompt_id, org_id, type, from_state, to_state, data, at
@@ -471,10 +471,9 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, 
 // Batch reads: the IDs go in as one JSON array, so one prepared statement
 // serves any number of them.
 const (
-	qGetPrompts = `SELECT id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs,
-		profile, idempotency_key, created_at FROM prompts
+	qGetPrompts = `SELECT ` + promptCols + ` FROM prompts
 		WHERE id IN (SELECT value FROM json_each(?1)) AND (?2 = '' OR org_id = ?2)`
-	qGetResponses = `SELECT r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at
+	qGetResponses = `SELECT ` + responseCols + `
 		FROM responses r JOIN jobs j ON j.id = r.job_id
 		WHERE r.id IN (SELECT value FROM json_each(?1)) AND (?2 = '' OR j.org_id = ?2)`
 )
@@ -544,16 +543,20 @@ func (s *Store) GetResponses(ctx context.Context, orgID string, ids []string) (m
 	return out, nil
 }
 
-// scanPrompt reads one row of qGetPrompt's columns.
+// promptCols is the column list scanPrompt reads.
+const promptCols = `id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs,
+	profile, idempotency_key, created_at, chat, batch_id, custom_id`
+
+// scanPrompt reads one row of promptCols.
 func scanPrompt(r scanner) (jobs.Prompt, error) {
 	var (
-		p         jobs.Prompt
-		parent    sql.NullString
-		inputs    sql.NullString
-		createdAt int64
+		p                       jobs.Prompt
+		parent, batch, customID sql.NullString
+		inputs, chat            sql.NullString
+		createdAt               int64
 	)
 	err := r.Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID,
-		&p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &createdAt)
+		&p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &createdAt, &chat, &batch, &customID)
 	if err != nil {
 		return jobs.Prompt{}, err
 	}
@@ -561,11 +564,18 @@ func scanPrompt(r scanner) (jobs.Prompt, error) {
 	if inputs.Valid {
 		p.Inputs = json.RawMessage(inputs.String)
 	}
+	if p.Chat, err = batchdb.DecodeChat([]byte(chat.String)); err != nil {
+		return jobs.Prompt{}, err
+	}
+	p.BatchID, p.CustomID = batch.String, customID.String
 	p.CreatedAt = fromMicros(createdAt)
 	return p, nil
 }
 
-// scanResponse reads one row of qGetResponse's columns.
+// responseCols is the column list scanResponse reads, of responses r.
+const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at, r.finish_reason`
+
+// scanResponse reads one row of responseCols.
 func scanResponse(r scanner) (jobs.Response, error) {
 	var (
 		resp      jobs.Response
@@ -574,7 +584,7 @@ func scanResponse(r scanner) (jobs.Response, error) {
 		createdAt int64
 	)
 	err := r.Scan(&resp.ID, &resp.PromptID, &resp.JobID, &resp.Output, &parsed,
-		&resp.Model, &usage, &createdAt)
+		&resp.Model, &usage, &createdAt, &resp.FinishReason)
 	if err != nil {
 		return jobs.Response{}, err
 	}

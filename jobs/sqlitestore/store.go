@@ -27,8 +27,10 @@
 // gets its own result or error, and an error means nothing of that call
 // was stored; a call whose context ends while it waits is not run, and
 // calls after Close fail. Rarer writes (EnqueueBatch, Cancel, Retry,
-// Reclaim, Archive, CreateToken, RevokeToken) and ChangesSince run their
-// own transactions.
+// Reclaim, Archive, CreateToken, RevokeToken, and those of files and
+// batches) and ChangesSince run their own transactions. CreateFile and
+// FinishBatch read their content inside theirs, holding the write lock
+// while they do: their readers should be local (spooled) files.
 //
 // # Notifications
 //

@@ -21,7 +21,7 @@ func Check(ctx context.Context, eng *promptkit.Engine, p jobs.EnqueueParams) err
 	if err != nil {
 		return err
 	}
-	req, err := Request(jobs.Prompt{Text: p.Text, PromptRef: p.PromptRef, Inputs: p.Inputs, Profile: p.Profile}, opts)
+	req, err := Request(jobs.Prompt{Text: p.Text, PromptRef: p.PromptRef, Inputs: p.Inputs, Chat: p.Chat, Profile: p.Profile}, opts)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,8 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest,
 	if opts.Depth != nil {
 		depth = *opts.Depth
 	}
-	if depth > 0 && p.ParentID != "" {
+	// A chat prompt carries its whole conversation: no thread history.
+	if depth > 0 && p.ParentID != "" && p.Chat == nil {
 		turns, err := w.store.Thread(ctx, jobs.ThreadParams{PromptID: p.ID, Depth: depth})
 		if err != nil {
 			return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the thread: %w", err)}
@@ -97,10 +98,23 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest,
 
 // Request is the engine request for a prompt with execution options,
 // without its thread history. Submitters call it with Engine.Prepare to
-// refuse at submission what the worker could not run.
+// refuse at submission what the worker could not run. A chat prompt
+// (p.Chat) becomes a Messages request with its sampling values and
+// response format: json_object asks for a JSON object, json_schema for
+// an output valid against its schema.
 func Request(p jobs.Prompt, opts jobs.ExecutionOptions) (promptkit.RunRequest, error) {
 	req := promptkit.RunRequest{Text: p.Text, PromptID: p.PromptRef, ProfileID: p.Profile,
 		Model: opts.Model, Backend: opts.PreferProvider}
+	if c := p.Chat; c != nil {
+		req.Messages = c.Messages
+		req.Temperature, req.TopP, req.MaxTokens, req.Stop, req.Seed = c.Temperature, c.TopP, c.MaxTokens, c.Stop, c.Seed
+		switch c.ResponseFormat {
+		case jobs.FormatJSONObject:
+			req.JSONObject = true
+		case jobs.FormatJSONSchema:
+			req.OutputSchema, req.OutputSchemaName = c.Schema, c.SchemaName
+		}
+	}
 	if len(p.Inputs) > 0 {
 		if err := json.Unmarshal(p.Inputs, &req.Inputs); err != nil {
 			return req, fmt.Errorf("%w: inputs are not a JSON object", jobs.ErrInvalid)

@@ -37,6 +37,8 @@ type Write struct {
 	Parsed json.RawMessage
 	Model  string
 	Usage  json.RawMessage
+	// FinishReason is the final generation's finish_reason.
+	FinishReason string
 }
 
 // Transition reports whether w changes the job's state.
@@ -49,7 +51,7 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 		return Write{}, err
 	}
 	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded,
-		Output: p.Output, Parsed: p.Parsed, Model: p.Model, Usage: usage}, nil
+		Output: p.Output, Parsed: p.Parsed, Model: p.Model, Usage: usage, FinishReason: p.FinishReason}, nil
 }
 
 // Requeue is the write of a normalized RequeueParams: a hand-back spends

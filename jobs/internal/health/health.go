@@ -63,19 +63,41 @@ func (w *Writes) Record(ctx context.Context, op string, err error, stored bool, 
 // Refusal reports whether a write's error says nothing about whether the
 // database accepts writes: the call itself was refused —
 // jobs.ErrNotClaimed, ErrInvalid, ErrNotFound, an illegal transition, an
-// idempotency conflict, all of which the database answered — the store is
-// closed, or the caller's context ended and the error is what that caused.
-// Any other error is a database failure, also one that comes after the
-// caller stopped waiting (a lock held past the busy timeout, say).
+// idempotency conflict, a file over its size limit, a batch no longer in
+// the expected status, all of which the database answered — the store is
+// closed, the error is the caller's (see Caller), or the caller's context
+// ended and the error is what that caused. Any other error is a database
+// failure, also one that comes after the caller stopped waiting (a lock
+// held past the busy timeout, say).
 func Refusal(ctx context.Context, err error, callerEnded func(error) bool) bool {
 	for _, target := range [...]error{jobs.ErrNotClaimed, jobs.ErrInvalid, jobs.ErrNotFound,
-		jobs.ErrIllegalTransition, jobs.ErrIdempotencyConflict, groupcommit.ErrClosed} {
+		jobs.ErrIllegalTransition, jobs.ErrIdempotencyConflict, jobs.ErrFileTooLarge, jobs.ErrBatchChanged,
+		groupcommit.ErrClosed} {
 		if errors.Is(err, target) {
 			return true
 		}
 	}
+	var c callerError
+	if errors.As(err, &c) {
+		return true
+	}
 	return ctx.Err() != nil && callerEnded(err)
 }
+
+// Caller marks err as the caller's failure, not the database's (the
+// reader of an upload failing, say), so that Record does not take it for
+// a sign that writes fail. The result wraps err.
+func Caller(err error) error {
+	if err == nil {
+		return nil
+	}
+	return callerError{err}
+}
+
+type callerError struct{ err error }
+
+func (c callerError) Error() string { return c.err.Error() }
+func (c callerError) Unwrap() error { return c.err }
 
 // Recent returns an error naming the remembered failure when it is less
 // than Window old at now (or in now's future: the clock went back).

@@ -41,6 +41,9 @@ func TestRecordClassifies(t *testing.T) {
 		{"TransitionError", ctx, fmt.Errorf("x: %w", &jobs.TransitionError{From: jobs.Succeeded, To: jobs.Cancelled})},
 		{"ErrIdempotencyConflict", ctx, fmt.Errorf("x: %w", jobs.ErrIdempotencyConflict)},
 		{"ErrClosed", ctx, fmt.Errorf("x: %w", groupcommit.ErrClosed)},
+		{"ErrFileTooLarge", ctx, fmt.Errorf("x: %w", jobs.ErrFileTooLarge)},
+		{"ErrBatchChanged", ctx, fmt.Errorf("x: %w", jobs.ErrBatchChanged)},
+		{"the caller's error", ctx, fmt.Errorf("x: %w", Caller(errors.New("upload reader failed")))},
 		{"the caller's cancellation", ended, fmt.Errorf("x: %w", context.Canceled)},
 	} {
 		if record(c.ctx, c.err, false); failing() {

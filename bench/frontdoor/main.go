@@ -1,0 +1,620 @@
+// Command frontdoor measures promptkit's OpenAI-compatible front door
+// against a `promptkit serve` process built from this tree:
+//
+//   - batch: an N-line batch (POST /v1/files, POST /v1/batches, polled
+//     until it ends) against a providertest fake that allows -rate
+//     requests per second and answers 429 with Retry-After beyond that.
+//     It reports failed lines, wall time against the ideal (lines / rate),
+//     extra provider calls, and the resident memory of serve (VmRSS
+//     sampled every 100 ms, and VmHWM at the end).
+//   - chat: the same chat completion sent -chat times one after another,
+//     alternating between promptkit's /v1/chat/completions and the
+//     provider directly, for p50/p99 latency side by side.
+//
+// Every run starts a fresh serve on a fresh SQLite database. The
+// configurations alternate within each run.
+//
+//	cd bench && go run ./frontdoor -runs 2               # 10,000 lines at 100/s: about 100 s per configuration and run
+//	cd bench && go run ./frontdoor -only chat -chat 2000
+//	cd bench && go run ./frontdoor -lines 1000 -runs 1   # a quick look
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/promptkit/promptkit/providertest"
+)
+
+// config is one way to configure serve's backend for the batch.
+type config struct {
+	name string
+	// rps is the backend's requests_per_second, 0 for none.
+	rps float64
+}
+
+func main() {
+	lines := flag.Int("lines", 10000, "batch lines")
+	rate := flag.Int("rate", 100, "provider's limit, requests per second")
+	latency := flag.Duration("latency", 0, "provider latency per answer")
+	workers := flag.Int("workers", 0, "serve --workers (0: serve's default)")
+	runs := flag.Int("runs", 2, "runs of each configuration")
+	chatN := flag.Int("chat", 1000, "chat requests per target and run")
+	only := flag.String("only", "", "batch or chat (default both)")
+	cfgs := flag.String("configs", "unpaced,paced", "batch configurations: unpaced (no requests_per_second), paced (requests_per_second = -rate)")
+	verbose := flag.Bool("v", false, "show serve's log tail after each run")
+	flag.Parse()
+
+	var batchCfgs []config
+	for _, c := range strings.Split(*cfgs, ",") {
+		switch c {
+		case "unpaced":
+			batchCfgs = append(batchCfgs, config{"unpaced", 0})
+		case "paced":
+			batchCfgs = append(batchCfgs, config{"paced", float64(*rate)})
+		default:
+			fatal(fmt.Errorf("unknown configuration %q", c))
+		}
+	}
+	bin, cleanup, err := buildPromptkit()
+	fatal(err)
+	defer cleanup()
+	env := env{bin: bin, workers: *workers, verbose: *verbose}
+
+	fmt.Printf("frontdoor: %s, %d cores, %s, SQLite\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.Version())
+	batches := map[string][]batchResult{}
+	var chats []chatResult
+	for r := 1; r <= *runs; r++ {
+		if *only == "" || *only == "chat" {
+			c, err := env.chat(*chatN)
+			fatal(err)
+			fmt.Printf("run %d chat: promptkit p50 %v p99 %v; direct p50 %v p99 %v\n", r, c.pk.p50, c.pk.p99, c.direct.p50, c.direct.p99)
+			chats = append(chats, c)
+		}
+		if *only == "" || *only == "batch" {
+			for _, cfg := range batchCfgs {
+				b, err := env.batch(cfg, *lines, *rate, *latency)
+				fatal(err)
+				fmt.Printf("run %d batch %s: %s\n", r, cfg.name, b)
+				batches[cfg.name] = append(batches[cfg.name], b)
+			}
+		}
+	}
+	fmt.Println()
+	if len(batches) > 0 {
+		reportBatches(batchCfgs, batches, *lines, *rate)
+	}
+	if len(chats) > 0 {
+		reportChats(chats, *chatN)
+	}
+}
+
+func fatal(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "frontdoor:", err)
+		os.Exit(1)
+	}
+}
+
+// buildPromptkit builds cmd/promptkit of the promptkit tree this module
+// replaces, into a temporary directory.
+func buildPromptkit() (string, func(), error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/promptkit/promptkit").Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("locating the promptkit tree: %w", err)
+	}
+	root := strings.TrimSpace(string(out))
+	dir, err := os.MkdirTemp("", "frontdoor-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "promptkit")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/promptkit")
+	cmd.Dir = root
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build ./cmd/promptkit: %w", err)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+type env struct {
+	bin     string
+	workers int
+	verbose bool
+}
+
+// serve is a running `promptkit serve`.
+type serve struct {
+	cmd  *exec.Cmd
+	dir  string
+	url  string
+	log  string
+	done chan struct{}
+}
+
+var listenLine = regexp.MustCompile(`msg="promptkit serve listening[^"]*" addr=(\S+)`)
+
+// start runs serve with backends named by id → base URL (each with a
+// profile of the same id) and extra YAML for the backend "limited".
+func (e env) start(backends map[string]string, limitedExtra string) (*serve, error) {
+	dir, err := os.MkdirTemp("", "frontdoor-run-")
+	if err != nil {
+		return nil, err
+	}
+	s := &serve{dir: dir, log: filepath.Join(dir, "serve.log"), done: make(chan struct{})}
+	var cfg strings.Builder
+	cfg.WriteString("backends:\n")
+	for _, id := range slices.Sorted(maps.Keys(backends)) {
+		fmt.Fprintf(&cfg, "  - id: %s\n    base_url: %s\n", id, backends[id])
+		if id == "limited" && limitedExtra != "" {
+			cfg.WriteString(limitedExtra)
+		}
+	}
+	cfg.WriteString("profiles:\n")
+	for _, id := range slices.Sorted(maps.Keys(backends)) {
+		fmt.Fprintf(&cfg, "  - {id: %s, backend: %s, model: %s-model}\n", id, id, id)
+	}
+	cfgPath := filepath.Join(dir, "promptkit.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+		return nil, err
+	}
+	db := filepath.Join(dir, "jobs.db")
+	args := []string{"serve", "--config", cfgPath, "--database", db, "--addr", "127.0.0.1:0", "--submit-rate", "-1"}
+	if e.workers > 0 {
+		args = append(args, "--workers", strconv.Itoa(e.workers))
+	}
+	logf, err := os.Create(s.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	s.cmd = exec.Command(e.bin, args...)
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for s.url == "" {
+		b, _ := os.ReadFile(s.log)
+		if m := listenLine.FindSubmatch(b); m != nil {
+			s.url = string(m[1])
+			break
+		}
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("serve exited:\n%s", b)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("serve did not listen within 30 s:\n%s", b)
+		}
+	}
+	return s, nil
+}
+
+// stop ends serve with SIGTERM (SIGKILL after 20 s) and removes its files.
+func (s *serve) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-s.done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+	os.RemoveAll(s.dir)
+}
+
+func (s *serve) tail(n int) string {
+	b, _ := os.ReadFile(s.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// warnings counts serve's WARN and ERROR log lines.
+func (s *serve) warnings() int {
+	b, _ := os.ReadFile(s.log)
+	return bytes.Count(b, []byte("level=WARN")) + bytes.Count(b, []byte("level=ERROR"))
+}
+
+// memory reads serve's VmRSS and VmHWM in KiB.
+func (s *serve) memory() (rss, hwm int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmRSS:":
+			rss, _ = strconv.Atoi(f[1])
+		case "VmHWM:":
+			hwm, _ = strconv.Atoi(f[1])
+		}
+	}
+	return rss, hwm
+}
+
+// client is a keep-alive HTTP client for loopback.
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+
+// batchResult is one batch run.
+type batchResult struct {
+	status         string
+	upload         time.Duration
+	wall           time.Duration // batch created → seen completed
+	completed      int
+	failed         int // request_counts.failed
+	errorLines     int
+	calls          int // provider chat calls
+	rateLimited    int // the provider's 429s
+	rssStart       int // KiB, before the upload
+	rssMedian      int // KiB, median of samples during the batch
+	rssMax, hwm    int // KiB
+	serveWarnLines int
+	// phases: the batch's own timestamps (whole seconds): created →
+	// in_progress → finalizing → completed.
+	validating, running, finalizing int64
+	// load is the machine's 1-minute load average at the end.
+	load string
+}
+
+func (b batchResult) String() string {
+	return fmt.Sprintf("%s in %.2f s (upload %.2f s; validating %d s, in progress %d s, finalizing %d s): %d completed, %d failed, %d error lines; %d provider calls, %d 429s; RSS start %d MiB, median %d MiB, max %d MiB, HWM %d MiB; %d warn/error log lines; load average %s",
+		b.status, b.wall.Seconds(), b.upload.Seconds(), b.validating, b.running, b.finalizing, b.completed, b.failed, b.errorLines, b.calls, b.rateLimited,
+		b.rssStart>>10, b.rssMedian>>10, b.rssMax>>10, b.hwm>>10, b.serveWarnLines, b.load)
+}
+
+type batchObject struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	OutputFileID string `json:"output_file_id"`
+	ErrorFileID  string `json:"error_file_id"`
+	Counts       struct {
+		Total, Completed, Failed int
+	} `json:"request_counts"`
+	CreatedAt    int64 `json:"created_at"`
+	InProgressAt int64 `json:"in_progress_at"`
+	FinalizingAt int64 `json:"finalizing_at"`
+	CompletedAt  int64 `json:"completed_at"`
+}
+
+func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchResult, error) {
+	var res batchResult
+	prov := providertest.NewServer(providertest.WithRateLimit(rate), providertest.WithLatency(latency), providertest.WithMaxRecorded(1))
+	defer prov.Close()
+	extra := ""
+	if cfg.rps > 0 {
+		extra = fmt.Sprintf("    requests_per_second: %g\n", cfg.rps)
+	}
+	s, err := e.start(map[string]string{"limited": prov.URL}, extra)
+	if err != nil {
+		return res, err
+	}
+	defer s.stop()
+	res.rssStart, _ = s.memory()
+
+	var in bytes.Buffer
+	for i := range lines {
+		fmt.Fprintf(&in, `{"custom_id":"req-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"limited","messages":[{"role":"user","content":"question number %d"}]}}`+"\n", i, i)
+	}
+	t0 := time.Now()
+	fileID, err := upload(s.url, in.Bytes())
+	if err != nil {
+		return res, err
+	}
+	res.upload = time.Since(t0)
+
+	// Sample serve's memory while the batch runs.
+	stopSampling := make(chan struct{})
+	var samples []int
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+				if rss, _ := s.memory(); rss > 0 {
+					samples = append(samples, rss)
+				}
+			}
+		}
+	})
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { close(stopSampling); wg.Wait() }) }
+	defer stop()
+
+	start := time.Now()
+	var b batchObject
+	if err := call(http.MethodPost, s.url+"/v1/batches", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/chat/completions","completion_window":"24h"}`, fileID)), &b); err != nil {
+		return res, err
+	}
+	// Give up after three times the ideal, plus a minute.
+	giveUp := start.Add(3*time.Duration(lines)*time.Second/time.Duration(rate) + time.Minute)
+	for !terminal(b.Status) {
+		if time.Now().After(giveUp) {
+			return res, fmt.Errorf("batch still %s (%+v) after %v:\n%s", b.Status, b.Counts, time.Since(start), s.tail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+		if err := call(http.MethodGet, s.url+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
+			return res, err
+		}
+	}
+	res.wall = time.Since(start)
+	stop()
+
+	res.status, res.completed, res.failed = b.Status, b.Counts.Completed, b.Counts.Failed
+	res.validating, res.running, res.finalizing = b.InProgressAt-b.CreatedAt, b.FinalizingAt-b.InProgressAt, b.CompletedAt-b.FinalizingAt
+	if b.ErrorFileID != "" {
+		n, err := countLines(s.url + "/v1/files/" + b.ErrorFileID + "/content")
+		if err != nil {
+			return res, err
+		}
+		res.errorLines = n
+	}
+	if b.OutputFileID != "" {
+		n, err := countLines(s.url + "/v1/files/" + b.OutputFileID + "/content")
+		if err != nil {
+			return res, err
+		}
+		if n != b.Counts.Completed {
+			return res, fmt.Errorf("output file has %d lines, request_counts.completed %d", n, b.Counts.Completed)
+		}
+	}
+	st := prov.Stats()
+	res.calls, res.rateLimited = st.Requests-st.Models, st.RateLimited
+	_, res.hwm = s.memory()
+	if len(samples) > 0 {
+		slices.Sort(samples)
+		res.rssMedian, res.rssMax = samples[len(samples)/2], samples[len(samples)-1]
+	}
+	res.serveWarnLines = s.warnings()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		res.load = strings.Fields(string(b))[0]
+	}
+	if e.verbose {
+		fmt.Println(s.tail(15))
+	}
+	return res, nil
+}
+
+func terminal(status string) bool {
+	switch status {
+	case "completed", "failed", "expired", "cancelled":
+		return true
+	}
+	return false
+}
+
+// call sends a request and decodes a 2xx JSON answer into out.
+func call(method, url, contentType string, body io.Reader, out any) error {
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		return err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return err
+	}
+	if res.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %d: %s", method, url, res.StatusCode, b)
+	}
+	return json.Unmarshal(b, out)
+}
+
+func upload(base string, content []byte) (string, error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("purpose", "batch")
+	fw, err := mw.CreateFormFile("file", "batch.jsonl")
+	if err != nil {
+		return "", err
+	}
+	fw.Write(content)
+	if err := mw.Close(); err != nil {
+		return "", err
+	}
+	var f struct {
+		ID string `json:"id"`
+	}
+	if err := call(http.MethodPost, base+"/v1/files", mw.FormDataContentType(), &body, &f); err != nil {
+		return "", err
+	}
+	return f.ID, nil
+}
+
+func countLines(url string) (int, error) {
+	res, err := client.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %d", url, res.StatusCode)
+	}
+	n := 0
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 4<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) > 0 {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
+// percentiles of one target's latencies.
+type percentiles struct{ p50, p99 time.Duration }
+
+func percentilesOf(d []time.Duration) percentiles {
+	slices.Sort(d)
+	at := func(q float64) time.Duration { return d[min(len(d)-1, int(q*float64(len(d))))] }
+	return percentiles{at(0.50).Round(time.Microsecond), at(0.99).Round(time.Microsecond)}
+}
+
+type chatResult struct{ pk, direct percentiles }
+
+// chat sends the same chat completion n times to each target,
+// alternating, one at a time.
+func (e env) chat(n int) (chatResult, error) {
+	prov := providertest.NewServer(providertest.WithMaxRecorded(1))
+	defer prov.Close()
+	s, err := e.start(map[string]string{"fast": prov.URL}, "")
+	if err != nil {
+		return chatResult{}, err
+	}
+	defer s.stop()
+	body := func(model string) []byte {
+		return []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"How far is the moon from the earth?"}],"max_tokens":64}`)
+	}
+	pkBody, directBody := body("fast"), body("fast-model")
+	send := func(url string, b []byte) (time.Duration, error) {
+		t0 := time.Now()
+		res, err := client.Post(url, "application/json", bytes.NewReader(b))
+		if err != nil {
+			return 0, err
+		}
+		_, err = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		d := time.Since(t0)
+		if err == nil && res.StatusCode != http.StatusOK {
+			err = fmt.Errorf("POST %s: %d", url, res.StatusCode)
+		}
+		return d, err
+	}
+	// Warm both paths (connections, the database's first writes).
+	for range 20 {
+		if _, err := send(s.url+"/v1/chat/completions", pkBody); err != nil {
+			return chatResult{}, err
+		}
+		if _, err := send(prov.URL+"/chat/completions", directBody); err != nil {
+			return chatResult{}, err
+		}
+	}
+	var pk, direct []time.Duration
+	for range n {
+		d, err := send(s.url+"/v1/chat/completions", pkBody)
+		if err != nil {
+			return chatResult{}, err
+		}
+		pk = append(pk, d)
+		if d, err = send(prov.URL+"/chat/completions", directBody); err != nil {
+			return chatResult{}, err
+		}
+		direct = append(direct, d)
+	}
+	return chatResult{pk: percentilesOf(pk), direct: percentilesOf(direct)}, nil
+}
+
+// minMedMax renders sorted values as "min / median / max".
+func minMedMax[T any](vs []T, less func(a, b T) int, f func(T) string) string {
+	slices.SortFunc(vs, less)
+	return fmt.Sprintf("%s | %s | %s", f(vs[0]), f(vs[len(vs)/2]), f(vs[len(vs)-1]))
+}
+
+func reportBatches(cfgs []config, all map[string][]batchResult, lines, rate int) {
+	ideal := time.Duration(lines) * time.Second / time.Duration(rate)
+	fmt.Printf("Batch: %d lines, provider %d requests/s with Retry-After; ideal %v\n\n", lines, rate, ideal)
+	fmt.Println("| configuration | runs | failed lines | wall s min | median | max | wall / ideal (median) | provider calls (median) | extra calls | 429s (median) | serve RSS MiB median | max | VmHWM MiB (max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, c := range cfgs {
+		rs := all[c.name]
+		if len(rs) == 0 {
+			continue
+		}
+		failed := 0
+		var walls []float64
+		var calls, rl, rssMed, rssMax, hwm []int
+		for _, r := range rs {
+			failed = max(failed, r.failed+r.errorLines+(lines-r.completed-r.failed))
+			walls = append(walls, r.wall.Seconds())
+			calls = append(calls, r.calls)
+			rl = append(rl, r.rateLimited)
+			rssMed = append(rssMed, r.rssMedian)
+			rssMax = append(rssMax, r.rssMax)
+			hwm = append(hwm, r.hwm)
+		}
+		med := func(v []int) int { slices.Sort(v); return v[len(v)/2] }
+		wall := minMedMax(walls, func(a, b float64) int { return cmpf(a, b) }, func(v float64) string { return fmt.Sprintf("%.1f", v) })
+		medWall := walls[len(walls)/2]
+		mc := med(calls)
+		fmt.Printf("| %s | %d | %d (worst run) | %s | %.3f | %d | %.2f %% | %d | %d | %d | %d |\n",
+			c.name, len(rs), failed, wall, medWall/ideal.Seconds(), mc, 100*float64(mc-lines)/float64(lines),
+			med(rl), med(rssMed)>>10, slices.Max(rssMax)>>10, slices.Max(hwm)>>10)
+	}
+	fmt.Println()
+}
+
+func cmpf(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func reportChats(cs []chatResult, n int) {
+	fmt.Printf("Chat completions: %d requests per target and run, one at a time, alternating; %d runs\n\n", n, len(cs))
+	fmt.Println("| target | p50 µs min | median | max | p99 µs min | median | max |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+	cmpd := func(a, b time.Duration) int { return cmpf(float64(a), float64(b)) }
+	row := func(name string, get func(chatResult) percentiles) {
+		var p50, p99 []time.Duration
+		for _, c := range cs {
+			p50, p99 = append(p50, get(c).p50), append(p99, get(c).p99)
+		}
+		fmt.Printf("| %s | %s | %s |\n", name, minMedMax(p50, cmpd, us), minMedMax(p99, cmpd, us))
+	}
+	row("promptkit /v1/chat/completions", func(c chatResult) percentiles { return c.pk })
+	row("provider directly", func(c chatResult) percentiles { return c.direct })
+	var r50, r99, a50, a99 []float64
+	for _, c := range cs {
+		r50 = append(r50, float64(c.pk.p50)/float64(c.direct.p50))
+		r99 = append(r99, float64(c.pk.p99)/float64(c.direct.p99))
+		a50 = append(a50, float64(c.pk.p50-c.direct.p50)/1e6)
+		a99 = append(a99, float64(c.pk.p99-c.direct.p99)/1e6)
+	}
+	f := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	ms := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	fmt.Printf("\nratio promptkit / direct (min | median | max): p50 %s; p99 %s\n", minMedMax(r50, cmpf, f), minMedMax(r99, cmpf, f))
+	fmt.Printf("added by promptkit, ms (min | median | max): p50 %s; p99 %s\n", minMedMax(a50, cmpf, ms), minMedMax(a99, cmpf, ms))
+}

@@ -1,0 +1,246 @@
+package openaiapi_test
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
+)
+
+func TestDecodeChatFull(t *testing.T) {
+	t.Parallel()
+	body := `{
+		"model": "fast",
+		"messages": [
+			{"role": "developer", "content": "Be brief."},
+			{"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}], "name": null},
+			{"role": "assistant", "content": "Hi.", "tool_calls": null, "refusal": null},
+			{"role": "user", "content": "Name a colour."}
+		],
+		"temperature": 0.5, "top_p": 0.9, "max_completion_tokens": 64, "max_tokens": 64,
+		"stop": "END", "seed": 7,
+		"response_format": {"type": "json_schema", "json_schema": {"name": "colour", "strict": true, "schema": {"type": "object"}}},
+		"user": "u-1", "metadata": {"k": "v"},
+		"stream": true, "stream_options": {"include_usage": true},
+		"n": 1, "store": false, "logprobs": false, "top_logprobs": 0, "presence_penalty": 0, "frequency_penalty": 0,
+		"logit_bias": {}, "modalities": ["text"], "service_tier": "auto", "tools": null,
+		"safety_identifier": "s", "prompt_cache_key": "c"
+	}`
+	got, err := openaiapi.DecodeChat([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	temp, topP, maxTok, seed := 0.5, 0.9, 64, int64(7)
+	want := openaiapi.ChatParams{
+		Model: "fast",
+		Chat: jobs.ChatRequest{
+			Messages: []pktype.Message{
+				{Role: "system", Content: "Be brief."},
+				{Role: "user", Content: "Hello\nthere"},
+				{Role: "assistant", Content: "Hi."},
+				{Role: "user", Content: "Name a colour."},
+			},
+			Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"END"}, Seed: &seed,
+			ResponseFormat: jobs.FormatJSONSchema, SchemaName: "colour", Schema: json.RawMessage(`{"type": "object"}`),
+		},
+		Stream: true, IncludeUsage: true, User: "u-1", Metadata: map[string]string{"k": "v"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+}
+
+func TestDecodeChatMinimal(t *testing.T) {
+	t.Parallel()
+	got, err := openaiapi.DecodeChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":["a","b"],"response_format":{"type":"json_object"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Stream || got.IncludeUsage || got.Chat.MaxTokens != nil || got.Chat.ResponseFormat != jobs.FormatJSONObject ||
+		!reflect.DeepEqual(got.Chat.Stop, []string{"a", "b"}) {
+		t.Errorf("got %+v", got)
+	}
+	got, err = openaiapi.DecodeChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"response_format":{"type":"text"}}`))
+	if err != nil || *got.Chat.MaxTokens != 5 || got.Chat.ResponseFormat != jobs.FormatText {
+		t.Errorf("got %+v, %v", got, err)
+	}
+}
+
+// TestDecodeChatRefuses: everything promptkit cannot honour, and every
+// malformed parameter, is a *RequestError naming the parameter, and its
+// message never quotes the request.
+func TestDecodeChatRefuses(t *testing.T) {
+	t.Parallel()
+	const secret = "SECRET-MARKER"
+	msgs := `"messages":[{"role":"user","content":"` + secret + `"}]`
+	base := `"model":"m",` + msgs
+	for _, c := range []struct {
+		body, param, code string
+	}{
+		// What promptkit does not support.
+		{`{` + base + `,"n":2}`, "n", openaiapi.CodeUnsupportedValue},
+		{`{` + base + `,"tools":[{"type":"function","function":{"name":"` + secret + `"}}]}`, "tools", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"tool_choice":"auto"}`, "tool_choice", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"functions":[]}`, "functions", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"function_call":"none"}`, "function_call", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"parallel_tool_calls":false}`, "parallel_tool_calls", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"audio":{"voice":"alloy","format":"mp3"}}`, "audio", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"modalities":["text","audio"]}`, "modalities[1]", openaiapi.CodeUnsupportedValue},
+		{`{` + base + `,"logit_bias":{"50256":-100}}`, "logit_bias", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"logprobs":true}`, "logprobs", openaiapi.CodeUnsupportedValue},
+		{`{` + base + `,"top_logprobs":3}`, "top_logprobs", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"prediction":{"type":"content","content":"x"}}`, "prediction", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"web_search_options":{}}`, "web_search_options", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"reasoning_effort":"low"}`, "reasoning_effort", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"verbosity":"low"}`, "verbosity", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"presence_penalty":0.5}`, "presence_penalty", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"frequency_penalty":-1}`, "frequency_penalty", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"store":true}`, "store", openaiapi.CodeUnsupportedValue},
+		{`{` + base + `,"service_tier":"flex"}`, "service_tier", openaiapi.CodeUnsupportedValue},
+		{`{` + base + `,"unknown_thing":1}`, "unknown_thing", openaiapi.CodeUnknownParameter},
+		{`{` + base + `,"` + secret + ` x":1}`, "?", openaiapi.CodeUnknownParameter},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + secret + `"}}]}]}`, "messages[0].content[0].type", openaiapi.CodeUnsupportedValue},
+		{`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_audio","input_audio":{}}]}]}`, "messages[1].content[1].type", openaiapi.CodeUnsupportedValue},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{}}]}]}`, "messages[0].content[0].type", openaiapi.CodeUnsupportedValue},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{}}]}]}`, "messages[0].content[0].cache_control", openaiapi.CodeUnknownParameter},
+		{`{"model":"m","messages":[{"role":"tool","content":"x","tool_call_id":"c"}]}`, "messages[0].role", openaiapi.CodeUnsupportedValue},
+		{`{"model":"m","messages":[{"role":"function","content":"x"}]}`, "messages[0].role", openaiapi.CodeUnsupportedValue},
+		{`{"model":"m","messages":[{"role":"user","content":"x","name":"bob"}]}`, "messages[0].name", openaiapi.CodeUnsupportedParameter},
+		{`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"user","content":"x"}]}`, "messages[0].tool_calls", openaiapi.CodeUnsupportedParameter},
+		{`{"model":"m","messages":[{"role":"assistant","content":"x","audio":{"id":"a"}},{"role":"user","content":"x"}]}`, "messages[0].audio", openaiapi.CodeUnsupportedParameter},
+		{`{"model":"m","messages":[{"role":"assistant","content":"x","refusal":"no"},{"role":"user","content":"x"}]}`, "messages[0].refusal", openaiapi.CodeUnsupportedParameter},
+		{`{"model":"m","messages":[{"role":"user","content":"x","extra":1}]}`, "messages[0].extra", openaiapi.CodeUnknownParameter},
+		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{},"description":"d"}}}`, "response_format.json_schema.description", openaiapi.CodeUnsupportedParameter},
+
+		// Malformed or missing parameters.
+		{`{` + msgs + `}`, "model", openaiapi.CodeMissingParameter},
+		{`{"model":null,` + msgs + `}`, "model", openaiapi.CodeMissingParameter},
+		{`{"model":"",` + msgs + `}`, "model", openaiapi.CodeInvalidValue},
+		{`{"model":3,` + msgs + `}`, "model", openaiapi.CodeInvalidType},
+		{`{"model":"m"}`, "messages", openaiapi.CodeMissingParameter},
+		{`{"model":"m","messages":[]}`, "messages", openaiapi.CodeInvalidValue},
+		{`{"model":"m","messages":{}}`, "messages", openaiapi.CodeInvalidType},
+		{`{"model":"m","messages":["hi"]}`, "messages[0]", openaiapi.CodeInvalidType},
+		{`{"model":"m","messages":[{"content":"x"}]}`, "messages[0].role", openaiapi.CodeMissingParameter},
+		{`{"model":"m","messages":[{"role":"robot","content":"x"}]}`, "messages[0].role", openaiapi.CodeInvalidValue},
+		{`{"model":"m","messages":[{"role":"user"}]}`, "messages[0].content", openaiapi.CodeMissingParameter},
+		{`{"model":"m","messages":[{"role":"user","content":5}]}`, "messages[0].content", openaiapi.CodeInvalidType},
+		{`{"model":"m","messages":[{"role":"user","content":[{"text":"x"}]}]}`, "messages[0].content[0].type", openaiapi.CodeMissingParameter},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0].text", openaiapi.CodeMissingParameter},
+		{`{"model":"m","messages":[{"role":"user","content":"  "}]}`, "messages[0].content", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"temperature":3}`, "temperature", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"temperature":"hot"}`, "temperature", openaiapi.CodeInvalidType},
+		{`{` + base + `,"top_p":1.5}`, "top_p", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"max_tokens":0}`, "max_tokens", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"max_completion_tokens":1.5}`, "max_completion_tokens", openaiapi.CodeInvalidType},
+		{`{` + base + `,"max_tokens":10,"max_completion_tokens":20}`, "max_completion_tokens", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"stop":["a","b","c","d","e"]}`, "stop", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"stop":7}`, "stop", openaiapi.CodeInvalidType},
+		{`{` + base + `,"seed":1.5}`, "seed", openaiapi.CodeInvalidType},
+		{`{` + base + `,"n":"two"}`, "n", openaiapi.CodeInvalidType},
+		{`{` + base + `,"response_format":{"type":"yaml"}}`, "response_format.type", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"response_format":{}}`, "response_format.type", openaiapi.CodeMissingParameter},
+		{`{` + base + `,"response_format":{"type":"json_schema"}}`, "response_format.json_schema", openaiapi.CodeMissingParameter},
+		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"schema":{}}}}`, "response_format.json_schema.name", openaiapi.CodeMissingParameter},
+		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"bad name","schema":{}}}}`, "response_format.json_schema.name", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"n"}}}`, "response_format.json_schema.schema", openaiapi.CodeMissingParameter},
+		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":[]}}}`, "response_format.json_schema.schema", openaiapi.CodeInvalidType},
+		{`{` + base + `,"response_format":{"type":"text","json_schema":{}}}`, "response_format.json_schema", openaiapi.CodeUnknownParameter},
+		{`{` + base + `,"metadata":{"k":1}}`, "metadata", openaiapi.CodeInvalidType},
+		{`{` + base + `,"metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`, "metadata", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"stream_options":{"include_usage":true}}`, "stream_options", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"stream":true,"stream_options":{"include_obfuscation":true}}`, "stream_options.include_obfuscation", openaiapi.CodeUnknownParameter},
+		{`{` + base + `,"stream":"yes"}`, "stream", openaiapi.CodeInvalidType},
+		{`{` + base, "", openaiapi.CodeInvalidJSON},
+		{`[]`, "", openaiapi.CodeInvalidJSON},
+		{``, "", openaiapi.CodeInvalidJSON},
+	} {
+		_, err := openaiapi.DecodeChat([]byte(c.body))
+		var re *openaiapi.RequestError
+		if !errors.As(err, &re) {
+			t.Errorf("%s: got %v, want a *RequestError", c.body, err)
+			continue
+		}
+		if re.Param != c.param || re.Code != c.code {
+			t.Errorf("%s: param %q code %q, want %q %q (%s)", c.body, re.Param, re.Code, c.param, c.code, re.Message)
+		}
+		if strings.Contains(re.Message, secret) || strings.Contains(re.Param, secret) || re.Message == "" {
+			t.Errorf("%s: message %q quotes the request or is empty", c.body, re.Message)
+		}
+		b, _ := json.Marshal(re.Body())
+		var body openaiapi.ErrorBody
+		if err := json.Unmarshal(b, &body); err != nil || body.Error.Type != openaiapi.TypeInvalidRequest {
+			t.Errorf("%s: body %s", c.body, b)
+		}
+	}
+}
+
+func TestParseBatchLine(t *testing.T) {
+	t.Parallel()
+	l, err := openaiapi.ParseBatchLine([]byte(`{"custom_id":"r-1","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":9}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.CustomID != "r-1" || l.Method != "POST" || l.URL != "/v1/chat/completions" || l.Body.Model != "m" ||
+		len(l.Body.Chat.Messages) != 1 || *l.Body.Chat.MaxTokens != 9 {
+		t.Errorf("got %+v", l)
+	}
+	// The caller checks the values against its batch.
+	l, err = openaiapi.ParseBatchLine([]byte(`{"custom_id":"","method":"GET","url":"/v1/embeddings","body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`))
+	if err != nil || l.Method != "GET" || l.URL != "/v1/embeddings" {
+		t.Errorf("got %+v, %v", l, err)
+	}
+
+	for _, c := range []struct{ line, param, code string }{
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}}`, "body.stream", openaiapi.CodeUnsupportedValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"n":3}}`, "body.n", openaiapi.CodeUnsupportedValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}]}}`, "body.model", openaiapi.CodeMissingParameter},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}}`, "body.messages[0].content[0].type", openaiapi.CodeUnsupportedValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":[]}`, "body", openaiapi.CodeInvalidType},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions"}`, "body", openaiapi.CodeMissingParameter},
+		{`{"custom_id":1,"method":"POST","url":"/v1/chat/completions","body":{}}`, "custom_id", openaiapi.CodeInvalidType},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{},"extra":1}`, "extra", openaiapi.CodeUnknownParameter},
+		{`{"custom_id":"a"} {"x":1}`, "", openaiapi.CodeInvalidJSON},
+		{`"line"`, "", openaiapi.CodeInvalidJSON},
+		{`{"custom_id":`, "", openaiapi.CodeInvalidJSON},
+	} {
+		_, err := openaiapi.ParseBatchLine([]byte(c.line))
+		var re *openaiapi.RequestError
+		if !errors.As(err, &re) || re.Param != c.param || re.Code != c.code {
+			t.Errorf("%s: got %#v, want param %q code %q", c.line, err, c.param, c.code)
+		}
+	}
+}
+
+func TestDecodeBatchRequest(t *testing.T) {
+	t.Parallel()
+	got, err := openaiapi.DecodeBatchRequest([]byte(`{"input_file_id":"file-1","endpoint":"/v1/chat/completions","completion_window":"24h","metadata":{"a":"b"}}`))
+	if err != nil || got.InputFileID != "file-1" || got.Metadata["a"] != "b" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	many := map[string]string{}
+	for i := range 17 {
+		many[string(rune('a'+i))] = "v"
+	}
+	tooMany, _ := json.Marshal(map[string]any{"input_file_id": "f", "endpoint": "/v1/chat/completions", "completion_window": "24h", "metadata": many})
+	for _, c := range []struct{ body, param string }{
+		{`{"endpoint":"/v1/chat/completions","completion_window":"24h"}`, "input_file_id"},
+		{`{"input_file_id":"f","completion_window":"24h"}`, "endpoint"},
+		{`{"input_file_id":"f","endpoint":"/v1/embeddings","completion_window":"24h"}`, "endpoint"},
+		{`{"input_file_id":"f","endpoint":"/v1/chat/completions"}`, "completion_window"},
+		{`{"input_file_id":"f","endpoint":"/v1/chat/completions","completion_window":"48h"}`, "completion_window"},
+		{string(tooMany), "metadata"},
+		{`{"input_file_id":"f","endpoint":"/v1/chat/completions","completion_window":"24h","output_expires_after":{}}`, "output_expires_after"},
+	} {
+		_, err := openaiapi.DecodeBatchRequest([]byte(c.body))
+		var re *openaiapi.RequestError
+		if !errors.As(err, &re) || re.Param != c.param {
+			t.Errorf("%s: got %v, want param %q", c.body, err, c.param)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package openaiapi_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// FuzzDecodeChat: any body either decodes to a chat request every store
+// accepts, or is refused with a *RequestError that has a message; the
+// same body always gets the same answer.
+func FuzzDecodeChat(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"}]},{"role":"user","content":"b"}],"max_tokens":3,"stop":["x"],"seed":1}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"}}}}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"tools":[]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := openaiapi.DecodeChat(body)
+		again, err2 := openaiapi.DecodeChat(body)
+		if (err == nil) != (err2 == nil) || err == nil && !reflect.DeepEqual(got, again) {
+			t.Fatalf("not deterministic: %v / %v", err, err2)
+		}
+		if err != nil {
+			var re, re2 *openaiapi.RequestError
+			if !errors.As(err, &re) || !errors.As(err2, &re2) || re.Message == "" || *re != *re2 {
+				t.Fatalf("error %#v / %#v", err, err2)
+			}
+			return
+		}
+		if got.Model == "" {
+			t.Fatal("decoded without a model")
+		}
+		if _, err := (jobs.EnqueueParams{OrgID: "o", Chat: &got.Chat}).Normalize(); err != nil {
+			t.Fatalf("decoded a chat the store refuses: %v", err)
+		}
+		if got.IncludeUsage && !got.Stream {
+			t.Fatal("include_usage without stream")
+		}
+	})
+}
+
+// FuzzParseBatchLine: any line either parses to a request that is not a
+// stream and that every store accepts, or is refused with a
+// *RequestError.
+func FuzzParseBatchLine(f *testing.F) {
+	f.Add([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`))
+	f.Add([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}}`))
+	f.Add([]byte(`{"custom_id":"a"}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		l, err := openaiapi.ParseBatchLine(line)
+		if err != nil {
+			var re *openaiapi.RequestError
+			if !errors.As(err, &re) || re.Message == "" {
+				t.Fatalf("error %#v", err)
+			}
+			return
+		}
+		if l.Body.Stream || l.Body.Model == "" {
+			t.Fatalf("parsed %+v", l)
+		}
+		if _, err := (jobs.EnqueueParams{OrgID: "o", Chat: &l.Body.Chat, BatchID: "b", CustomID: "c"}).Normalize(); err != nil {
+			t.Fatalf("parsed a chat the store refuses: %v", err)
+		}
+	})
+}

@@ -1,0 +1,121 @@
+package jobstest
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
+)
+
+// chatRequest is a chat request using every field; its schema's keys are
+// out of alphabetical order, which a store must keep (a provider writes
+// a structured answer's keys in the schema's order).
+func chatRequest(last string) *jobs.ChatRequest {
+	return &jobs.ChatRequest{
+		Messages: []pktype.Message{
+			{Role: pktype.RoleSystem, Content: "be brief"},
+			{Role: pktype.RoleUser, Content: "hi"},
+			{Role: pktype.RoleAssistant, Content: "hello"},
+			{Role: pktype.RoleUser, Content: last},
+		},
+		Temperature:    ptr(0.5),
+		TopP:           ptr(0.9),
+		MaxTokens:      ptr(64),
+		Stop:           []string{"\n\n", "END"},
+		Seed:           ptr(int64(7)),
+		ResponseFormat: jobs.FormatJSONSchema,
+		SchemaName:     "answer",
+		Schema:         json.RawMessage(`{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"number"}}}`),
+	}
+}
+
+// sameChat compares chat requests by their JSON, byte for byte: the
+// schema's key order included.
+func sameChat(t *testing.T, what string, got, want *jobs.ChatRequest) {
+	t.Helper()
+	g, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(g, w) {
+		t.Errorf("%s: chat %s, want %s", what, g, w)
+	}
+}
+
+// testFrontDoorFields checks that a prompt's chat request, batch and
+// custom ID, and a response's finish reason, come back from every read
+// as stored, and are empty for prompts and responses without them.
+func testFrontDoorFields(t *testing.T, h Harness) {
+	f := setup(t, h)
+	plain := f.enqueue(jobs.EnqueueParams{OrgID: "org-1"})
+	chat := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", Chat: chatRequest("one")})
+	lines, err := f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{
+		{OrgID: "org-1", CreatedBy: "u", Chat: chatRequest("two"), BatchID: "batch_x", CustomID: "line-1"},
+		{OrgID: "org-1", CreatedBy: "u", Text: "three", BatchID: "batch_x", CustomID: "line-2"},
+	})
+	if err != nil {
+		t.Fatalf("EnqueueBatch: %v", err)
+	}
+	want := map[string]jobs.Prompt{
+		plain.PromptID:    {},
+		chat.PromptID:     {Chat: chatRequest("one")},
+		lines[0].PromptID: {Chat: chatRequest("two"), BatchID: "batch_x", CustomID: "line-1"},
+		lines[1].PromptID: {BatchID: "batch_x", CustomID: "line-2"},
+	}
+	var ids []string
+	for id := range want {
+		ids = append(ids, id)
+	}
+	many, err := f.store.GetPrompts(f.ctx, "org-1", ids)
+	if err != nil {
+		t.Fatalf("GetPrompts: %v", err)
+	}
+	for id, w := range want {
+		one, err := f.store.GetPrompt(f.ctx, "org-1", id)
+		if err != nil {
+			t.Fatalf("GetPrompt: %v", err)
+		}
+		for what, got := range map[string]jobs.Prompt{"GetPrompt": one, "GetPrompts": many[id]} {
+			if got.BatchID != w.BatchID || got.CustomID != w.CustomID || (got.Chat == nil) != (w.Chat == nil) {
+				t.Errorf("%s(%s): chat %v, batch %q, custom ID %q; want chat %v, %q, %q", what, id,
+					got.Chat != nil, got.BatchID, got.CustomID, w.Chat != nil, w.BatchID, w.CustomID)
+			}
+			if w.Chat != nil && got.Chat != nil {
+				sameChat(t, what, got.Chat, w.Chat)
+			}
+		}
+	}
+
+	// A response with a finish reason, and one without.
+	var rids []string
+	for _, c := range []struct {
+		id, reason string
+	}{{plain.JobID, ""}, {chat.JobID, "length"}} {
+		f.claimID("w", c.id)
+		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Output: "out", FinishReason: c.reason})
+		if err != nil {
+			t.Fatalf("Succeed: %v", err)
+		}
+		rids = append(rids, j.ResponseID)
+	}
+	rs, err := f.store.GetResponses(f.ctx, "org-1", rids)
+	if err != nil {
+		t.Fatalf("GetResponses: %v", err)
+	}
+	for i, reason := range []string{"", "length"} {
+		r, err := f.store.GetResponse(f.ctx, "org-1", rids[i])
+		if err != nil {
+			t.Fatalf("GetResponse: %v", err)
+		}
+		if r.FinishReason != reason || rs[rids[i]].FinishReason != reason {
+			t.Errorf("response %d: finish reason %q (GetResponse), %q (GetResponses), want %q",
+				i, r.FinishReason, rs[rids[i]].FinishReason, reason)
+		}
+	}
+}
