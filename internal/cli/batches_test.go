@@ -139,7 +139,9 @@ func TestServeRunsABatch(t *testing.T) {
 		in.WriteString(chatLine(fmt.Sprintf("req-%d", i), model, fmt.Sprintf("question %d", i)))
 	}
 	b := newBatch(t, st, "default", in.String())
-	bad := newBatch(t, st, "default", chatLine("x", "no-such-model", "q"))
+	// The simulated backend answers any model (serve's fallback profile),
+	// so an unknown model is not what fails here: a repeated custom_id is.
+	bad := newBatch(t, st, "default", chatLine("x", "gpt-4o-mini", "q")+chatLine("x", "gpt-4o-mini", "q"))
 	_, stop := startServe(t, db)
 	defer stop()
 
@@ -198,8 +200,8 @@ func TestServeRunsABatch(t *testing.T) {
 		t.Errorf("output file holds %d custom_ids, want 5", len(seen))
 	}
 	expect(t, 0, []string{"batches", "show", b.ID, "--database", db}, "completed", "requests: 5 total, 5 completed, 0 failed", "output file "+b.OutputFileID)
-	// A line naming a model nothing serves fails its batch's validation.
-	expect(t, 0, []string{"batches", "show", bad.ID, "--database", db}, "failed", "line 1: model_not_found (body.model)")
+	// A repeated custom_id fails its batch's validation.
+	expect(t, 0, []string{"batches", "show", bad.ID, "--database", db}, "failed", "line 2: duplicate_custom_id")
 	jobsOut := expect(t, 0, []string{"jobs", "list", "--database", db}, "succeeded")
 	if !strings.Contains(jobsOut, fmt.Sprintf(" %d ", jobs.DefaultBatchPriority)) {
 		t.Errorf("the batch's jobs did not run at priority %d:\n%s", jobs.DefaultBatchPriority, jobsOut)
