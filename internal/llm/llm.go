@@ -30,6 +30,26 @@ type Outcome struct {
 	// NotBefore is the provider's Retry-After, resolved against Received;
 	// zero when the provider sent none (or an unusable one).
 	NotBefore time.Time
+	// Limits are the provider's rate-limit headers, when it sent any.
+	Limits RateLimits
+}
+
+// RateLimits are what a provider's rate-limit headers said about one
+// backend's budget at Outcome.Received: OpenAI's x-ratelimit-* fields or
+// the IETF draft's ratelimit-* fields. A budget whose Known is false was
+// not reported.
+type RateLimits struct {
+	Requests Budget
+	Tokens   Budget
+}
+
+// Budget is one rate-limit window: Remaining of Limit are left, and the
+// window resets (Remaining returns to Limit) Reset after Received.
+type Budget struct {
+	Known     bool
+	Limit     int64
+	Remaining int64
+	Reset     time.Duration
 }
 
 // Failure wraps a transport or malformed-response cause so that errors.Is
