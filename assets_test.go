@@ -89,6 +89,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"timeout without unit", "backends:\n  - id: a\n    base_url: http://x/v1\n    timeout: 60\n", []string{"promptkit.yaml", "line 4", "like 60s"}},
 		{"bad timeout", "backends:\n  - id: a\n    base_url: http://x/v1\n    timeout: soon\n", []string{"promptkit.yaml", "line 4"}},
 		{"negative max_active", "backends:\n  - id: a\n    base_url: http://x/v1\n    max_active: -1\n", []string{"backends[0].max_active"}},
+		{"negative max_idle_conns", "backends:\n  - id: a\n    base_url: http://x/v1\n    max_idle_conns: -1\n", []string{"backends[0].max_idle_conns"}},
+		{"bad learn_rate", "backends:\n  - id: a\n    base_url: http://x/v1\n    learn_rate: sometimes\n", []string{"promptkit.yaml", "line 4"}},
 		{"duplicate backend", "backends:\n  - {id: a, base_url: 'http://x/v1'}\n  - {id: a, base_url: 'http://x/v1'}\n", []string{"backends[1].id", "duplicate"}},
 		{"unknown profile backend", "backends:\n  - {id: a, base_url: 'http://x/v1'}\nprofiles:\n  - {id: p, backend: b, model: m}\n", []string{"profiles[0].backend", `"b"`}},
 		{"missing model", "backends:\n  - {id: a, base_url: 'http://x/v1'}\nprofiles:\n  - {id: p, backend: a}\n", []string{"profiles[0].model"}},

@@ -65,6 +65,11 @@ type Backend struct {
 	// MaxActive bounds requests in flight on this backend across all runs.
 	// Defaults to 0, unlimited.
 	MaxActive int `yaml:"max_active" json:"max_active,omitempty"`
+	// MaxIdleConns is how many idle connections the built-in client keeps
+	// open to this backend for reuse, so that calls in flight at once do
+	// not each open a new TCP and TLS connection. Ignored with
+	// Config.HTTPClient. Defaults to MaxActive, or 100 when that is 0.
+	MaxIdleConns int `yaml:"max_idle_conns" json:"max_idle_conns,omitempty"`
 	// Timeout bounds each attempt of the built-in client, from dispatch to
 	// the decoded response. An injected LLMClient owns its timeouts, as it
 	// owns its retries. Defaults to 60s.
@@ -72,7 +77,8 @@ type Backend struct {
 	// RequestsPerSecond paces requests to this backend across all runs:
 	// dispatches are spaced evenly, at 98% of this rate so that timing
 	// jitter does not push a provider that enforces exactly this limit
-	// over it. Set it to the provider's limit. Defaults to 0, unpaced.
+	// over it. It is an upper bound: a rate learned from the provider
+	// (LearnRate) only lowers it. Defaults to 0, unpaced (but learning).
 	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second,omitempty"`
 	// TokensPerMinute paces requests by estimated tokens (a quarter of the
 	// request's message bytes plus max_tokens), with up to a minute's
@@ -85,6 +91,14 @@ type Backend struct {
 	// run that received it, so callers stop colliding with a provider
 	// that asked them to wait. Defaults to on.
 	PauseOnRetryAfter *bool `yaml:"pause_on_retry_after" json:"pause_on_retry_after,omitempty"`
+	// LearnRate makes this backend's pacer learn the provider's limit:
+	// it spends the budgets that rate-limit headers report (OpenAI's
+	// x-ratelimit-*, the IETF draft's ratelimit-*) and waits for their
+	// reset, and without headers it lowers its request rate on a 429 and
+	// probes back up while none comes. RequestsPerSecond and
+	// TokensPerMinute stay upper bounds. Engine.Pacing shows what it
+	// learned. Defaults to on; turn it off to pace by configuration only.
+	LearnRate *bool `yaml:"learn_rate" json:"learn_rate,omitempty"`
 }
 
 // Profile is a named way to run prompts: a backend, a model and parameters.
@@ -186,6 +200,9 @@ func validateConfig(cfg *Config, source string) error {
 		}
 		if b.MaxActive < 0 {
 			return bad(f+".max_active", "must not be negative")
+		}
+		if b.MaxIdleConns < 0 {
+			return bad(f+".max_idle_conns", "must not be negative")
 		}
 		if b.Timeout < 0 {
 			return bad(f+".timeout", "must not be negative")

@@ -182,6 +182,7 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 			RequestsPerSecond: b.RequestsPerSecond,
 			TokensPerMinute:   b.TokensPerMinute,
 			NoPause:           b.PauseOnRetryAfter != nil && !*b.PauseOnRetryAfter,
+			NoLearn:           b.LearnRate != nil && !*b.LearnRate,
 		}
 		e.backends[b.ID] = &backendRuntime{Backend: b, endpoint: openai.Endpoint{
 			BackendID:  b.ID,
@@ -189,8 +190,10 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 			APIKeyEnv:  b.APIKeyEnv,
 			Timeout:    b.Timeout,
 			HTTPClient: cfg.HTTPClient,
-			Getenv:     func(k string) string { return e.getenv(k) },
-			Now:        func() time.Time { return e.now() },
+			// One idle connection per call in flight.
+			MaxIdleConns: cmp.Or(b.MaxIdleConns, b.MaxActive),
+			Getenv:       func(k string) string { return e.getenv(k) },
+			Now:          func() time.Time { return e.now() },
 		}}
 	}
 	for _, p := range cfg.Profiles {

@@ -81,7 +81,11 @@
 // # Limits and timing
 //
 // [WithRateLimit] turns on a fixed-window limiter that answers 429 with a
-// Retry-After header; [WithClock] makes it deterministic. [WithLatency] and
+// Retry-After header, and [WithTokenRateLimit] one on tokens per minute;
+// [WithClock] makes them deterministic. [Handler.SetRateLimit] and
+// [Handler.SetTokenRateLimit] move the limits in the middle of a run.
+// [WithRateLimitHeaders] adds OpenAI's x-ratelimit-* headers to every
+// chat answer, so clients can learn the limits. [WithLatency] and
 // [Response.Delay] slow replies down; all waits end early when the request's
 // context ends, so a client that gives up is not kept waiting.
 //

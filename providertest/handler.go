@@ -35,8 +35,37 @@ type Option func(*Handler)
 // and a Retry-After header giving the whole seconds until the window ends,
 // at least 1. Rejected requests do not use up capacity. Values of 0 or less disable
 // the limiter. Defaults to 0 (no limit).
+// [Handler.SetRateLimit] changes the limit later.
 func WithRateLimit(perSecond int) Option {
 	return func(h *Handler) { h.rateLimit = perSecond }
+}
+
+// WithTokenRateLimit allows at most perMinute tokens of chat-completions
+// requests per one-minute fixed window, opened like WithRateLimit's. A
+// request costs what OpenAI counts against the limit before answering:
+// its prompt tokens (whitespace words of its messages, as the default
+// usage counts them) plus its max_tokens (or max_completion_tokens; 0
+// when it sets neither), whatever completion it then gets. A request that
+// would take the window past perMinute gets the same 429 as the request
+// limiter, with a Retry-After giving the whole seconds until the token
+// window ends, at least 1. Only admitted requests use up tokens or
+// request capacity. Values of 0 or less disable the limit. Defaults to 0;
+// [Handler.SetTokenRateLimit] changes it later.
+func WithTokenRateLimit(perMinute int) Option {
+	return func(h *Handler) { h.tokenLimit = perMinute }
+}
+
+// WithRateLimitHeaders makes every chat-completions answer, 429s
+// included, carry OpenAI's rate-limit headers as of the request's
+// arrival: with a request limit, x-ratelimit-limit-requests (the limit
+// per window), x-ratelimit-remaining-requests (what the window has left)
+// and x-ratelimit-reset-requests (the time until the window ends, in
+// OpenAI's duration format such as "1s" or "340ms", rounded up to the
+// millisecond); with a token limit, the same three ending in -tokens.
+// Headers of a scripted Response take precedence. Without this option no
+// rate-limit header is sent.
+func WithRateLimitHeaders() Option {
+	return func(h *Handler) { h.rateHeaders = true }
 }
 
 // WithRetryAfter fixes the Retry-After value the rate limiter sends, for
@@ -118,8 +147,11 @@ type Message struct {
 type Stats struct {
 	// Requests counts every request received, on any path.
 	Requests int
-	// RateLimited counts 429 replies sent by the WithRateLimit limiter.
+	// RateLimited counts 429 replies sent by the WithRateLimit and
+	// WithTokenRateLimit limiters.
 	RateLimited int
+	// TokenLimited counts the RateLimited replies the token limit caused.
+	TokenLimited int
 	// Scripted counts requests answered (or being answered) from the
 	// Enqueue script.
 	Scripted int
@@ -137,8 +169,8 @@ type Stats struct {
 // NewHandler; the zero value also works and uses every default.
 type Handler struct {
 	// Configuration, fixed once NewHandler returns.
-	rateLimit   int
 	retryAfter  string
+	rateHeaders bool
 	latency     time.Duration
 	now         func() time.Time
 	model       string
@@ -154,9 +186,15 @@ type Handler struct {
 	inFlight    int
 	maxInFlight int
 	stats       Stats
+	nextID      int
+
+	// Limiters: fixed windows of requests and of tokens.
+	rateLimit   int
 	windowStart time.Time
 	windowCount int
-	nextID      int
+	tokenLimit  int
+	tokenStart  time.Time
+	tokenUsed   int
 }
 
 // NewHandler returns a Handler configured by opts.
@@ -175,6 +213,24 @@ func (h *Handler) Enqueue(rs ...Response) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.script = append(h.script, rs...)
+}
+
+// SetRateLimit changes the WithRateLimit limit to perSecond from the next
+// request on; 0 or less turns it off. The current window keeps what it
+// counted, so a lower limit may refuse the rest of the window.
+func (h *Handler) SetRateLimit(perSecond int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rateLimit = perSecond
+}
+
+// SetTokenRateLimit changes the WithTokenRateLimit limit to perMinute from
+// the next request on; 0 or less turns it off. The current window keeps
+// the tokens it counted.
+func (h *Handler) SetTokenRateLimit(perMinute int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.tokenLimit = perMinute
 }
 
 // Pending returns how many scripted replies are still queued.
@@ -302,6 +358,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := h.arrive(rec, r)
 
 	out := h.respond(r.Context(), a, chat, dl, parseErr)
+	if out != nil && a.limits != nil {
+		if out.header == nil {
+			out.header = http.Header{}
+		}
+		for k, vs := range a.limits {
+			if _, set := out.header[k]; !set {
+				out.header[k] = vs
+			}
+		}
+	}
 
 	// Leave before writing, so a client holding the response sees
 	// counters that already include it.
@@ -325,6 +391,8 @@ type admission struct {
 	decided  *reply
 	scripted *Response
 	abort    <-chan struct{}
+	// limits are the rate-limit headers for the answer, or nil.
+	limits http.Header
 }
 
 // arrive records a request and decides, in the same critical section,
@@ -355,8 +423,14 @@ func (h *Handler) arrive(rec Request, r *http.Request) admission {
 	case strings.HasSuffix(path, "/chat/completions") && r.Method != http.MethodPost:
 		a.decided = h.notAllowedLocked(r.Method, http.MethodPost)
 	case strings.HasSuffix(path, "/chat/completions"):
-		if retry, limited := h.limitLocked(); limited {
+		v := h.limitLocked(rec)
+		a.limits = v.header
+		if v.limited {
 			h.stats.RateLimited++
+			if v.byTokens {
+				h.stats.TokenLimited++
+			}
+			retry := v.retryAfter
 			a.decided = &reply{
 				status: http.StatusTooManyRequests,
 				header: http.Header{"Retry-After": {retry}},
@@ -437,27 +511,101 @@ func closedReply(err error) *reply {
 	return nil
 }
 
-// limitLocked applies the fixed-window limiter.
-func (h *Handler) limitLocked() (retryAfter string, limited bool) {
-	if h.rateLimit <= 0 {
-		return "", false
+// verdict is what the limiters decided about one request.
+type verdict struct {
+	limited    bool
+	byTokens   bool        // the token limit refused it
+	retryAfter string      // set when limited
+	header     http.Header // rate-limit headers, nil unless asked for
+}
+
+// limitLocked applies the fixed-window limiters to rec, counting it
+// against both only when both admit it.
+func (h *Handler) limitLocked(rec Request) verdict {
+	if h.rateLimit <= 0 && h.tokenLimit <= 0 {
+		return verdict{}
 	}
 	now := h.clock()
-	end := h.windowStart.Add(time.Second)
-	// A clock that moved backwards also starts a new window.
-	if h.windowStart.IsZero() || !now.Before(end) || now.Before(h.windowStart) {
-		h.windowStart, h.windowCount = now, 0
-		end = now.Add(time.Second)
+	var v verdict
+	var wait time.Duration
+	if h.rateLimit > 0 {
+		h.windowStart, h.windowCount = window(now, h.windowStart, h.windowCount, time.Second)
+		if h.windowCount >= h.rateLimit {
+			v.limited = true
+			wait = h.windowStart.Add(time.Second).Sub(now)
+		}
 	}
-	if h.windowCount < h.rateLimit {
+	cost := 0
+	if h.tokenLimit > 0 {
+		cost = requestTokens(rec)
+		h.tokenStart, h.tokenUsed = window(now, h.tokenStart, h.tokenUsed, time.Minute)
+		if h.tokenUsed+cost > h.tokenLimit {
+			v.limited, v.byTokens = true, true
+			wait = max(wait, h.tokenStart.Add(time.Minute).Sub(now))
+		}
+	}
+	if !v.limited {
 		h.windowCount++
-		return "", false
+		h.tokenUsed += cost
 	}
-	if h.retryAfter != "" {
-		return h.retryAfter, true
+	if h.rateHeaders {
+		v.header = http.Header{}
+		if h.rateLimit > 0 {
+			setBudget(v.header, "requests", h.rateLimit, h.windowCount, h.windowStart.Add(time.Second).Sub(now))
+		}
+		if h.tokenLimit > 0 {
+			setBudget(v.header, "tokens", h.tokenLimit, h.tokenUsed, h.tokenStart.Add(time.Minute).Sub(now))
+		}
 	}
-	secs := max(int(math.Ceil(end.Sub(now).Seconds())), 1)
-	return strconv.Itoa(secs), true
+	switch {
+	case !v.limited:
+	case h.retryAfter != "":
+		v.retryAfter = h.retryAfter
+	default:
+		v.retryAfter = strconv.Itoa(max(int(math.Ceil(wait.Seconds())), 1))
+	}
+	return v
+}
+
+// window returns the fixed window of length size that now falls in and
+// what it counted: the current one, or a new, empty one opening now when
+// none is open. A clock that moved backwards also opens a new window.
+func window(now, start time.Time, count int, size time.Duration) (time.Time, int) {
+	if start.IsZero() || !now.Before(start.Add(size)) || now.Before(start) {
+		return now, 0
+	}
+	return start, count
+}
+
+// setBudget writes OpenAI's three headers for one budget.
+func setBudget(hdr http.Header, kind string, limit, used int, reset time.Duration) {
+	hdr.Set("X-Ratelimit-Limit-"+kind, strconv.Itoa(limit))
+	hdr.Set("X-Ratelimit-Remaining-"+kind, strconv.Itoa(max(limit-used, 0)))
+	// Rounded up, so a client that waits this long finds the window over;
+	// whole milliseconds, as OpenAI sends them.
+	ms := (reset + time.Millisecond - 1).Truncate(time.Millisecond)
+	hdr.Set("X-Ratelimit-Reset-"+kind, ms.String())
+}
+
+// requestTokens is what a request costs under WithTokenRateLimit: its
+// prompt words plus its max_tokens (else max_completion_tokens).
+func requestTokens(rec Request) int {
+	n := 0
+	for _, m := range rec.Messages {
+		n += countWords(m.Content)
+	}
+	var limits struct {
+		MaxTokens           *int `json:"max_tokens"`
+		MaxCompletionTokens *int `json:"max_completion_tokens"`
+	}
+	_ = json.Unmarshal(rec.Body, &limits) // lenient: an unreadable body asks for no completion
+	switch {
+	case limits.MaxTokens != nil && *limits.MaxTokens > 0:
+		n += *limits.MaxTokens
+	case limits.MaxCompletionTokens != nil && *limits.MaxCompletionTokens > 0:
+		n += *limits.MaxCompletionTokens
+	}
+	return n
 }
 
 // wait sleeps d and then waits for hold, ending early with the context's

@@ -360,7 +360,7 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 			if addr != "" {
 				rt.sc.Addr = addr
 			}
-			rt.metrics = metrics.New(rt.store, metrics.Options{Models: rt.models, Logger: rt.log})
+			rt.metrics = metrics.New(rt.store, metrics.Options{Models: rt.models, Logger: rt.log, Pacing: rt.engine.Pacing})
 			var w *worker.Worker
 			if rt.sc.Workers > 0 {
 				if w, err = rt.worker("", 0, nil); err != nil {

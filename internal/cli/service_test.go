@@ -69,6 +69,18 @@ func TestServeSubmitWaitAndOperate(t *testing.T) {
 		}
 	}
 
+	// serve's /metrics carries the engine's pacing: what each backend's
+	// pacer follows now (the simulated backend is unpaced).
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !strings.Contains(string(body), `promptkit_backend_learned_rate{backend="`) {
+		t.Errorf("/metrics lacks promptkit_backend_learned_rate (err %v)", err)
+	}
+
 	code, out, errOut := run(t, "submit", "--database", db, "--text", "hello service", "--wait")
 	if code != 0 || !strings.Contains(out, "Simulated reply: hello service") {
 		t.Fatalf("submit --wait: exit %d, out %q, err %q", code, out, errOut)

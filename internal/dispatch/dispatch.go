@@ -1,9 +1,10 @@
 // Package dispatch is the engine's one scheduler. It owns logical admission
 // (how many runs may execute at once) and, per backend, everything that
-// gates a request: a provider-requested pause, optional pacing
-// (requests per second, tokens per minute) and the active permits (how
-// many requests may be in flight). It runs generation sequences attempt by
-// attempt, with bounded transient retries.
+// gates a request: a provider-requested pause, pacing (a configured
+// requests-per-second and tokens-per-minute bound, and what the pacer
+// learned from the provider's rate-limit headers and 429s) and the active
+// permits (how many requests may be in flight). It runs generation
+// sequences attempt by attempt, with bounded transient retries.
 //
 // The rule that shapes everything here: an active permit is held only while
 // one attempt is in flight. It is taken immediately before dispatch and
@@ -65,6 +66,9 @@ type Backend struct {
 	// NoPause keeps a provider's Retry-After to the run that received it
 	// instead of pausing the whole backend.
 	NoPause bool
+	// NoLearn turns off learning the provider's limit from its rate-limit
+	// headers and 429s: only the configured rates pace.
+	NoLearn bool
 }
 
 // Config sizes a Scheduler.
@@ -111,8 +115,11 @@ type gate struct {
 	permits  *semaphore.Weighted // nil: unlimited
 	requests *rate.Limiter       // nil: unpaced
 	tokens   *rate.Limiter       // nil: unpaced
+	learn    *learner
 
 	noPause bool
+	rps     float64 // configured, for Pacing
+	tpm     int
 
 	mu          sync.Mutex
 	pausedUntil time.Time
@@ -140,7 +147,8 @@ func New(cfg Config) *Scheduler {
 		s.admission = semaphore.NewWeighted(int64(cfg.MaxRuns))
 	}
 	for id, b := range cfg.Backends {
-		g := &gate{noPause: b.NoPause}
+		g := &gate{noPause: b.NoPause, rps: b.RequestsPerSecond, tpm: b.TokensPerMinute,
+			learn: newLearner(b.NoLearn, b.RequestsPerSecond*pacingMargin)}
 		if b.MaxActive > 0 {
 			g.permits = semaphore.NewWeighted(int64(b.MaxActive))
 		}
@@ -204,51 +212,116 @@ func (s *Scheduler) signalWait(what string) {
 	}
 }
 
-// acquire waits for the backend's pause to end, for pacing, and for an
-// active permit, in that order, re-checking the pause after a permit wait
-// (a pause may have begun meanwhile). tokens is the attempt's estimated
-// token cost for tokens-per-minute pacing.
+// Pacing reports, per backend, the rate its pacer follows now.
+func (s *Scheduler) Pacing() map[string]Pacing {
+	now := s.now()
+	m := make(map[string]Pacing, len(s.gates))
+	for id, g := range s.gates {
+		m[id] = g.learn.pacing(now, g.rps, g.tpm)
+	}
+	return m
+}
+
+// ticket is one acquired dispatch: its permit and what it spent of the
+// header budgets.
+type ticket struct {
+	release          func()
+	reqCost, tokCost int64
+}
+
+// acquire waits for the backend's pause to end, for pacing (configured,
+// then learned), for the provider's header budgets and for an active
+// permit, in that order, re-checking the pause after a permit wait (a
+// pause may have begun meanwhile). tokens is the attempt's estimated token
+// cost for tokens-per-minute pacing and token budgets.
 func (s *Scheduler) acquire(ctx context.Context, backend string, tokens int, noWaitPastDeadline bool) (release func(), err error) {
+	t, err := s.acquireTicket(ctx, backend, tokens, noWaitPastDeadline)
+	return t.release, err
+}
+
+func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens int, noWaitPastDeadline bool) (ticket, error) {
 	g := s.gates[backend]
 	if g == nil {
-		return func() {}, nil
+		return ticket{release: func() {}}, nil
 	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, &CapacityError{What: "backend permit", Cause: err}
+			return ticket{}, &CapacityError{What: "backend permit", Cause: err}
 		}
 		if d := g.pauseLeft(s.now()); d > 0 {
 			if until := g.until(); noWaitPastDeadline && pastDeadline(ctx, until) {
-				return nil, &CapacityError{What: "backend pause outlasts the deadline", NotBefore: until}
+				return ticket{}, &CapacityError{What: "backend pause outlasts the deadline", NotBefore: until}
 			}
 			s.signalWait("backend pause")
 			if err := s.wait(ctx, d); err != nil {
-				return nil, &CapacityError{What: "backend pause", Cause: err}
+				return ticket{}, &CapacityError{What: "backend pause", Cause: err}
 			}
 			continue
 		}
 		if err := s.pace(ctx, g.requests, 1); err != nil {
-			return nil, err
+			return ticket{}, err
 		}
 		if err := s.pace(ctx, g.tokens, tokens); err != nil {
-			return nil, err
+			return ticket{}, err
 		}
+		// The learned rate, with burst 1: after a pause, callers leave at
+		// that rate instead of all at once.
+		if err := s.pace(ctx, g.learn.sync(s.now()), 1); err != nil {
+			return ticket{}, err
+		}
+		now := s.now()
+		d, answered, reqCost, tokCost := g.learn.take(now, tokens)
+		if d > 0 {
+			// The provider's header budget is spent until its reset, or
+			// held by attempts in flight until one answers.
+			if until := now.Add(d); answered == nil && noWaitPastDeadline && pastDeadline(ctx, until) {
+				return ticket{}, &CapacityError{What: "backend rate limit outlasts the deadline", NotBefore: until}
+			}
+			s.signalWait("backend budget")
+			if err := s.waitOr(ctx, d, answered); err != nil {
+				return ticket{}, &CapacityError{What: "backend budget", Cause: err}
+			}
+			continue
+		}
+		t := ticket{release: func() {}, reqCost: reqCost, tokCost: tokCost}
 		if g.permits == nil {
-			return func() {}, nil
+			return t, nil
 		}
 		if !g.permits.TryAcquire(1) {
 			s.signalWait("backend permit")
 			if err := g.permits.Acquire(ctx, 1); err != nil {
-				return nil, &CapacityError{What: "backend permit", Cause: err}
+				g.learn.abandon(reqCost, tokCost)
+				return ticket{}, &CapacityError{What: "backend permit", Cause: err}
 			}
 		}
-		release = onceRelease(g.permits)
+		t.release = onceRelease(g.permits)
 		if g.pauseLeft(s.now()) > 0 {
-			release() // a pause began while we waited: honour it
+			t.release() // a pause began while we waited: honour it
+			g.learn.abandon(reqCost, tokCost)
 			continue
 		}
-		return release, nil
+		return t, nil
 	}
+}
+
+// waitOr waits for d, or until early is closed (nil: never).
+func (s *Scheduler) waitOr(ctx context.Context, d time.Duration, early <-chan struct{}) error {
+	if early == nil {
+		return s.wait(ctx, d)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // ends when wctx does, at the latest when waitOr returns
+		select {
+		case <-early:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	if err := s.wait(wctx, d); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
 }
 
 // pace waits for n tokens from lim; a canceled wait returns its tokens.
@@ -410,21 +483,39 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 		return fail(err)
 	}
 	start := s.now()
-	release, err := s.acquire(ctx, seq.Backend, seq.Tokens, seq.NoWaitPastDeadline)
+	tk, err := s.acquireTicket(ctx, seq.Backend, seq.Tokens, seq.NoWaitPastDeadline)
 	a.CapacityWait = s.now().Sub(start)
 	if err != nil {
 		return fail(err)
 	}
+	release := tk.release
 	defer release() // also when Attempt panics
+	g := s.gates[seq.Backend]
 	if err := ctx.Err(); err != nil {
 		release()
+		if g != nil {
+			g.learn.abandon(tk.reqCost, tk.tokCost)
+		}
 		return fail(err)
 	}
 	start = s.now()
+	answered := false
+	if g != nil {
+		g.learn.dispatched(start)
+		defer func() {
+			if !answered { // Attempt panicked: what it spent is not in flight
+				g.learn.abandon(tk.reqCost, tk.tokCost)
+			}
+		}()
+	}
 	out := seq.Attempt(ctx)
+	answered = true
 	a.Duration = s.now().Sub(start)
-	// Pause and charge before the permit goes, so a caller waiting for it
-	// already sees them.
+	// Learn, pause and charge before the permit goes, so a caller waiting
+	// for it already sees them.
+	if g != nil {
+		g.learn.observe(out, start, s.now(), tk.reqCost, tk.tokCost)
+	}
 	if out.Err != nil && !out.NotBefore.IsZero() && (out.StatusCode == 429 || out.StatusCode == 503) {
 		s.pause(seq.Backend, out.NotBefore)
 	}

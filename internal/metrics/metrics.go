@@ -8,13 +8,15 @@
 //
 // Metrics live on their own registry, so embedding programs' global
 // metrics never mix in. Label values come only from fixed sets (states,
-// outcomes, status classes, failure kinds), operator configuration (model
-// names listed in Options.Models, ServeMux patterns) or status codes:
+// outcomes, status classes, failure kinds, pacing sources), operator
+// configuration (model names listed in Options.Models, backend IDs,
+// ServeMux patterns) or status codes:
 // never from prompt text, answers, error messages or IDs, which would leak
 // data and explode cardinality.
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -25,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/pktype"
@@ -56,6 +59,9 @@ type Options struct {
 	// Logger receives the store errors met while scraping. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+	// Pacing, when set, is read on each scrape for the backends' pacing
+	// gauges: pass the engine's Engine.Pacing.
+	Pacing func() map[string]promptkit.Pacing
 }
 
 // Metrics holds the service's metrics. Its methods are safe for concurrent
@@ -177,6 +183,9 @@ func New(st jobs.Store, opts Options) *Metrics {
 		m.providerAnswers, m.opDuration, m.tokenUsage,
 		m.sseClients, m.httpRequests, m.httpDuration,
 	)
+	if opts.Pacing != nil {
+		m.reg.MustRegister(newPacingCollector(opts.Pacing))
+	}
 	// ContinueOnError: a collector's error must not cost the whole scrape.
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
@@ -368,6 +377,43 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	for state, n := range m.Counts {
 		if state.Valid() {
 			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(n), string(state))
+		}
+	}
+}
+
+// pacingCollector reports what each backend's pacer follows, read from
+// the engine on each scrape.
+type pacingCollector struct {
+	pacing func() map[string]promptkit.Pacing
+	rate   *prometheus.Desc
+	budget *prometheus.Desc
+}
+
+func newPacingCollector(pacing func() map[string]promptkit.Pacing) *pacingCollector {
+	return &pacingCollector{
+		pacing: pacing,
+		rate: prometheus.NewDesc("promptkit_backend_learned_rate",
+			"Requests per second a backend's pacer follows now, by where it comes from: configured, 429 (learned from rate-limit answers), headers (the provider's rate-limit headers govern; then 0 unless a rate applies too) or none (0: unpaced).",
+			[]string{"backend", "source"}, nil),
+		budget: prometheus.NewDesc("promptkit_backend_rate_budget_remaining",
+			"What a backend's provider rate-limit headers leave before their reset, less what is in flight, by budget: requests or tokens. Absent when the provider sends no such header.",
+			[]string{"backend", "budget"}, nil),
+	}
+}
+
+func (c *pacingCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.rate
+	ch <- c.budget
+}
+
+func (c *pacingCollector) Collect(ch chan<- prometheus.Metric) {
+	for id, p := range c.pacing() {
+		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, p.RequestsPerSecond, id, cmp.Or(p.Source, "none"))
+		if p.Requests.Known {
+			ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(p.Requests.Remaining), id, "requests")
+		}
+		if p.Tokens.Known {
+			ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(p.Tokens.Remaining), id, "tokens")
 		}
 	}
 }

@@ -2,10 +2,12 @@ package openai
 
 import (
 	"errors"
+	"net/http"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/pktype"
 )
 
@@ -84,6 +86,50 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 		if nb.Before(received) {
 			t.Fatalf("notBefore %v before received %v", nb, received)
+		}
+	})
+}
+
+func FuzzParseRateLimits(f *testing.F) {
+	for _, s := range [][5]string{
+		{"60", "59", "1s", "", ""},
+		{"150000", "149984", "6m0s", "", ""},
+		{"10000", "9999", "1m30.5s", "", ""},
+		{"1000", "0", "20ms", "", ""},
+		{"5", "9", "0s", "", ""},
+		{"", "3", "0.25", "", ""},
+		{"x", "-1", "-1s", "30", ""},
+		{"", "", "", "1796299205", ""},
+		{"", "", "", "30", `"default";r=50;t=30`},
+		{"", "", "", "", `burst;r=3;t=1, "day";r=900;t=40000`},
+		{"", "99999999999999999999", "9999999999999999999", "", `"a";r=;t`},
+	} {
+		f.Add(s[0], s[1], s[2], s[3], s[4])
+	}
+	f.Fuzz(func(t *testing.T, limit, remaining, reset, draftReset, structured string) {
+		h := http.Header{}
+		// Both budgets and every format see the same values.
+		for _, kind := range []string{"requests", "tokens"} {
+			h.Set("x-ratelimit-limit-"+kind, limit)
+			h.Set("x-ratelimit-remaining-"+kind, remaining)
+			h.Set("x-ratelimit-reset-"+kind, reset)
+		}
+		h.Set("ratelimit-limit", limit)
+		h.Set("ratelimit-remaining", remaining)
+		h.Set("ratelimit-reset", draftReset)
+		h.Set("ratelimit", structured)
+		h.Set("ratelimit-policy", structured)
+		rl := ParseRateLimits(h, time.Unix(1796299200, 0))
+		for _, b := range []llm.Budget{rl.Requests, rl.Tokens} {
+			if !b.Known {
+				if b != (llm.Budget{}) {
+					t.Fatalf("unknown budget with values %+v", b)
+				}
+				continue
+			}
+			if b.Limit < 0 || b.Remaining < 0 || b.Remaining > b.Limit || b.Reset < 0 {
+				t.Fatalf("inconsistent budget %+v", b)
+			}
 		}
 	})
 }

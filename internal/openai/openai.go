@@ -39,10 +39,6 @@ const (
 	defaultSchemaName = "output"
 )
 
-// defaultClient has no overall timeout: deadlines come from the per-attempt
-// context so that a timeout never outlives or spans attempts.
-var defaultClient = &http.Client{}
-
 var schemaNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Endpoint describes one backend.
@@ -57,8 +53,16 @@ type Endpoint struct {
 	APIKeyEnv string
 	// Timeout bounds one attempt; 0 means no per-attempt timeout.
 	Timeout time.Duration
-	// HTTPClient defaults to a package-level client without a timeout.
+	// HTTPClient defaults to a package-level client without an overall
+	// timeout (deadlines come from the per-attempt context, so a timeout
+	// never outlives or spans attempts), keeping MaxIdleConns idle
+	// connections per host.
 	HTTPClient *http.Client
+	// MaxIdleConns sizes the default client's idle connection pool per
+	// host: as many as the backend has calls in flight keeps each call on
+	// a reused connection. 0 (or negative) means DefaultIdleConns.
+	// Ignored when HTTPClient is set.
+	MaxIdleConns int
 	// Getenv defaults to os.Getenv.
 	Getenv func(string) string
 	// Now defaults to time.Now; it stamps Outcome.Received.
@@ -147,7 +151,7 @@ func Prepare(ep Endpoint, req pktype.GenerateRequest) (*Frozen, error) {
 		maxBytes: ep.MaxResponseBytes,
 	}
 	if f.client == nil {
-		f.client = defaultClient
+		f.client = pooledClient(ep.MaxIdleConns)
 	}
 	if f.now == nil {
 		f.now = time.Now
@@ -228,6 +232,8 @@ func encodeRequest(req pktype.GenerateRequest) ([]byte, error) {
 // Execute performs exactly one HTTP exchange. Each call builds a fresh
 // request, body reader and per-attempt timeout derived from ctx, so a
 // timed-out or canceled attempt leaves nothing behind for the next one.
+// Any answer's rate-limit headers, error statuses included, are in
+// Outcome.Limits (see ParseRateLimits).
 func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 	attemptCtx, cancel := ctx, context.CancelFunc(func() {})
 	if f.timeout > 0 {
@@ -253,6 +259,7 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 	defer closeBody(resp.Body)
 
 	out := llm.Outcome{StatusCode: resp.StatusCode, Received: f.now()}
+	out.Limits = ParseRateLimits(resp.Header, out.Received)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// A partial error body still yields a useful detail; a read error
