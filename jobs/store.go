@@ -230,7 +230,8 @@ type Store interface {
 
 	// Notify returns a channel that receives a value, coalesced, whenever
 	// this store or (PostgreSQL: LISTEN/NOTIFY) another process enqueues
-	// work or changes a job's state. It is closed when ctx ends or the
+	// work or changes a job's state, and whenever this store changes a
+	// batch's status (MoveBatch, CancelBatch, FinishBatch). It is closed when ctx ends or the
 	// store closes. Consumers must still poll: a notification is a hint.
 	Notify(ctx context.Context) <-chan struct{}
 

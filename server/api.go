@@ -153,13 +153,23 @@ func (s *Server) takeSubmission(w http.ResponseWriter, id identity) bool {
 
 // waitParam parses ?wait= (a Go duration, at most MaxWait).
 func (s *Server) waitParam(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	d, ok := s.parseWait(r)
+	if !ok {
+		writeError(w, http.StatusBadRequest, "invalid_request", errWaitParam)
+	}
+	return d, ok
+}
+
+const errWaitParam = "wait must be a duration such as 30s"
+
+// parseWait reads ?wait= (a Go duration, at most MaxWait; none: 0).
+func (s *Server) parseWait(r *http.Request) (time.Duration, bool) {
 	v := r.URL.Query().Get("wait")
 	if v == "" {
 		return 0, true
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "wait must be a duration such as 30s")
 		return 0, false
 	}
 	return min(d, s.cfg.MaxWait), true

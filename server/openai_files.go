@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -396,13 +397,49 @@ func (s *Server) ownedBatch(r *http.Request, id identity) (jobs.Batch, error) {
 	return b, nil
 }
 
+// getBatch answers GET /v1/batches/{id}. With ?wait= (promptkit's, at
+// most MaxWait) it holds the request until the batch is terminal or the
+// wait ends, so a client need not poll: the store's notifications (a
+// batch status or job state changed) make it look again.
 func (s *Server) getBatch(w http.ResponseWriter, r *http.Request) {
-	b, err := s.ownedBatch(r, identityOf(r))
-	if err != nil {
-		s.oaFailure(w, r, "batch", err)
+	wait, ok := s.parseWait(r)
+	if !ok {
+		oaError(w, http.StatusBadRequest, openaiapi.TypeInvalidRequest, "wait", "invalid_value", errWaitParam)
 		return
 	}
-	writeJSON(w, http.StatusOK, openaiapi.BatchObject(b))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var wake <-chan struct{}
+	if wait > 0 {
+		// Subscribed before the first read, so no change is missed.
+		wake = s.st.Notify(ctx)
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		b, err := s.ownedBatch(r, identityOf(r))
+		if err != nil {
+			s.oaFailure(w, r, "batch", err)
+			return
+		}
+		if wait == 0 || b.Status.Terminal() {
+			writeJSON(w, http.StatusOK, openaiapi.BatchObject(b))
+			return
+		}
+		select {
+		case _, open := <-wake:
+			if !open {
+				wait = 0 // the store closed: answer what we have
+			}
+		case <-timer.C:
+			wait = 0
+		case <-ctx.Done():
+			return // the client left
+		case <-s.streams.Done():
+			wait = 0
+		}
+	}
 }
 
 // listBatches answers GET /v1/batches: newest first, with after and

@@ -204,6 +204,12 @@ func TestOpenAIBatches(t *testing.T) {
 				t.Fatalf("cancel: %d %s", r.code, r.body)
 			}
 		}
+		// ?wait= holds a read until the batch is terminal: it answers
+		// completed, whether the batch finished before or after the read.
+		held := e.callAsync("GET", "/v1/batches/"+b2.ID+"?wait=50s", "", "")
+		if r := e.call("GET", "/v1/batches/"+b2.ID+"?wait=soon", "", nil); r.code != 400 || deref(r.oaErr(t).Param) != "wait" {
+			t.Errorf("bad wait: %d %s", r.code, r.body)
+		}
 		// A completed batch cannot be cancelled.
 		ctx := context.Background()
 		for _, mv := range [][2]jobs.BatchStatus{{jobs.BatchValidating, jobs.BatchInProgress}, {jobs.BatchInProgress, jobs.BatchFinalizing}} {
@@ -214,6 +220,11 @@ func TestOpenAIBatches(t *testing.T) {
 		if _, err := e.st.FinishBatch(ctx, jobs.FinishBatchParams{ID: b2.ID, From: jobs.BatchFinalizing, To: jobs.BatchCompleted,
 			Output: strings.NewReader("{}\n"), Counts: jobs.BatchCounts{Total: 2, Completed: 2}}); err != nil {
 			t.Fatal(err)
+		}
+		r = held()
+		r.decode(t, &got)
+		if r.code != 200 || got.Status != "completed" {
+			t.Fatalf("held read: %d %s", r.code, r.body)
 		}
 		r = e.call("POST", "/v1/batches/"+b2.ID+"/cancel", "", nil)
 		if r.code != 409 || deref(r.oaErr(t).Code) != "batch_not_cancellable" || !strings.Contains(r.oaErr(t).Message, "completed") {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,31 +143,17 @@ func TestServeRunsABatch(t *testing.T) {
 	// The simulated backend answers any model (serve's fallback profile),
 	// so an unknown model is not what fails here: a repeated custom_id is.
 	bad := newBatch(t, st, "default", chatLine("x", "gpt-4o-mini", "q")+chatLine("x", "gpt-4o-mini", "q"))
-	_, stop := startServe(t, db)
+	url, stop := startServe(t, db)
 	defer stop()
 
-	// serve is another component writing the database: look until the
-	// batch ends, woken by the store's notifications, within a deadline.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	notify := st.Notify(ctx)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		cur, err := st.GetBatch(ctx, "", b.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cur.Status.Terminal() {
-			b = cur
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("batch still %s after a minute", cur.Status)
-		case <-notify:
-		case <-tick.C:
-		}
+	// serve holds the read (?wait=) until the batch is terminal.
+	resp, err := http.Get(url + "/v1/batches/" + b.ID + "?wait=60s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if b, err = st.GetBatch(context.Background(), "", b.ID); err != nil {
+		t.Fatal(err)
 	}
 	if b.Status != jobs.BatchCompleted || b.Counts != (jobs.BatchCounts{Total: 5, Completed: 5}) || b.ErrorFileID != "" {
 		t.Fatalf("batch %s, counts %+v, error file %q; want completed 5 of 5 and no error file", b.Status, b.Counts, b.ErrorFileID)

@@ -89,7 +89,7 @@ func TestBatchKill(t *testing.T) {
 	// Kill serve once half the lines are done, while the rest are queued
 	// or running.
 	waitFor(t, time.Until(deadlineOf(ctx)), "half the batch to complete", func() (bool, string) {
-		b = api.batch(batchID)
+		b = api.batch(batchID, "")
 		return b.Counts.Completed >= killLines/2, fmt.Sprintf("%s %+v", b.Status, b.Counts)
 	})
 	first.kill()
@@ -102,8 +102,10 @@ func TestBatchKill(t *testing.T) {
 	second := startProc(t, dir, "serve-2", args)
 	all = append(all, second)
 	api.base = serveURL(t, ctx, second)
+	// Each read waits on serve (?wait=) until the batch is terminal, so
+	// the test polls only until the new serve answers.
 	waitFor(t, time.Until(deadlineOf(ctx)), "the batch to complete", func() (bool, string) {
-		b = api.batch(batchID)
+		b = api.batch(batchID, "30s")
 		return b.Status.Terminal(), fmt.Sprintf("%s %+v", b.Status, b.Counts)
 	})
 	if b.Status != jobs.BatchCompleted || b.Counts != (jobs.BatchCounts{Total: killLines, Completed: killLines}) {
@@ -312,10 +314,15 @@ func (a *batchAPI) upload(name string, content []byte) string {
 	return f.ID
 }
 
-// batch reads a batch; a transport error (serve just killed) reads as
-// an empty batch, for waitFor to try again.
-func (a *batchAPI) batch(id string) batchObject {
-	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, a.base+"/v1/batches/"+id, nil)
+// batch reads a batch, held with a non-empty wait until it is terminal
+// (?wait=); a transport error (serve just killed, or not yet up) reads
+// as an empty batch, for waitFor to try again.
+func (a *batchAPI) batch(id, wait string) batchObject {
+	url := a.base + "/v1/batches/" + id
+	if wait != "" {
+		url += "?wait=" + wait
+	}
+	req, err := http.NewRequestWithContext(a.ctx, http.MethodGet, url, nil)
 	if err != nil {
 		a.t.Fatal(err)
 	}

@@ -620,3 +620,26 @@ func testArchiveKeepsBatches(t *testing.T, h Harness) {
 		t.Errorf("BatchProgress after Archive = %+v, want none", p)
 	}
 }
+
+// testBatchNotify checks that every batch status change (MoveBatch,
+// CancelBatch, FinishBatch) wakes Notify: a read waiting for a batch to
+// end (GET /v1/batches/{id}?wait=) relies on it.
+func testBatchNotify(t *testing.T, h Harness) {
+	f := setup(t, h)
+	ctx, cancel := context.WithCancel(f.ctx)
+	defer cancel()
+	ch := f.store.Notify(ctx)
+	b := f.newBatch("org-a")
+	if _, err := f.store.MoveBatch(f.ctx, jobs.MoveBatchParams{ID: b.ID, From: jobs.BatchValidating, To: jobs.BatchInProgress}); err != nil {
+		t.Fatalf("MoveBatch: %v", err)
+	}
+	recv(t, ch, "Notify after MoveBatch")
+	if _, err := f.store.CancelBatch(f.ctx, "org-a", b.ID); err != nil {
+		t.Fatalf("CancelBatch: %v", err)
+	}
+	recv(t, ch, "Notify after CancelBatch")
+	if _, err := f.store.FinishBatch(f.ctx, jobs.FinishBatchParams{ID: b.ID, From: jobs.BatchCancelling, To: jobs.BatchCancelled}); err != nil {
+		t.Fatalf("FinishBatch: %v", err)
+	}
+	recv(t, ch, "Notify after FinishBatch")
+}

@@ -169,6 +169,7 @@ func Run(t *testing.T, h Harness) {
 		{"FinishBatch", testFinishBatch},
 		{"BatchProgress", testBatchProgress},
 		{"CancelBatchJobs", testCancelBatchJobs},
+		{"BatchNotify", testBatchNotify},
 		{"BatchResults", testBatchResults},
 		{"ArchiveKeepsBatches", testArchiveKeepsBatches},
 	}

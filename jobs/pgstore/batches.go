@@ -338,6 +338,9 @@ func (s *Store) MoveBatch(ctx context.Context, p jobs.MoveBatchParams) (jobs.Bat
 	b, err := moveBatch(ctx, s.pool, s.clock(), p.ID, p.From, p.To, p.Errors != nil, errs, p.Counts)
 	s.wrote(ctx, "move batch", err, err == nil)
 	if err == nil {
+		s.notify.Broadcast() // a batch waiter (GET /v1/batches/{id}?wait=) looks again
+	}
+	if err == nil {
 		b, err = s.liveCounts(ctx, b)
 	}
 	if err != nil {
@@ -367,6 +370,9 @@ func (s *Store) CancelBatch(ctx context.Context, orgID, id string) (jobs.Batch, 
 		return fmt.Errorf("%w: batch is %s", jobs.ErrBatchChanged, b.Status)
 	})
 	s.wrote(ctx, "cancel batch", err, moved)
+	if moved {
+		s.notify.Broadcast() // a batch waiter (GET /v1/batches/{id}?wait=) looks again
+	}
 	if err == nil {
 		b, err = s.liveCounts(ctx, b)
 	}
@@ -410,6 +416,9 @@ func (s *Store) FinishBatch(ctx context.Context, p jobs.FinishBatchParams) (jobs
 		return err
 	})
 	s.wrote(ctx, "finish batch", err, err == nil)
+	if err == nil {
+		s.notify.Broadcast() // a batch waiter (GET /v1/batches/{id}?wait=) looks again
+	}
 	if err != nil {
 		return jobs.Batch{}, fmt.Errorf("pgstore: finish batch: %w", err)
 	}
