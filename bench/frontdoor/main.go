@@ -40,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/promptkit/promptkit/bench/internal/pkbin"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -73,7 +74,7 @@ func main() {
 			fatal(fmt.Errorf("unknown configuration %q", c))
 		}
 	}
-	bin, cleanup, err := buildPromptkit()
+	bin, cleanup, err := pkbin.Build()
 	fatal(err)
 	defer cleanup()
 	env := env{bin: bin, workers: *workers, verbose: *verbose}
@@ -111,29 +112,6 @@ func fatal(err error) {
 		fmt.Fprintln(os.Stderr, "frontdoor:", err)
 		os.Exit(1)
 	}
-}
-
-// buildPromptkit builds cmd/promptkit of the promptkit tree this module
-// replaces, into a temporary directory.
-func buildPromptkit() (string, func(), error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/promptkit/promptkit").Output()
-	if err != nil {
-		return "", nil, fmt.Errorf("locating the promptkit tree: %w", err)
-	}
-	root := strings.TrimSpace(string(out))
-	dir, err := os.MkdirTemp("", "frontdoor-")
-	if err != nil {
-		return "", nil, err
-	}
-	bin := filepath.Join(dir, "promptkit")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/promptkit")
-	cmd.Dir = root
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("go build ./cmd/promptkit: %w", err)
-	}
-	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 type env struct {

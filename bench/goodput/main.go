@@ -51,6 +51,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/bench/internal/pkbin"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/pgstore"
 	"github.com/promptkit/promptkit/jobs/sqlitestore"
@@ -229,7 +230,7 @@ func main() {
 
 	e := env{n: *n, c: *c, rate: *rate, deadline: *deadline, pgURL: *pg, procs: *procs, slots: *c / *procs, poolN: *poolN, poolLatency: *poolLatency}
 	if slices.ContainsFunc(configs, func(c config) bool { return strings.Contains(c.Name, "worker processes") }) {
-		bin, cleanup, err := buildPromptkit()
+		bin, cleanup, err := pkbin.Build()
 		fatal(err)
 		defer cleanup()
 		e.bin = bin
@@ -675,29 +676,6 @@ func (w *workerProc) tail() string {
 	b, _ := os.ReadFile(w.log)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
-}
-
-// buildPromptkit builds cmd/promptkit of the promptkit tree this module
-// replaces, into a temporary directory.
-func buildPromptkit() (string, func(), error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/promptkit/promptkit").Output()
-	if err != nil {
-		return "", nil, fmt.Errorf("locating the promptkit tree: %w", err)
-	}
-	root := strings.TrimSpace(string(out))
-	dir, err := os.MkdirTemp("", "goodput-")
-	if err != nil {
-		return "", nil, err
-	}
-	bin := filepath.Join(dir, "promptkit")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/promptkit")
-	cmd.Dir = root
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("go build ./cmd/promptkit: %w", err)
-	}
-	return bin, func() { os.RemoveAll(dir) }, nil
 }
 
 func summarize(name string, sc scenario, rs []result, ideal float64, n int) summary {
