@@ -181,7 +181,7 @@ func (s *Server) parseWait(r *http.Request) (time.Duration, bool) {
 func (s *Server) answerSubmitted(w http.ResponseWriter, r *http.Request, id identity, sub submitted, wait time.Duration) {
 	if wait > 0 && !sub.State.Terminal() {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
-		terminal, err := s.waitTerminal(r.Context(), id.org, sub.JobID, wait)
+		j, err := s.waitTerminal(r.Context(), id.org, sub.JobID, wait)
 		if errors.Is(err, context.Canceled) {
 			return // the client left
 		}
@@ -189,7 +189,7 @@ func (s *Server) answerSubmitted(w http.ResponseWriter, r *http.Request, id iden
 			s.failure(w, r, "waiting", err)
 			return
 		}
-		sub.State = terminal
+		sub.State = j.State
 	}
 	if !sub.State.Terminal() {
 		writeJSON(w, http.StatusAccepted, sub)
@@ -203,10 +203,10 @@ func (s *Server) answerSubmitted(w http.ResponseWriter, r *http.Request, id iden
 	writeJSON(w, http.StatusOK, v)
 }
 
-// waitTerminal returns the job's state once it is terminal, or when the
+// waitTerminal returns the job as it is once terminal, or when the
 // wait, the request or the server ends. The event reader wakes it; each
 // wake re-reads the job, so a missed or coalesced event costs nothing.
-func (s *Server) waitTerminal(ctx context.Context, org, jobID string, wait time.Duration) (jobs.State, error) {
+func (s *Server) waitTerminal(ctx context.Context, org, jobID string, wait time.Duration) (jobs.Job, error) {
 	wake := make(chan struct{}, 1)
 	unsub, _ := s.hub.subscribe(func(e jobs.Event) bool { return e.JobID == jobID }, func(published) bool {
 		select {
@@ -221,19 +221,20 @@ func (s *Server) waitTerminal(ctx context.Context, org, jobID string, wait time.
 	for {
 		j, err := s.st.GetJob(ctx, org, jobID)
 		if err != nil {
-			return "", err
+			return jobs.Job{}, err
 		}
 		if j.State.Terminal() {
-			return j.State, nil
+			return j, nil
 		}
 		select {
 		case <-wake:
 		case <-timer.C:
-			return j.State, nil
+			// A last look: the job may have ended just now.
+			return s.st.GetJob(ctx, org, jobID)
 		case <-ctx.Done():
-			return j.State, ctx.Err()
+			return j, ctx.Err()
 		case <-s.streams.Done():
-			return j.State, nil
+			return s.st.GetJob(ctx, org, jobID)
 		}
 	}
 }

@@ -253,11 +253,11 @@ func (s *Server) awaitJob(ctx context.Context, org, promptID, jobID string, dead
 		if tick != nil {
 			wait = min(wait, s.cfg.KeepAlive)
 		}
-		st, err := s.waitTerminal(ctx, org, jobID, max(wait, 0))
+		j, err := s.waitTerminal(ctx, org, jobID, max(wait, 0))
 		if err != nil {
 			return jobs.Job{}, err
 		}
-		if st == jobs.Superseded {
+		if j.State == jobs.Superseded {
 			js, err := s.st.PromptJobs(ctx, org, promptID)
 			if err != nil {
 				return jobs.Job{}, err
@@ -268,8 +268,8 @@ func (s *Server) awaitJob(ctx context.Context, org, promptID, jobID string, dead
 			jobID = js[len(js)-1].ID
 			continue
 		}
-		if st.Terminal() || !time.Now().Before(deadline) || s.streams.Err() != nil {
-			return s.st.GetJob(ctx, org, jobID)
+		if j.State.Terminal() || !time.Now().Before(deadline) || s.streams.Err() != nil {
+			return j, nil // as waitTerminal last read it
 		}
 		if tick != nil {
 			if err := tick(); err != nil {
