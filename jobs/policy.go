@@ -177,15 +177,18 @@ type ReclaimDecision struct {
 	Message string
 }
 
-// Decide returns what happens to j, a running job whose heartbeat was lost,
-// at now: back to the queue (attempt + 1, worker_crash) when it has
-// attempts left and started less than StuckAfter ago, else failed as stuck.
-// p must be normalized.
-func (p ReclaimParams) Decide(j Job, now time.Time) ReclaimDecision {
+// Decide returns what happens to j, a running job whose heartbeat was lost:
+// back to the queue (attempt + 1, worker_crash) when it has attempts left
+// and ran less than StuckAfter, else failed as stuck. How long it ran is
+// measured by its heartbeats (last heartbeat − start), not by the clock at
+// reclaim: time the service was down is not time the job ran, so an outage
+// longer than StuckAfter must not fail every job that was running. p must
+// be normalized.
+func (p ReclaimParams) Decide(j Job) ReclaimDecision {
 	switch {
 	case j.Attempt >= j.MaxAttempts:
 		return ReclaimDecision{To: Failed, Kind: KindStuck, Message: msgStuckAttempts}
-	case !j.StartedAt.After(now.Add(-p.StuckAfter)):
+	case j.HeartbeatAt.Sub(j.StartedAt) >= p.StuckAfter:
 		return ReclaimDecision{To: Failed, Kind: KindStuck, Message: msgStuckLongRun}
 	}
 	return ReclaimDecision{To: Queued, Kind: KindWorkerCrash, Message: msgReclaimed}

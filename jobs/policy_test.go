@@ -191,8 +191,11 @@ func TestReclaimDecide(t *testing.T) {
 	if err != nil || p.ReclaimAfter != 5*time.Minute || p.StuckAfter != 15*time.Minute {
 		t.Fatalf("defaults = %+v, %v", p, err)
 	}
-	job := func(attempt, max int, started time.Duration) jobs.Job {
-		return jobs.Job{Attempt: attempt, MaxAttempts: max, StartedAt: now.Add(-started)}
+	// ran is how long the heartbeats say it ran; the last beat was an hour
+	// ago, so the wall time since start is always past StuckAfter.
+	job := func(attempt, max int, ran time.Duration) jobs.Job {
+		beat := now.Add(-time.Hour)
+		return jobs.Job{Attempt: attempt, MaxAttempts: max, StartedAt: beat.Add(-ran), HeartbeatAt: beat}
 	}
 	cases := []struct {
 		name string
@@ -200,14 +203,15 @@ func TestReclaimDecide(t *testing.T) {
 		to   jobs.State
 		kind jobs.ErrorKind
 	}{
-		{"attempts left, recent", job(1, 3, 10*time.Minute), jobs.Queued, jobs.KindWorkerCrash},
+		{"attempts left, ran briefly before an outage", job(1, 3, 10*time.Minute), jobs.Queued, jobs.KindWorkerCrash},
+		{"never beat after the claim", job(1, 3, 0), jobs.Queued, jobs.KindWorkerCrash},
 		{"last attempt", job(3, 3, time.Minute), jobs.Failed, jobs.KindStuck},
 		{"ran exactly stuck_after", job(1, 3, 15*time.Minute), jobs.Failed, jobs.KindStuck},
 		{"ran longer", job(1, 3, time.Hour), jobs.Failed, jobs.KindStuck},
 	}
 	msgs := map[string]bool{}
 	for _, c := range cases {
-		d := p.Decide(c.j, now)
+		d := p.Decide(c.j)
 		if d.To != c.to || d.Kind != c.kind || d.Message == "" {
 			t.Errorf("%s: %+v, want %s %s", c.name, d, c.to, c.kind)
 		}

@@ -508,7 +508,7 @@ var defaultReclaim = jobs.ReclaimParams{ReclaimAfter: 5 * time.Minute, StuckAfte
 // state, kind and message Decide chose, and an event naming the worker.
 func (f *fixture) expectReclaimed(before jobs.Job, now time.Time) {
 	f.t.Helper()
-	d := defaultReclaim.Decide(before, now)
+	d := defaultReclaim.Decide(before)
 	j := f.job(before.ID)
 	if j.State != d.To || j.ErrorKind != d.Kind || j.ErrorMessage != d.Message {
 		f.t.Errorf("reclaimed job: %s %q %q; want %s %q %q", j.State, j.ErrorKind, j.ErrorMessage, d.To, d.Kind, d.Message)

@@ -25,7 +25,7 @@ func noData(*fixture, jobs.Job, string) jobs.TransitionData { return jobs.Transi
 // reclaimData is the data of a reclaim at the fixture's time: the lost
 // worker and ReclaimParams.Decide's kind and message.
 func reclaimData(f *fixture, before jobs.Job, worker string) jobs.TransitionData {
-	d := defaultReclaim.Decide(before, f.now())
+	d := defaultReclaim.Decide(before)
 	return jobs.TransitionData{Worker: worker, ErrorKind: d.Kind, ErrorMessage: d.Message}
 }
 

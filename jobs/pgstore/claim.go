@@ -298,7 +298,7 @@ func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaim
 	}, &lockGate{sql: reclaimGateSQL, args: []any{cutoff}}, func(ph *phase, now time.Time) {
 		reqs := make([]*finishReq, len(expired))
 		for i, j := range expired {
-			reqs[i] = &finishReq{w: finish.Reclaim(j, p.Decide(j, at))}
+			reqs[i] = &finishReq{w: finish.Reclaim(j, p.Decide(j))}
 		}
 		b = newFinishBatch(reqs, s.schema)
 		b.locked(ph, now)

@@ -260,7 +260,7 @@ func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaim
 			return err
 		}
 		for _, j := range expired {
-			d := p.Decide(j, now)
+			d := p.Decide(j)
 			if _, err := w.finish(finish.Reclaim(j, d)); err != nil {
 				return err
 			}
