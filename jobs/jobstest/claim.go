@@ -599,46 +599,60 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Stuck rules: started exactly 15 minutes ago → failed; 15 minutes − 1µs →
-// requeued; attempt == max_attempts → failed.
+// Stuck rules: heart-beaten for exactly 15 minutes → failed; 15 minutes −
+// 1µs → requeued; attempt == max_attempts → failed. Time without
+// heartbeats (the service was down) does not count as running.
 func testReclaimStuckEdges(t *testing.T, h Harness) {
-	t.Run("started exactly 15 minutes ago", func(t *testing.T) {
-		t.Parallel()
+	// ran claims a job, heartbeats it after run, then lets the heartbeat
+	// go stale by gap and reclaims.
+	ran := func(t *testing.T, run, gap time.Duration) (jobs.Job, jobs.Reclaimed, time.Time) {
 		f := setup(t, h)
 		e := f.enqueue(jobs.EnqueueParams{})
-		claimed := f.claimID("w", e.JobID)
-		f.advance(10*time.Minute - time.Microsecond)
+		f.claimID("w", e.JobID)
+		f.advance(run)
 		if _, err := f.store.Heartbeat(f.ctx, jobs.HeartbeatParams{Worker: "w", JobIDs: []string{e.JobID}}); err != nil {
 			t.Fatal(err)
 		}
-		now := f.advance(5*time.Minute + time.Microsecond) // started 15m ago, heartbeat 5m+1µs old
+		before := f.job(e.JobID)
+		now := f.advance(gap)
 		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
-		if err != nil || len(r.Failed) != 1 || r.Failed[0] != e.JobID || len(r.Requeued) != 0 {
-			t.Fatalf("Reclaim = %+v, %v; want [%s] failed", r, err, e.JobID)
+		if err != nil {
+			t.Fatal(err)
 		}
-		j := f.job(e.JobID)
+		f.expectReclaimed(before, now)
+		return f.job(e.JobID), r, now
+	}
+	t.Run("heart-beaten for exactly 15 minutes", func(t *testing.T) {
+		t.Parallel()
+		j, r, now := ran(t, 15*time.Minute, 5*time.Minute+time.Microsecond)
+		if len(r.Failed) != 1 || r.Failed[0] != j.ID || len(r.Requeued) != 0 {
+			t.Fatalf("Reclaim = %+v; want [%s] failed", r, j.ID)
+		}
 		if j.State != jobs.Failed || j.ErrorKind != jobs.KindStuck || j.Attempt != 1 {
 			t.Errorf("stuck job = %+v", j)
 		}
 		sameTime(t, "FinishedAt", j.FinishedAt, now)
-		f.expectReclaimed(claimed, now)
 	})
-	t.Run("started 15 minutes - 1µs ago", func(t *testing.T) {
+	t.Run("heart-beaten for 15 minutes - 1µs", func(t *testing.T) {
 		t.Parallel()
-		f := setup(t, h)
-		e := f.enqueue(jobs.EnqueueParams{})
-		f.claimID("w", e.JobID)
-		f.advance(10*time.Minute - 2*time.Microsecond)
-		if _, err := f.store.Heartbeat(f.ctx, jobs.HeartbeatParams{Worker: "w", JobIDs: []string{e.JobID}}); err != nil {
-			t.Fatal(err)
+		j, r, _ := ran(t, 15*time.Minute-time.Microsecond, 5*time.Minute+time.Microsecond)
+		if len(r.Requeued) != 1 || r.Requeued[0] != j.ID || len(r.Failed) != 0 {
+			t.Fatalf("Reclaim = %+v; want [%s] requeued", r, j.ID)
 		}
-		f.advance(5*time.Minute + time.Microsecond) // started 15m−1µs ago, heartbeat 5m+1µs old
-		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
-		if err != nil || len(r.Requeued) != 1 || r.Requeued[0] != e.JobID || len(r.Failed) != 0 {
-			t.Fatalf("Reclaim = %+v, %v; want [%s] requeued", r, err, e.JobID)
-		}
-		if j := f.job(e.JobID); j.State != jobs.Queued || j.Attempt != 2 || j.ErrorKind != jobs.KindWorkerCrash {
+		if j.State != jobs.Queued || j.Attempt != 2 || j.ErrorKind != jobs.KindWorkerCrash {
 			t.Errorf("reclaimed job = %+v", j)
+		}
+	})
+	t.Run("an outage longer than stuck_after", func(t *testing.T) {
+		t.Parallel()
+		// Ran 2 s, then the whole service was down for an hour: started
+		// an hour ago, but it is a crash, not a stuck job.
+		j, r, _ := ran(t, 2*time.Second, time.Hour)
+		if len(r.Requeued) != 1 || r.Requeued[0] != j.ID || len(r.Failed) != 0 {
+			t.Fatalf("Reclaim = %+v; want [%s] requeued", r, j.ID)
+		}
+		if j.State != jobs.Queued || j.Attempt != 2 || j.ErrorKind != jobs.KindWorkerCrash {
+			t.Errorf("job reclaimed after an outage = %+v", j)
 		}
 	})
 	t.Run("attempts spent", func(t *testing.T) {

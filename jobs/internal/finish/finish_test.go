@@ -12,10 +12,12 @@ import (
 func TestWrites(t *testing.T) {
 	requeue := Requeue(jobs.RequeueParams{JobID: "j", Worker: "w", Kind: jobs.KindTimeout, Message: "slow"})
 	handback := Requeue(jobs.RequeueParams{JobID: "j", Worker: "w", Handback: true})
-	lost := jobs.Job{ID: "j", WorkerClaim: "dead", Attempt: 1, MaxAttempts: 3, StartedAt: time.Unix(0, 0)}
+	lost := jobs.Job{ID: "j", WorkerClaim: "dead", Attempt: 1, MaxAttempts: 3, StartedAt: time.Unix(0, 0), HeartbeatAt: time.Unix(600, 0)}
+	long := lost
+	long.HeartbeatAt = time.Unix(3600, 0)
 	p, _ := jobs.ReclaimParams{}.Normalize()
-	back := Reclaim(lost, p.Decide(lost, time.Unix(600, 0)))
-	stuck := Reclaim(lost, p.Decide(lost, time.Unix(3600, 0)))
+	back := Reclaim(lost, p.Decide(lost))
+	stuck := Reclaim(long, p.Decide(long))
 	for _, c := range []struct {
 		name     string
 		w        Write
