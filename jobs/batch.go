@@ -109,6 +109,12 @@ func (p CreateFileParams) Normalize() (CreateFileParams, error) {
 	case p.MaxBytes < 0:
 		return p, invalid("file: negative size limit")
 	}
+	if err := checkText("filename", p.Filename); err != nil {
+		return p, err
+	}
+	if err := checkText("purpose", p.Purpose); err != nil {
+		return p, err
+	}
 	if p.MaxBytes == 0 {
 		p.MaxBytes = DefaultMaxFileBytes
 	}
@@ -209,6 +215,9 @@ func (p CreateBatchParams) Normalize() (CreateBatchParams, error) {
 		return p, invalid("batch: empty endpoint")
 	case p.Window <= 0:
 		return p, invalid("batch: completion window must be positive")
+	}
+	if err := checkJSONText("metadata", p.Metadata); err != nil {
+		return p, err
 	}
 	if len(p.Metadata) > 0 {
 		var obj map[string]json.RawMessage

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 
 	"github.com/promptkit/promptkit/pktype"
@@ -50,6 +51,20 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 		default:
 			return c, invalid("chat: messages[%d].role must be system, user or assistant", i)
 		}
+		if err := checkText(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {
+			return c, err
+		}
+	}
+	for i, s := range c.Stop {
+		if err := checkText(fmt.Sprintf("stop[%d]", i), s); err != nil {
+			return c, err
+		}
+	}
+	if err := checkText("response_format.json_schema.name", c.SchemaName); err != nil {
+		return c, err
+	}
+	if err := checkJSONText("response_format.json_schema.schema", c.Schema); err != nil {
+		return c, err
 	}
 	if strings.TrimSpace(c.Messages[len(c.Messages)-1].Content) == "" {
 		return c, invalid("chat: the last message is empty")

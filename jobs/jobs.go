@@ -149,12 +149,16 @@ const (
 	// KindDependencyFailed: the job's DependsOn job failed or was
 	// cancelled.
 	KindDependencyFailed ErrorKind = "dependency_failed"
+	// KindUnstorable: the store refused the job's result (a value it
+	// cannot hold); retrying would get the same answer and be refused
+	// again.
+	KindUnstorable ErrorKind = "unstorable"
 )
 
 // ErrorKinds returns every non-empty kind.
 func ErrorKinds() []ErrorKind {
 	return []ErrorKind{KindTimeout, KindRateLimit, KindProvider5xx, KindProvider4xx, KindParse, KindAuth,
-		KindWorkerCrash, KindStuck, KindTransport, KindUnknown, KindInvalidRequest, KindDependencyFailed}
+		KindWorkerCrash, KindStuck, KindTransport, KindUnknown, KindInvalidRequest, KindDependencyFailed, KindUnstorable}
 }
 
 // Errors returned by stores. Match them with errors.Is.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,9 +24,14 @@ const (
 	MinPriority        = 0
 	MaxPriority        = 100
 	DefaultMaxAttempts = 3
-	DefaultListLimit   = 50
-	MaxListLimit       = 1000
-	DefaultPageLimit   = 500 // ChangesSince and EventsAfter
+	// MaxMaxAttempts bounds max_attempts wherever a caller sets it (the
+	// API, the front door's header, a batch, a file line).
+	MaxMaxAttempts = 25
+	// MaxDepth bounds execution_options.depth, the thread history sent.
+	MaxDepth         = 1000
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+	DefaultPageLimit = 500 // ChangesSince and EventsAfter
 	// ArchiveBatch is how many jobs one Archive transaction examines, so
 	// archiving a large backlog never holds writers up for long.
 	ArchiveBatch = 1000
@@ -37,8 +43,127 @@ const (
 	MaxErrorMessage = maxErrorMessage
 )
 
+// InvalidError is the error of a parameter check; it matches ErrInvalid.
+// Field names the parameter as callers spell it ("" when the rule spans
+// several, and Reason names them); neither repeats the value, so Message
+// may be shown to the caller as it is.
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return ErrInvalid.Error() + ": " + e.Message() }
+
+// Message is the error without the package prefix: "field: reason".
+func (e *InvalidError) Message() string {
+	if e.Field == "" {
+		return e.Reason
+	}
+	return e.Field + ": " + e.Reason
+}
+
+// Is makes every InvalidError match ErrInvalid.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// InvalidMessage is what a caller is told of an error matching ErrInvalid
+// or pktype.ErrInvalidRequest: the rule's own words ("max_attempts: must
+// be from 1 to 25"), without the packages the error passed through
+// ("sqlitestore: enqueue: jobs: invalid parameters: "). These errors name
+// fields and ids, never text or bodies.
+func InvalidMessage(err error) string {
+	if ie, ok := errors.AsType[*InvalidError](err); ok {
+		return ie.Message()
+	}
+	msg := err.Error()
+	for _, sentinel := range []error{pktype.ErrInvalidRequest, ErrInvalid} {
+		if _, rest, ok := strings.Cut(msg, sentinel.Error()+": "); ok && errors.Is(err, sentinel) {
+			return rest
+		}
+	}
+	return msg
+}
+
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	return &InvalidError{Reason: fmt.Sprintf(format, args...)}
+}
+
+func invalidField(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// NUL characters are refused in everything a caller sends, on every store
+// alike: PostgreSQL cannot store one in text, and one that reached a
+// provider would come back in its answer. Text a provider returns has
+// them replaced instead (SanitizeText), so an answer is never lost to one.
+
+const msgNUL = "contains a NUL character"
+
+// checkText refuses a NUL in a caller's string field.
+func checkText(field, v string) error {
+	if strings.IndexByte(v, 0) >= 0 {
+		return invalidField(field, msgNUL)
+	}
+	return nil
+}
+
+// checkJSONText refuses a NUL in a caller's JSON value: a \u0000 escape in
+// any string or key (a raw NUL byte is not JSON at all).
+func checkJSONText(field string, raw []byte) error {
+	if jsonNUL(raw) >= 0 {
+		return invalidField(field, msgNUL)
+	}
+	return nil
+}
+
+// jsonNUL is the offset of the first NUL in raw JSON (a raw byte or a
+// \u0000 escape), or -1. An escaped backslash is skipped whole, so
+// "\\u0000" (a backslash, then "u0000") is not a NUL.
+func jsonNUL(raw []byte) int {
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case 0:
+			return i
+		case '\\':
+			if i+6 <= len(raw) && string(raw[i+1:i+6]) == "u0000" {
+				return i
+			}
+			i++
+		}
+	}
+	return -1
+}
+
+// SanitizeText makes text a provider returned storable on every store:
+// NUL characters and invalid UTF-8 become U+FFFD.
+func SanitizeText(s string) string {
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// sanitizeJSON is SanitizeText for JSON a provider returned: each \u0000
+// escape becomes \ufffd. raw must be valid JSON (so holds no raw NUL).
+func sanitizeJSON(raw json.RawMessage) json.RawMessage {
+	i := jsonNUL(raw)
+	if i < 0 {
+		return raw
+	}
+	out := make(json.RawMessage, 0, len(raw))
+	for i >= 0 {
+		out = append(append(out, raw[:i]...), `\ufffd`...)
+		raw = raw[i+6:]
+		i = jsonNUL(raw)
+	}
+	return append(out, raw...)
+}
+
+// CheckMaxAttempts is the one bound on max_attempts: 1 to MaxMaxAttempts.
+func CheckMaxAttempts(n int) error {
+	if n < 1 || n > MaxMaxAttempts {
+		return invalidField("max_attempts", "must be from 1 to %d", MaxMaxAttempts)
+	}
+	return nil
 }
 
 func checkPriority(p int) error {
@@ -71,6 +196,21 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 	case (p.BatchID == "") != (p.CustomID == ""):
 		return p, invalid("batch_id and custom_id go together")
 	}
+	for _, f := range []struct{ name, v string }{
+		{"text", p.Text}, {"prompt", p.PromptRef}, {"profile", p.Profile}, {"parent_id", p.ParentID},
+		{"depends_on", p.DependsOn}, {"batch_id", p.BatchID}, {"custom_id", p.CustomID},
+		{"correlation_id", p.CorrelationID}, {"idempotency_key", p.IdempotencyKey},
+	} {
+		if err := checkText(f.name, f.v); err != nil {
+			return p, err
+		}
+	}
+	if err := checkJSONText("inputs", p.Inputs); err != nil {
+		return p, err
+	}
+	if err := checkJSONText("execution_options", p.ExecutionOptions); err != nil {
+		return p, err
+	}
 	if p.Chat != nil {
 		c, err := p.Chat.Normalize()
 		if err != nil {
@@ -95,8 +235,8 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = DefaultMaxAttempts
 	}
-	if p.MaxAttempts < 1 {
-		return p, invalid("max_attempts %d is below 1", p.MaxAttempts)
+	if err := CheckMaxAttempts(p.MaxAttempts); err != nil {
+		return p, err
 	}
 	opts, err := ParseExecutionOptions(p.ExecutionOptions)
 	if err != nil {
@@ -128,11 +268,14 @@ func (p ClaimParams) Normalize() (ClaimParams, error) {
 	return p, nil
 }
 
-// Normalize checks p: a succeeded job's parsed output must be JSON.
+// Normalize checks p: a succeeded job's parsed output must be JSON. The
+// provider's text is made storable (SanitizeText).
 func (p SucceedParams) Normalize() (SucceedParams, error) {
 	if len(p.Parsed) > 0 && !json.Valid(p.Parsed) {
 		return p, invalid("parsed output is not JSON")
 	}
+	p.Output, p.Model, p.FinishReason = SanitizeText(p.Output), SanitizeText(p.Model), SanitizeText(p.FinishReason)
+	p.Parsed = sanitizeJSON(p.Parsed)
 	return p, nil
 }
 
@@ -160,6 +303,7 @@ func (p AttemptParams) Normalize() (AttemptParams, error) {
 	if len(p.Data) > 0 && !json.Valid(p.Data) {
 		return p, invalid("attempt data is not JSON")
 	}
+	p.Data = sanitizeJSON(p.Data) // it holds the model the provider named
 	return p, nil
 }
 
@@ -347,8 +491,8 @@ func ParseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
 			err = json.Unmarshal(v, &o.PreferProvider)
 		case "depth":
 			err = json.Unmarshal(v, &o.Depth)
-			if err == nil && o.Depth != nil && *o.Depth < 0 {
-				return o, invalid("execution_options.depth %d is negative", *o.Depth)
+			if err == nil && o.Depth != nil && (*o.Depth < 0 || *o.Depth > MaxDepth) {
+				return o, invalidField("execution_options.depth", "must be from 0 to %d", MaxDepth)
 			}
 		case "router_model":
 			return o, invalid("execution_options.router_model is not supported: promptkit does not route prompts between models; set model, or prefer_provider to choose the backend")
@@ -375,30 +519,38 @@ func (o ExecutionOptions) JSON() json.RawMessage {
 // it into EnqueueParams, which then check it.
 type Submission struct {
 	// Text, or Prompt (a named prompt's id) with Inputs.
-	Text             string          `json:"text,omitempty"`
-	Prompt           string          `json:"prompt,omitempty"`
-	Inputs           json.RawMessage `json:"inputs,omitempty"`
-	Priority         *int            `json:"priority,omitempty"`
-	Profile          string          `json:"profile,omitempty"`
-	ParentID         string          `json:"parent_id,omitempty"`
-	DependsOn        string          `json:"depends_on,omitempty"`
-	ScheduledFor     *time.Time      `json:"scheduled_for,omitempty"`
-	MaxAttempts      int             `json:"max_attempts,omitempty"`
+	Text         string          `json:"text,omitempty"`
+	Prompt       string          `json:"prompt,omitempty"`
+	Inputs       json.RawMessage `json:"inputs,omitempty"`
+	Priority     *int            `json:"priority,omitempty"`
+	Profile      string          `json:"profile,omitempty"`
+	ParentID     string          `json:"parent_id,omitempty"`
+	DependsOn    string          `json:"depends_on,omitempty"`
+	ScheduledFor *time.Time      `json:"scheduled_for,omitempty"`
+	// MaxAttempts, when set, is 1 to MaxMaxAttempts (an explicit 0 is
+	// refused, not taken as the default).
+	MaxAttempts      *int            `json:"max_attempts,omitempty"`
 	ExecutionOptions json.RawMessage `json:"execution_options,omitempty"`
 }
 
-// Params is s as enqueue parameters, without org, user or idempotency
-// key; a JSON null for inputs or options means none.
-func (s Submission) Params() EnqueueParams {
+// Params is s as normalized enqueue parameters, without org, user or
+// idempotency key; a JSON null for inputs or options means none.
+func (s Submission) Params() (EnqueueParams, error) {
 	p := EnqueueParams{
 		Text: s.Text, PromptRef: s.Prompt, Inputs: nullToNil(s.Inputs), Priority: s.Priority,
-		Profile: s.Profile, ParentID: s.ParentID, DependsOn: s.DependsOn, MaxAttempts: s.MaxAttempts,
+		Profile: s.Profile, ParentID: s.ParentID, DependsOn: s.DependsOn,
 		ExecutionOptions: nullToNil(s.ExecutionOptions),
+	}
+	if s.MaxAttempts != nil {
+		if err := CheckMaxAttempts(*s.MaxAttempts); err != nil {
+			return p, err
+		}
+		p.MaxAttempts = *s.MaxAttempts
 	}
 	if s.ScheduledFor != nil {
 		p.AvailableAt = *s.ScheduledFor
 	}
-	return p
+	return p.Normalize()
 }
 
 func nullToNil(raw json.RawMessage) json.RawMessage {

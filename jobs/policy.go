@@ -26,7 +26,8 @@ import (
 //	a template that does not render, bad config
 //	dependency failed or cancelled                dependency_failed  no
 //	worker died (heartbeat lost)                  worker_crash       yes: requeued by Reclaim
-//	worker died, attempts spent or too long       stuck              no
+//	worker died, attempts spent or ran too long   stuck              no
+//	the store refused the result (a NUL, …)       unstorable         no
 //	anything else (transport failure, …)          unknown            yes, with backoff
 
 // Retryable reports whether a failure of this kind may heal by itself, so
@@ -65,6 +66,8 @@ func (k ErrorKind) Description() string {
 		return "the request cannot be run as given"
 	case KindDependencyFailed:
 		return "the job it depends on failed or was cancelled"
+	case KindUnstorable:
+		return "the database refused to store its result"
 	case KindNone:
 		return ""
 	}

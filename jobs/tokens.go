@@ -78,5 +78,11 @@ func (p CreateTokenParams) Normalize() (CreateTokenParams, error) {
 	case len(p.Hash) != sha256.Size:
 		return p, invalid("a token hash has %d bytes, not %d", len(p.Hash), sha256.Size)
 	}
+	if err := checkText("org", p.OrgID); err != nil {
+		return p, err
+	}
+	if err := checkText("user", p.UserID); err != nil {
+		return p, err
+	}
 	return p, nil
 }

@@ -26,7 +26,7 @@ func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
 	if err := decodeStrict(body, &req); err != nil {
 		return jobs.EnqueueParams{}, "", err
 	}
-	p, err := req.Params().Normalize()
+	p, err := req.Params()
 	if err != nil {
 		return p, "", err
 	}
@@ -106,7 +106,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	p, hash, err := decodeSubmission(raw)
 	if err != nil {
 		if errors.Is(err, jobs.ErrInvalid) {
-			writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+			writeError(w, http.StatusBadRequest, "invalid_request", jobs.InvalidMessage(err))
 		} else {
 			writeError(w, http.StatusBadRequest, "invalid_json", err.Error())
 		}

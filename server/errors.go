@@ -50,11 +50,18 @@ func (s *Server) failure(w http.ResponseWriter, r *http.Request, what string, er
 		errors.Is(err, promptkit.ErrInvalidRequest),
 		errors.Is(err, promptkit.ErrPromptNotFound),
 		errors.Is(err, promptkit.ErrProfileNotFound):
-		// These errors name fields and ids, never text or bodies.
-		writeError(w, http.StatusBadRequest, "invalid_request", err.Error())
+		writeError(w, http.StatusBadRequest, "invalid_request", jobs.InvalidMessage(err))
 	default:
 		s.internal(w, r, what, err)
 	}
+}
+
+// invalidField is the parameter an invalid request names, "" when none.
+func invalidField(err error) string {
+	if ie, ok := errors.AsType[*jobs.InvalidError](err); ok {
+		return ie.Field
+	}
+	return ""
 }
 
 // internal answers 500 and logs the cause with the route.

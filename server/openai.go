@@ -33,9 +33,6 @@ const (
 	// Retry-After, and this is the least a worker itself waits after a
 	// rate limit without one.
 	jobRateLimitRetryAfter = 60 * time.Second
-	// maxChatAttempts bounds X-Promptkit-Max-Attempts: a client waits
-	// through every attempt's backoff.
-	maxChatAttempts = 10
 )
 
 // Headers of POST /v1/chat/completions.
@@ -91,8 +88,7 @@ func (s *Server) oaFailure(w http.ResponseWriter, r *http.Request, what string, 
 		errors.Is(err, promptkit.ErrInvalidRequest),
 		errors.Is(err, promptkit.ErrPromptNotFound),
 		errors.Is(err, promptkit.ErrProfileNotFound):
-		// These errors name fields and ids, never text or bodies.
-		oaError(w, http.StatusBadRequest, openaiapi.TypeInvalidRequest, "", "invalid_request", err.Error())
+		oaError(w, http.StatusBadRequest, openaiapi.TypeInvalidRequest, invalidField(err), "invalid_request", jobs.InvalidMessage(err))
 	default:
 		s.oaInternal(w, r, what, err)
 	}
@@ -145,9 +141,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	attempts := 0
 	if v := r.Header.Get(headerMaxAttempts); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxChatAttempts {
+		if err != nil || jobs.CheckMaxAttempts(n) != nil {
 			oaError(w, http.StatusBadRequest, openaiapi.TypeInvalidRequest, headerMaxAttempts, "invalid_value",
-				fmt.Sprintf("%s must be an integer from 1 to %d.", headerMaxAttempts, maxChatAttempts))
+				fmt.Sprintf("%s must be an integer from 1 to %d.", headerMaxAttempts, jobs.MaxMaxAttempts))
 			return
 		}
 		attempts = n

@@ -800,7 +800,7 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 			Type: jobs.EventTransition, To: jobs.Queued, At: oasT0})},
 		{"error", "Error", apiError{errorBody{Code: "not_found", Message: "prompt: not found"}}},
 		{"submit request", "SubmitRequest", jobs.Submission{Prompt: "summarize", Inputs: json.RawMessage(`{"a":1}`), Priority: new(0),
-			Profile: "fast", ParentID: "p", ScheduledFor: &oasT0, DependsOn: "j", MaxAttempts: 5,
+			Profile: "fast", ParentID: "p", ScheduledFor: &oasT0, DependsOn: "j", MaxAttempts: new(5),
 			ExecutionOptions: json.RawMessage(`{"model":"m","depth":0,"prefer_provider":"b"}`)}},
 		{"retry request", "RetryRequest", retryRequest{Priority: new(100)}},
 		{"stream ticket", "StreamTicket", ticketAnswer{Ticket: ticketPrefix + strings.Repeat("A", 43), ExpiresAt: oasT0}},

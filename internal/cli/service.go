@@ -270,14 +270,15 @@ func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, err
 	return worker.New(worker.Config{
 		Store: rt.store, Engine: rt.engine, Name: name,
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
-		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout, ReclaimAfter: rt.sc.ReclaimAfter,
+		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
 		ShutdownGrace: grace, Logger: rt.log, KeepProviderDetail: rt.sc.KeepProviderDetail,
 		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(),
 	})
 }
 
 func (rt *svc) reclaimer() (*worker.Reclaimer, error) {
-	return worker.NewReclaimer(worker.ReclaimerConfig{Store: rt.store, ReclaimAfter: rt.sc.ReclaimAfter, StuckAfter: rt.sc.StuckAfter, Logger: rt.log})
+	return worker.NewReclaimer(worker.ReclaimerConfig{Store: rt.store, ReclaimAfter: rt.sc.ReclaimAfter, StuckAfter: rt.sc.StuckAfter,
+		HeartbeatInterval: rt.sc.HeartbeatInterval, Logger: rt.log})
 }
 
 // batches is serve's batch processor: a line's model resolves as in

@@ -310,7 +310,10 @@ func eachLine(r io.Reader, path, org, user string, fn func(lineNo int, p jobs.En
 		if err := dec.Decode(&l); err != nil {
 			return fmt.Errorf("%s:%d: not a valid prompt line (%s)", path, lineNo, jsonReason(err))
 		}
-		p := l.Params()
+		p, err := l.Params()
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, lineNo, err)
+		}
 		p.OrgID, p.CreatedBy, p.IdempotencyKey = org, user, l.Key
 		if err := fn(lineNo, p); err != nil {
 			return err

@@ -67,7 +67,7 @@ func TestDatabaseRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: restartReclaimAfter, StuckAfter: time.Hour, Logger: logs.logger()})
+	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: restartReclaimAfter, StuckAfter: time.Hour, HeartbeatInterval: restartHeartbeat, Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

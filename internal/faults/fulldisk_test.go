@@ -72,7 +72,7 @@ func TestFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: diskReclaimAfter, StuckAfter: time.Hour, Logger: logs.logger()})
+	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: diskReclaimAfter, StuckAfter: time.Hour, HeartbeatInterval: time.Second, Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

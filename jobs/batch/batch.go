@@ -60,10 +60,6 @@ const (
 	batchKeyPrefix = "batch/"
 )
 
-// invalidPrefix starts the text of jobs.ErrInvalid errors; a line's
-// error message says what is wrong without it.
-var invalidPrefix = jobs.ErrInvalid.Error() + ": "
-
 // Config configures a Processor.
 type Config struct {
 	// Store holds the batches, files and jobs. Required.
@@ -578,7 +574,7 @@ func (p *Processor) vet(no int, params jobs.EnqueueParams) *jobs.BatchError {
 		if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
 			return &jobs.BatchError{Code: cmp.Or(re.Code, CodeInvalid), Param: re.Param, Message: re.Message, Line: no}
 		}
-		return &jobs.BatchError{Code: CodeInvalid, Param: "body", Message: strings.TrimPrefix(err.Error(), invalidPrefix), Line: no}
+		return &jobs.BatchError{Code: CodeInvalid, Param: "body", Message: jobs.InvalidMessage(err), Line: no}
 	}
 	if _, err := params.Normalize(); err != nil {
 		return bad(err)

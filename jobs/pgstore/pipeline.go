@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/promptkit/promptkit/jobs"
 )
 
 // phase is the statements of one network round trip (a pgx batch, sent
@@ -162,9 +165,22 @@ func (s *Store) inTx(ctx context.Context, send func(conn *pgxpool.Conn) error) e
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		conn.Exec(rctx, "ROLLBACK") //nolint:errcheck // best effort, see above
-		return err
+		return dataError(err)
 	}
 	return nil
+}
+
+// dataError makes a value PostgreSQL refuses to store (SQLSTATE class
+// 22, data exception: a NUL in text, an out-of-range number) ErrInvalid,
+// which no retry can heal, rather than an outage to wait out. The
+// parameter rules (jobs.*Params.Normalize) refuse such values first; this
+// is the net under them, so a value they miss fails one call instead of
+// being retried for ever.
+func dataError(err error) error {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && strings.HasPrefix(pgErr.Code, "22") {
+		return fmt.Errorf("%w: the database refused a value (SQLSTATE %s): %w", jobs.ErrInvalid, pgErr.Code, err)
+	}
+	return err
 }
 
 // writeOneTrip runs a writing transaction in one round trip, in the order

@@ -276,17 +276,21 @@ func observedUsage(u promptkit.ObservedTokenUsage) map[string]*observedCount {
 // finalizeBackoff is the pause after the n-th failed try (from 0) of a
 // finalizing write that failed for a reason other than a lost claim (a
 // database outage): 100ms doubling up to 5s. The result is in hand, and
-// without the write the job would wait for the reclaim loop and run again
-// at the provider's cost. Tests replace it per worker (Worker.backoff).
+// without the write the job would run again at the provider's cost. Tests replace it per worker (Worker.backoff).
 func finalizeBackoff(n int) time.Duration {
 	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
 }
 
-// apply makes the store write settle decided, on ctx. A write failing for
-// another reason than a lost claim is retried, keeping the result, until
-// shortly before the job would be reclaimed (finalizeDeadline), or until
-// stop ends (the worker stops
-// for good). It logs the trouble once, not per try. It returns the last
+// apply makes the store write settle decided, on ctx. The write is fenced
+// by the job's claim, so it is safe to keep trying through an outage of
+// any length: a write failing for another reason is retried, keeping the
+// result, until the store answers — and then the store says whether the
+// claim still holds. So a result is dropped only when the claim is known
+// to be lost (ErrNotClaimed: the job was cancelled, or reclaimed by
+// another worker), or when stop ends (the worker stops for good; the
+// reclaim loop runs the job again). A write the store refuses as invalid
+// cannot heal by retrying: the job fails as unstorable instead of holding
+// its slot. apply logs the trouble once, not per try. It returns the last
 // write's error: nil when the write was made (or there was none to make),
 // ErrNotClaimed when another writer won.
 func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.AttemptParams) error {
@@ -296,6 +300,14 @@ func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.At
 	for i := 0; ; i++ {
 		var err error
 		unrecorded, err = w.writeAttempts(ctx, unrecorded)
+		if errors.Is(err, jobs.ErrInvalid) {
+			// An attempt event is a record, not the result: drop the one
+			// the store cannot hold rather than the job's answer.
+			w.log.Error("attempt event refused by the store; dropped", "job", wr.jobID, "err", err)
+			unrecorded, err = unrecorded[1:], nil
+			i--
+			continue
+		}
 		if err == nil {
 			err = w.writeOnce(ctx, wr)
 		}
@@ -309,20 +321,20 @@ func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.At
 			// Another writer won (cancel, reclaim): our result is
 			// discarded, as settled logs.
 			return err
+		case errors.Is(err, jobs.ErrInvalid) && wr.op != opFail:
+			w.log.Error("job result refused by the store; failing the job as unstorable", "op", wr.op, "job", wr.jobID, "err", err)
+			wr = write{op: opFail, jobID: wr.jobID, fail: jobs.FailParams{JobID: wr.jobID, Worker: w.cfg.Name,
+				Kind: jobs.KindUnstorable, Message: msgUnstorable}}
+			i = -1
+			continue
 		case errors.Is(err, jobs.ErrInvalid):
-			w.log.Error("job finalization refused; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID, "err", err)
-			return err
-		}
-		wait := w.backoff(i)
-		deadline := w.finalizeDeadline(wr.jobID)
-		if w.cfg.Now().Add(wait).After(deadline) {
-			w.log.Error("job finalization failed until the job's reclaim; the reclaim loop will run it again", "op", wr.op, "job", wr.jobID, "tries", i+1, "err", err)
+			w.log.Error("job finalization refused; the reclaim loop will end the job", "op", wr.op, "job", wr.jobID, "err", err)
 			return err
 		}
 		if i == 0 {
-			w.log.Warn("job finalization failing; keeping the result and retrying", "op", wr.op, "job", wr.jobID, "until", deadline, "err", err)
+			w.log.Warn("job finalization failing; keeping the result and retrying until the database answers", "op", wr.op, "job", wr.jobID, "err", err)
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(w.backoff(i))
 		select {
 		case <-stop.Done():
 			t.Stop()
@@ -333,19 +345,9 @@ func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.At
 	}
 }
 
-// finalizeDeadline is shortly before the job would be reclaimed
-// (ReclaimAfter after its claim was last confirmed): one heartbeat
-// interval before, or half of ReclaimAfter when that is shorter.
-func (w *Worker) finalizeDeadline(jobID string) time.Time {
-	w.mu.Lock()
-	f := w.running[jobID]
-	w.mu.Unlock()
-	last := w.cfg.Now()
-	if f != nil {
-		last = time.Unix(0, f.beat.Load())
-	}
-	return last.Add(w.cfg.ReclaimAfter - min(w.cfg.HeartbeatInterval, w.cfg.ReclaimAfter/2))
-}
+// msgUnstorable is the error message of a job whose result the store
+// refused; it never repeats the result or the store's words about it.
+const msgUnstorable = "the database refused to store the job's result"
 
 // writeAttempts writes attempt events whose first write failed, returning
 // those still unwritten. A lost claim drops them: the job is not ours to

@@ -1,7 +1,16 @@
 package worker
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetFinalizeBackoff replaces w's pause between tries of a failing
 // finalizing write.
 func SetFinalizeBackoff(w *Worker, f func(int) time.Duration) { w.backoff = f }
+
+// ReclaimTick runs one turn of r.Run on the clock now.
+func ReclaimTick(ctx context.Context, r *Reclaimer, now func() time.Time) {
+	r.now = now
+	r.tick(ctx)
+}

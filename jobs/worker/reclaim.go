@@ -24,6 +24,13 @@ type ReclaimerConfig struct {
 	// dead worker's job is handed back within ReclaimAfter plus a tenth
 	// of it.
 	Interval time.Duration
+	// HeartbeatInterval is the workers' heartbeat interval. After a sweep
+	// failed (the store was unreachable, so were the workers' heartbeats)
+	// sweeps pause until two of them have passed since the store
+	// answered again: a live worker's heartbeat and finishing write land
+	// first, instead of its job being reclaimed for heartbeats the outage
+	// swallowed. Defaults to 30s.
+	HeartbeatInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -35,7 +42,13 @@ type Reclaimer struct {
 	store    jobs.Store
 	params   jobs.ReclaimParams
 	interval time.Duration
+	grace    time.Duration
 	log      *slog.Logger
+	now      func() time.Time // the wall clock; tests replace it
+	// down is set while sweeps fail; resume is when sweeping resumes
+	// after the store answered again. Only Run's goroutine uses them.
+	down   bool
+	resume time.Time
 }
 
 // NewReclaimer checks cfg, fills its defaults and returns a Reclaimer.
@@ -43,14 +56,15 @@ func NewReclaimer(cfg ReclaimerConfig) (*Reclaimer, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("worker: ReclaimerConfig.Store is required")
 	}
-	if cfg.Interval < 0 {
-		return nil, fmt.Errorf("worker: ReclaimerConfig.Interval %v is negative", cfg.Interval)
+	if cfg.Interval < 0 || cfg.HeartbeatInterval < 0 {
+		return nil, fmt.Errorf("worker: ReclaimerConfig.Interval %v or HeartbeatInterval %v is negative", cfg.Interval, cfg.HeartbeatInterval)
 	}
 	p, err := jobs.ReclaimParams{ReclaimAfter: cfg.ReclaimAfter, StuckAfter: cfg.StuckAfter}.Normalize()
 	if err != nil {
 		return nil, fmt.Errorf("worker: reclaimer: %w", err)
 	}
-	r := &Reclaimer{store: cfg.Store, params: p, interval: cmp.Or(cfg.Interval, p.ReclaimAfter/10), log: cfg.Logger}
+	r := &Reclaimer{store: cfg.Store, params: p, interval: cmp.Or(cfg.Interval, p.ReclaimAfter/10),
+		grace: 2 * cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval), log: cfg.Logger, now: time.Now}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -66,16 +80,35 @@ func (r *Reclaimer) Sweep(ctx context.Context) (jobs.Reclaimed, error) {
 }
 
 // Run sweeps at once and then every Interval until ctx ends; it returns
-// nil then.
+// nil then. A failing sweep is logged once per outage, and after one
+// sweeping pauses as HeartbeatInterval says.
 func (r *Reclaimer) Run(ctx context.Context) error {
-	every(ctx, r.interval, func() {
-		if got, err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("reclaim failed", "err", err)
-		} else if len(got.Requeued)+len(got.Failed) > 0 {
-			r.log.Info("reclaimed jobs of dead workers", "requeued", len(got.Requeued), "failed_stuck", len(got.Failed))
-		}
-	})
+	every(ctx, r.interval, func() { r.tick(ctx) })
 	return nil
+}
+
+// tick is one turn of Run.
+func (r *Reclaimer) tick(ctx context.Context) {
+	if r.down {
+		// Probe with the readiness check, not a sweep: a sweep now would
+		// reclaim every job whose heartbeats the outage swallowed.
+		if r.store.Check(ctx) != nil {
+			return
+		}
+		r.down, r.resume = false, r.now().Add(r.grace)
+		r.log.Info("reclaim: the store answers again; sweeping resumes after a grace", "grace", r.grace)
+	}
+	if r.now().Before(r.resume) {
+		return
+	}
+	got, err := r.Sweep(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.down = true
+		r.log.Warn("reclaim failed; retrying quietly until the store answers", "err", err)
+	case len(got.Requeued)+len(got.Failed) > 0:
+		r.log.Info("reclaimed jobs of dead workers", "requeued", len(got.Requeued), "failed_stuck", len(got.Failed))
+	}
 }
 
 // every calls fn at once and then every d until ctx ends.

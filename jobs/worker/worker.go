@@ -52,11 +52,6 @@ type Config struct {
 	// JobTimeout bounds one job attempt, retries inside the engine
 	// included. Defaults to 10m.
 	JobTimeout time.Duration
-	// ReclaimAfter is the deployment's reclaim threshold (the reclaim
-	// loop's). A finalizing write that fails is retried, with the result
-	// kept, until shortly before the job would be reclaimed. Defaults to
-	// jobs.DefaultReclaimAfter.
-	ReclaimAfter time.Duration
 	// ShutdownGrace is how long running jobs may finish after the Run
 	// context ends before they are handed back. Defaults to 10s; negative
 	// hands them back at once.
@@ -106,8 +101,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("worker: Config.Concurrency %d is negative", cfg.Concurrency)
 	case cfg.BatchSize < 0:
 		return cfg, fmt.Errorf("worker: Config.BatchSize %d is negative", cfg.BatchSize)
-	case cfg.PollInterval < 0, cfg.HeartbeatInterval < 0, cfg.JobTimeout < 0, cfg.ReclaimAfter < 0:
-		return cfg, errors.New("worker: Config.PollInterval, HeartbeatInterval, JobTimeout and ReclaimAfter must not be negative")
+	case cfg.PollInterval < 0, cfg.HeartbeatInterval < 0, cfg.JobTimeout < 0:
+		return cfg, errors.New("worker: Config.PollInterval, HeartbeatInterval and JobTimeout must not be negative")
 	case cfg.PriorityCeiling != nil && (*cfg.PriorityCeiling < jobs.MinPriority || *cfg.PriorityCeiling > jobs.MaxPriority):
 		return cfg, fmt.Errorf("worker: Config.PriorityCeiling %d is outside %d–%d", *cfg.PriorityCeiling, jobs.MinPriority, jobs.MaxPriority)
 	}
@@ -116,7 +111,6 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.JobTimeout = cmp.Or(cfg.JobTimeout, DefaultJobTimeout)
-	cfg.ReclaimAfter = cmp.Or(cfg.ReclaimAfter, jobs.DefaultReclaimAfter)
 	cfg.ShutdownGrace = max(cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace), 0)
 	cfg.HistoryDepth = max(cmp.Or(cfg.HistoryDepth, DefaultHistoryDepth), 0)
 	if cfg.Name == "" {
