@@ -21,16 +21,19 @@ import (
 	"github.com/promptkit/promptkit/providertest"
 )
 
-// The restart test's shape. reclaim-after is longer than the outage (which
-// lasts until the worker has met it: about a heartbeat interval), so
-// a worker holding a finished answer can keep retrying its write until
-// the database is back.
+// The restart test's shape. The outage outlasts reclaim-after: every
+// running job's heartbeat is older than reclaim_after when the database
+// comes back, yet a worker holding a finished answer keeps retrying its
+// write until the database answers, and the reclaim loop waits for live
+// workers' heartbeats before it sweeps — so no answer is thrown away.
 const (
 	restartJobs         = 200
 	restartConcurrency  = 4
 	restartLatency      = 50 * time.Millisecond
 	restartHeartbeat    = time.Second
-	restartReclaimAfter = 30 * time.Second
+	restartReclaimAfter = 3 * time.Second
+	// restartOutage is the least the database stays down.
+	restartOutage = restartReclaimAfter + 2*restartHeartbeat
 	// restartDeadline bounds the whole run; it leaves room for one reclaim
 	// (a claim whose reply the outage swallowed is reclaimed after
 	// restartReclaimAfter).
@@ -62,7 +65,7 @@ func TestDatabaseRestart(t *testing.T) {
 	w, err := worker.New(worker.Config{
 		Store: d.store, Engine: newEngine(t, srv.URL), Concurrency: restartConcurrency,
 		PollInterval: 100 * time.Millisecond, HeartbeatInterval: restartHeartbeat,
-		ReclaimAfter: restartReclaimAfter, Logger: logs.logger(),
+		Logger: logs.logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +91,13 @@ func TestDatabaseRestart(t *testing.T) {
 		held, beats := logs.count("job finalization failing"), logs.count("heartbeat failing")
 		return held > 0 && beats > 0, fmt.Sprintf("%d results held, %d heartbeat failures logged", held, beats)
 	})
+	// ...and past reclaim_after: the outage's length is the test's input,
+	// not a wait for something to happen.
+	select {
+	case <-time.After(time.Until(down.Add(restartOutage))):
+	case <-ctx.Done():
+		t.Fatal("deadline during the outage")
+	}
 	c.restart(t)
 	outage := time.Since(down)
 

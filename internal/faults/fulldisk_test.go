@@ -67,7 +67,7 @@ func TestFullDisk(t *testing.T) {
 	w, err := worker.New(worker.Config{
 		Store: d.store, Engine: newEngine(t, srv.URL), Concurrency: 4,
 		PollInterval: 100 * time.Millisecond, HeartbeatInterval: time.Second,
-		ReclaimAfter: diskReclaimAfter, Logger: logs.logger(),
+		Logger: logs.logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
