@@ -274,6 +274,11 @@ type EnqueueParams struct {
 	// DependsOn names a job that must be terminal before this one is
 	// claimed.
 	DependsOn string
+	// ReferenceUser, when set, admits as ParentID and DependsOn only
+	// prompts and jobs this user created: a member may continue or wait
+	// for only what it can see. Empty: any of the org's (an admin, an
+	// operator).
+	ReferenceUser string
 	// IdempotencyKey makes a repeat (same org and key) return the first
 	// IDs.
 	IdempotencyKey string

@@ -121,7 +121,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p.OrgID, p.CreatedBy = id.org, id.user
+	p.OrgID, p.CreatedBy, p.ReferenceUser = id.org, id.user, id.createdBy()
 	if key != "" {
 		// The user is part of the fingerprint: another member reusing a
 		// key gets a conflict, never someone else's ids.

@@ -411,7 +411,7 @@ func TestChatCompletionRefusals(t *testing.T) {
 		{`{"model":"default",` + msgs + `}`, []string{headerPriority, "101"}, 400, headerPriority},
 		{`{"model":"default",` + msgs + `}`, []string{headerPriority, "soon"}, 400, headerPriority},
 		{`{"model":"default",` + msgs + `}`, []string{headerMaxAttempts, "0"}, 400, headerMaxAttempts},
-		{`{"model":"default",` + msgs + `}`, []string{headerMaxAttempts, "11"}, 400, headerMaxAttempts},
+		{`{"model":"default",` + msgs + `}`, []string{headerMaxAttempts, "26"}, 400, headerMaxAttempts},
 		{`{"model":"default",` + msgs + `}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "Idempotency-Key"},
 	} {
 		r := e.call("POST", "/v1/chat/completions", "", c.body, c.header...)

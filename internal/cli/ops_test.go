@@ -91,7 +91,7 @@ func TestSubmitRefusesWhatCannotRun(t *testing.T) {
 	db := filepath.Join(dir, "s.db")
 	expect(t, 2, []string{"submit", "--database", db, "--text", "x", "--profile", "nope"}, `profile not found`)
 	expect(t, 2, []string{"submit", "--database", db, "--text", "   "}, "set text or prompt_ref")
-	expect(t, 2, []string{"submit", "--database", db, "--text", "x", "--max-attempts", "-5"}, "max_attempts -5 is below 1")
+	expect(t, 2, []string{"submit", "--database", db, "--text", "x", "--max-attempts", "-5"}, "max_attempts: must be from 1 to 25")
 	if _, err := os.Stat(db); err == nil {
 		t.Fatal("a refused submission created the database")
 	}

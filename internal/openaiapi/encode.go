@@ -234,7 +234,7 @@ func JobError(j jobs.Job) (int, ErrorBody) {
 		return http.StatusBadRequest, NewError(msg, TypeInvalidRequest, "", code)
 	case jobs.KindTimeout:
 		return http.StatusGatewayTimeout, NewError(msg, TypeServer, "", code)
-	case jobs.KindProvider5xx, jobs.KindTransport, jobs.KindParse, jobs.KindAuth:
+	case jobs.KindProvider5xx, jobs.KindTransport, jobs.KindParse, jobs.KindAuth, jobs.KindUnstorable:
 		return http.StatusBadGateway, NewError(msg, TypeServer, "", code)
 	}
 	return http.StatusInternalServerError, NewError(msg, TypeAPI, "", code)

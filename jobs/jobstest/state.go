@@ -90,14 +90,22 @@ var edges = []edge{
 	}, func(_ *fixture, _ jobs.Job, w string) jobs.TransitionData {
 		return jobs.TransitionData{Worker: w, ErrorKind: jobs.KindAuth, ErrorMessage: "denied"}
 	}},
-	{"reclaim stuck", jobs.Running, jobs.Failed, func(f *fixture, j jobs.Job, _ string) jobs.Job {
-		f.advance(15 * time.Minute)
+	{"reclaim stuck", jobs.Running, jobs.Failed, func(f *fixture, j jobs.Job, w string) jobs.Job {
+		// Stuck means heart-beaten for stuck_after, then silent.
+		f.advance(defaultReclaim.StuckAfter)
+		if _, err := f.store.Heartbeat(f.ctx, jobs.HeartbeatParams{Worker: w, JobIDs: []string{j.ID}}); err != nil {
+			f.t.Fatal(err)
+		}
+		f.advance(defaultReclaim.ReclaimAfter + time.Microsecond)
 		r, err := f.store.Reclaim(f.ctx, defaultReclaim)
 		if err != nil || len(r.Failed) != 1 || r.Failed[0] != j.ID {
 			f.t.Fatalf("Reclaim = %+v, %v", r, err)
 		}
 		return f.job(j.ID)
-	}, reclaimData},
+	}, func(f *fixture, before jobs.Job, w string) jobs.TransitionData {
+		before.HeartbeatAt = before.StartedAt.Add(defaultReclaim.StuckAfter)
+		return reclaimData(f, before, w)
+	}},
 	{"cancel running", jobs.Running, jobs.Cancelled, func(f *fixture, j jobs.Job, _ string) jobs.Job {
 		got, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: j.ID})
 		if err != nil {

@@ -99,11 +99,11 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 
 // enqueueRows holds a batch as column arrays for unnest.
 type enqueueRows struct {
-	promptID, jobID, org, by, parent, corr, text, ref, inputs, profile, key, hash, opts, dep []string
-	chat, batch, customID                                                                    []string
-	priority, maxAttempts                                                                    []int
-	available                                                                                []time.Time
-	hasRefs, hasKeys                                                                         bool
+	promptID, jobID, org, by, parent, refUser, corr, text, ref, inputs, profile, key, hash, opts, dep []string
+	chat, batch, customID                                                                             []string
+	priority, maxAttempts                                                                             []int
+	available                                                                                         []time.Time
+	hasRefs, hasKeys                                                                                  bool
 }
 
 // enqueue stores normalized items in one transaction.
@@ -227,7 +227,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 	n := len(ps)
 	r := &enqueueRows{
 		promptID: make([]string, n), jobID: make([]string, n), org: make([]string, n), by: make([]string, n),
-		parent: make([]string, n), corr: make([]string, n), text: make([]string, n), ref: make([]string, n),
+		parent: make([]string, n), refUser: make([]string, n), corr: make([]string, n), text: make([]string, n), ref: make([]string, n),
 		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), hash: make([]string, n),
 		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
 		available: make([]time.Time, n), chat: make([]string, n), batch: make([]string, n), customID: make([]string, n),
@@ -240,6 +240,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		}
 		r.promptID[i], r.jobID[i] = jobs.NewID(), jobs.NewID()
 		r.org[i], r.by[i], r.parent[i], r.corr[i] = p.OrgID, p.CreatedBy, p.ParentID, p.CorrelationID
+		r.refUser[i] = p.ReferenceUser
 		r.text[i], r.ref[i], r.inputs[i], r.profile[i] = p.Text, p.PromptRef, string(p.Inputs), p.Profile
 		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions), p.DependsOn
 		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
@@ -251,14 +252,17 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 }
 
 // checkRefs rejects a ParentID or DependsOn that does not exist in the
-// item's org.
+// item's org (or, with a ReferenceUser, was not created by that user).
 func checkRefs(p *phase, r *enqueueRows) {
 	p.query(`
-		SELECT u.parent <> '' AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.id = u.parent AND p.org_id = u.org)
-		FROM unnest($1::text[], $2::text[], $3::text[]) AS u(org, parent, dep)
-		WHERE (u.parent <> '' AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.id = u.parent AND p.org_id = u.org))
-		   OR (u.dep <> '' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.dep AND j.org_id = u.org))
-		LIMIT 1`, []any{r.org, r.parent, r.dep}, func(rows pgx.Rows) error {
+		SELECT u.parent <> '' AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.id = u.parent AND p.org_id = u.org
+			AND (u.ref_user = '' OR p.created_by = u.ref_user))
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(org, parent, dep, ref_user)
+		WHERE (u.parent <> '' AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.id = u.parent AND p.org_id = u.org
+			AND (u.ref_user = '' OR p.created_by = u.ref_user)))
+		   OR (u.dep <> '' AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = u.dep AND j.org_id = u.org
+			AND (u.ref_user = '' OR j.created_by = u.ref_user)))
+		LIMIT 1`, []any{r.org, r.parent, r.dep, r.refUser}, func(rows pgx.Rows) error {
 		if !rows.Next() {
 			return nil
 		}
@@ -267,9 +271,9 @@ func checkRefs(p *phase, r *enqueueRows) {
 			return err
 		}
 		if badParent {
-			return fmt.Errorf("%w: parent prompt not found in the org", jobs.ErrInvalid)
+			return &jobs.InvalidError{Field: "parent_id", Reason: "no such prompt"}
 		}
-		return fmt.Errorf("%w: depends_on job not found in the org", jobs.ErrInvalid)
+		return &jobs.InvalidError{Field: "depends_on", Reason: "no such job"}
 	})
 }
 

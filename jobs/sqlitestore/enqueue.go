@@ -17,8 +17,8 @@ var (
 	qIdempotent = wq(`SELECT p.id, p.request_hash, j.id, j.state FROM prompts p JOIN jobs j ON j.prompt_id = p.id
 		WHERE p.org_id = ?1 AND p.idempotency_key = ?2 AND p.idempotency_key <> ''
 		ORDER BY j.created_at, j.id LIMIT 1`)
-	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ? AND org_id = ?`)
-	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ? AND org_id = ?`)
+	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
+	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
 	qInsertPrompt = wq(`INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text,
 		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at, chat, batch_id, custom_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -52,18 +52,18 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	}
 	var one int
 	if p.ParentID != "" {
-		err := w.queryRow(qPromptInOrg, p.ParentID, p.OrgID).Scan(&one)
+		err := w.queryRow(qPromptInOrg, p.ParentID, p.OrgID, p.ReferenceUser).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.Enqueued{}, fmt.Errorf("%w: parent prompt not found in the org", jobs.ErrInvalid)
+			return jobs.Enqueued{}, &jobs.InvalidError{Field: "parent_id", Reason: "no such prompt"}
 		}
 		if err != nil {
 			return jobs.Enqueued{}, fmt.Errorf("parent lookup: %w", err)
 		}
 	}
 	if p.DependsOn != "" {
-		err := w.queryRow(qJobInOrg, p.DependsOn, p.OrgID).Scan(&one)
+		err := w.queryRow(qJobInOrg, p.DependsOn, p.OrgID, p.ReferenceUser).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return jobs.Enqueued{}, fmt.Errorf("%w: depends_on job not found in the org", jobs.ErrInvalid)
+			return jobs.Enqueued{}, &jobs.InvalidError{Field: "depends_on", Reason: "no such job"}
 		}
 		if err != nil {
 			return jobs.Enqueued{}, fmt.Errorf("depends_on lookup: %w", err)
