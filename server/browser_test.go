@@ -102,6 +102,7 @@ func TestBrowserPage(t *testing.T) {
 		{"a token is asked for and kept when the server requires one; the page streams with tickets", testBrowserToken},
 		{"the profile select lists the engine's profiles and sends the chosen one", testBrowserProfiles},
 		{"the settled page, at desktop and phone widths", testBrowserSettledPage},
+		{"a page on another site cannot act through local mode", testBrowserCrossSite},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

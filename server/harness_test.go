@@ -167,6 +167,9 @@ func (e *env) call(method, path, token string, body any, headers ...string) resp
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

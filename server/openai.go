@@ -48,7 +48,9 @@ const (
 
 // openaiRoutes registers the OpenAI-compatible routes.
 func (s *Server) openaiRoutes(handle func(pattern string, h http.HandlerFunc, auth bool)) {
+	s.oaPatterns = map[string]bool{}
 	route := func(pattern string, h http.HandlerFunc) {
+		s.oaPatterns[pattern] = true
 		handle(pattern, s.authenticateOpenAI(h).ServeHTTP, false)
 	}
 	route("POST /v1/chat/completions", s.chatCompletions)

@@ -33,6 +33,9 @@ func (e *env) request(ctx context.Context, method, path, token, body string, hea
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}

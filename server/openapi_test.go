@@ -873,6 +873,10 @@ func TestOpenAPIServedAnswers(t *testing.T) {
 		{local, "GET", "/v1/events", "", []string{"Last-Event-ID", "x"}, 400},
 	} {
 		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		req.Host = "localhost" // not httptest's example.com, which local mode refuses
+		if c.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		for i := 0; i+1 < len(c.header); i += 2 {
 			req.Header.Set(c.header[i], c.header[i+1])
 		}

@@ -53,7 +53,7 @@ func (s *Server) routes() http.Handler {
 	s.openaiRoutes(handle)
 	// The browser page (page.go): / and its static files.
 	s.pageRoutes(handle)
-	return mux
+	return s.guardLocal(mux)
 }
 
 // profileList is the body of GET /v1/profiles.

@@ -144,6 +144,9 @@ type Server struct {
 	// mux and patterns are the routes served, for the OpenAPI test.
 	mux      *http.ServeMux
 	patterns []string
+	// oaPatterns are the front door's routes, which answer in OpenAI's
+	// error shape.
+	oaPatterns map[string]bool
 
 	// loopback is set by Open: requests without a token may act as the
 	// local identity only on a loopback listener (or with InsecureNoAuth).
