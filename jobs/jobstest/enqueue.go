@@ -493,3 +493,56 @@ func testIdempotencyConflictBatch(t *testing.T, h Harness) {
 		t.Errorf("batch of agreeing repeats = %+v", got)
 	}
 }
+
+// A member may continue or wait for only what it could read:
+// ReferenceUser scopes ParentID and DependsOn to that user's own prompts
+// and jobs, in Enqueue and EnqueueBatch alike, with the answer an unknown
+// id gets (nothing tells the other user's ids exist).
+func testEnqueueReferenceUser(t *testing.T, h Harness) {
+	f := setup(t, h)
+	amy := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "amy"})
+	alice := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "alice"})
+	for name, p := range map[string]jobs.EnqueueParams{
+		"another user's parent":     {ParentID: amy.PromptID},
+		"another user's depends_on": {DependsOn: amy.JobID},
+	} {
+		p.OrgID, p.CreatedBy, p.ReferenceUser, p.Text = "org-a", "alice", "alice", "x"
+		_, err := f.store.Enqueue(f.ctx, p)
+		wantErr(t, err, jobs.ErrInvalid, name)
+		var ie *jobs.InvalidError
+		if !errors.As(err, &ie) || (ie.Field != "parent_id" && ie.Field != "depends_on") {
+			t.Errorf("%s: %v does not name the field", name, err)
+		}
+		_, err = f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{{OrgID: "org-a", CreatedBy: "alice", Text: "ok"}, p})
+		wantErr(t, err, jobs.ErrInvalid, "EnqueueBatch with "+name)
+	}
+	// Its own, and (without ReferenceUser: an admin) anyone's in the org.
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "alice", ReferenceUser: "alice", ParentID: alice.PromptID, DependsOn: alice.JobID})
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "boss", ParentID: amy.PromptID, DependsOn: amy.JobID})
+	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Jobs) != 4 {
+		t.Errorf("%d jobs stored, want 4: a refused enqueue stored something", len(page.Jobs))
+	}
+}
+
+// An id with a NUL (which no store can hold) names nothing: ErrNotFound
+// from every look-up and action by id, on every store, never a database
+// error.
+func testLookupNUL(t *testing.T, h Harness) {
+	f := setup(t, h)
+	const id = "a\x00b"
+	errs := map[string]error{}
+	_, errs["GetPrompt"] = f.store.GetPrompt(f.ctx, "org-a", id)
+	_, errs["GetJob"] = f.store.GetJob(f.ctx, "org-a", id)
+	_, errs["GetResponse"] = f.store.GetResponse(f.ctx, "org-a", id)
+	_, errs["GetFile"] = f.store.GetFile(f.ctx, "org-a", id)
+	_, errs["GetBatch"] = f.store.GetBatch(f.ctx, "org-a", id)
+	_, errs["Cancel"] = f.store.Cancel(f.ctx, jobs.CancelParams{OrgID: "org-a", JobID: id})
+	_, errs["Retry"] = f.store.Retry(f.ctx, jobs.RetryParams{OrgID: "org-a", JobID: id})
+	for op, err := range errs {
+		wantErr(t, err, jobs.ErrNotFound, op)
+	}
+}

@@ -104,6 +104,8 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"EnqueueAndGet", testEnqueueAndGet},
 		{"EnqueueInvalid", testEnqueueInvalid},
+		{"EnqueueReferenceUser", testEnqueueReferenceUser},
+		{"LookupNUL", testLookupNUL},
 		{"ParamsInvalid", testParamsInvalid},
 		{"EnqueueBatch", testEnqueueBatch},
 		{"EnqueueConcurrentIsolation", testEnqueueConcurrentIsolation},

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/batchdb"
@@ -179,6 +181,11 @@ func tm(p *time.Time) time.Time {
 // notFound translates pgx.ErrNoRows into jobs.ErrNotFound.
 func notFound(err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
+		return jobs.ErrNotFound
+	}
+	// A key PostgreSQL cannot even hold (a NUL in an id) names nothing,
+	// as it does on SQLite.
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && strings.HasPrefix(pgErr.Code, "22") {
 		return jobs.ErrNotFound
 	}
 	return err
