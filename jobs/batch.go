@@ -141,13 +141,17 @@ func (p FileListParams) Normalize() (FileListParams, error) {
 	return p, nil
 }
 
-// BatchError is one reason a batch failed validation.
+// BatchError is one reason a batch failed validation, or a line that
+// validation refused without failing the batch (its error-file line is
+// written when the batch finishes).
 type BatchError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Param   string `json:"param,omitempty"`
 	// Line is the 1-based line of the input file, 0 when none.
 	Line int `json:"line,omitempty"`
+	// CustomID is a refused line's custom_id, for its error-file line.
+	CustomID string `json:"custom_id,omitempty"`
 }
 
 // BatchCounts are a batch's request_counts.

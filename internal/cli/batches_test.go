@@ -14,6 +14,7 @@ import (
 	"github.com/promptkit/promptkit/internal/simulate"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/sqlitestore"
+	"github.com/promptkit/promptkit/server"
 )
 
 // batchStore opens the SQLite job database at db for a test to create
@@ -108,15 +109,16 @@ func TestBatchSettingsChecked(t *testing.T) {
 		{"service:\n  batch_priority: -1\n", "batch_priority -1"},
 		{"service:\n  max_file_bytes: 0\n", "max_file_bytes 0 must be above zero"},
 		{"service:\n  max_file_bytes: lots\n", "want a whole number"},
+		{"service:\n  max_body_bytes: 0\n", "max_body_bytes 0 must be above zero"},
 	} {
 		_, cfg := inDir(t, c.yaml)
 		expect(t, 2, []string{"batches", "list", "--config", cfg}, c.want, "promptkit.yaml")
 		expect(t, 2, []string{"serve", "--config", cfg}, c.want)
 	}
 	sc, err := loadService("")
-	if err != nil || sc.BatchPriority != jobs.DefaultBatchPriority || sc.MaxFileBytes != jobs.DefaultMaxFileBytes {
-		t.Fatalf("defaults: batch_priority %d, max_file_bytes %d (err %v); want %d and %d",
-			sc.BatchPriority, sc.MaxFileBytes, err, jobs.DefaultBatchPriority, jobs.DefaultMaxFileBytes)
+	if err != nil || sc.BatchPriority != jobs.DefaultBatchPriority || sc.MaxFileBytes != jobs.DefaultMaxFileBytes || sc.MaxBodyBytes != server.DefaultMaxBodyBytes {
+		t.Fatalf("defaults: batch_priority %d, max_file_bytes %d, max_body_bytes %d (err %v); want %d, %d and %d",
+			sc.BatchPriority, sc.MaxFileBytes, sc.MaxBodyBytes, err, jobs.DefaultBatchPriority, jobs.DefaultMaxFileBytes, server.DefaultMaxBodyBytes)
 	}
 	_, cfg := inDir(t, "service:\n  batch_priority: 70\n  max_file_bytes: 1048576\n")
 	if sc, err := loadService(cfg); err != nil || sc.BatchPriority != 70 || sc.MaxFileBytes != 1<<20 {
@@ -192,5 +194,54 @@ func TestServeRunsABatch(t *testing.T) {
 	jobsOut := expect(t, 0, []string{"jobs", "list", "--database", db}, "succeeded")
 	if !strings.Contains(jobsOut, fmt.Sprintf(" %d ", jobs.DefaultBatchPriority)) {
 		t.Errorf("the batch's jobs did not run at priority %d:\n%s", jobs.DefaultBatchPriority, jobsOut)
+	}
+}
+
+// serve gives its one max_body_bytes to the endpoint and to the batch
+// processor: a body the endpoint refuses with 413 is refused as a batch
+// line too (request_too_large in the error file), and the batch's other
+// lines run.
+func TestServeBodyLimitCoversBatchLines(t *testing.T) {
+	t.Parallel()
+	const limit = 2000
+	dir, cfg := inDir(t, fmt.Sprintf("service:\n  max_body_bytes: %d\n", limit))
+	db := filepath.Join(dir, "serve.db")
+	st := batchStore(t, db)
+	big := strings.Repeat("x", limit)
+	b := newBatch(t, st, "default", chatLine("big", simulate.ProfileID, big)+chatLine("small", simulate.ProfileID, "q"))
+	url, stop := startServe(t, db, "--config", cfg)
+	defer stop()
+
+	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}]}`, simulate.ProfileID, big)
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("direct request over max_body_bytes: %d, want 413", resp.StatusCode)
+	}
+
+	resp, err = http.Get(url + "/v1/batches/" + b.ID + "?wait=60s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if b, err = st.GetBatch(context.Background(), "", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b.Status != jobs.BatchCompleted || b.Counts != (jobs.BatchCounts{Total: 2, Completed: 1, Failed: 1}) {
+		t.Fatalf("batch %s, counts %+v; want completed, 1 of 2 failed", b.Status, b.Counts)
+	}
+	var buf bytes.Buffer
+	if err := st.ReadFile(context.Background(), "default", b.ErrorFileID, &buf); err != nil {
+		t.Fatal(err)
+	}
+	var o struct {
+		CustomID string `json:"custom_id"`
+		Error    struct{ Code string }
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &o); err != nil || o.CustomID != "big" || o.Error.Code != "request_too_large" {
+		t.Errorf("error file %q (%v): want big's request_too_large", buf.String(), err)
 	}
 }

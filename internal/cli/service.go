@@ -50,6 +50,9 @@ type serviceConfig struct {
 	BatchPriority int `yaml:"batch_priority"`
 	// MaxFileBytes caps an upload to /v1/files.
 	MaxFileBytes int64 `yaml:"max_file_bytes"`
+	// MaxBodyBytes caps a request body, and a batch line's body alike:
+	// a batch must not run what the endpoint would refuse.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
 	// ChatTimeout is how long POST /v1/chat/completions waits for its
 	// job before answering 504 (the job goes on).
 	ChatTimeout time.Duration `yaml:"chat_timeout"`
@@ -68,6 +71,7 @@ func defaultService() serviceConfig {
 		ShutdownGrace:     worker.DefaultShutdownGrace,
 		BatchPriority:     jobs.DefaultBatchPriority,
 		MaxFileBytes:      jobs.DefaultMaxFileBytes,
+		MaxBodyBytes:      server.DefaultMaxBodyBytes,
 		ChatTimeout:       server.DefaultChatTimeout,
 	}
 }
@@ -90,6 +94,8 @@ func (sc serviceConfig) check() error {
 		return usageError{fmt.Errorf("batch_priority %d: want %d–%d", sc.BatchPriority, jobs.MinPriority, jobs.MaxPriority)}
 	case sc.MaxFileBytes <= 0:
 		return usageError{fmt.Errorf("max_file_bytes %d must be above zero (default %d, 200 MB)", sc.MaxFileBytes, jobs.DefaultMaxFileBytes)}
+	case sc.MaxBodyBytes <= 0:
+		return usageError{fmt.Errorf("max_body_bytes %d must be above zero (default %d, 1 MiB)", sc.MaxBodyBytes, server.DefaultMaxBodyBytes)}
 	}
 	if err := worker.CheckTimings(sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter); err != nil {
 		return usageError{err}
@@ -290,8 +296,9 @@ func (rt *svc) batches() (*batch.Processor, error) {
 		Resolve: func(model string) (openaiapi.Target, bool) {
 			return openaiapi.ResolveOr(rt.engine, model, rt.fallbackProfile())
 		},
-		Check:  rt.checkChat,
-		Logger: rt.log,
+		Check:        rt.checkChat,
+		MaxBodyBytes: rt.sc.MaxBodyBytes,
+		Logger:       rt.log,
 	})
 }
 
@@ -372,7 +379,7 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 			srv, err := server.New(server.Config{
 				Store: rt.store, Engine: rt.engine, Addr: rt.sc.Addr,
 				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
-				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes,
+				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes, MaxBodyBytes: rt.sc.MaxBodyBytes,
 				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),
 			})
 			if err != nil {

@@ -19,15 +19,16 @@ import (
 	"github.com/promptkit/promptkit/providertest"
 )
 
-// startServe runs `promptkit serve` on a free port and returns its base URL
-// and a stop function that waits for a clean exit.
-func startServe(t *testing.T, db string) (string, func()) {
+// startServe runs `promptkit serve` (with any further args) on a free
+// port and returns its base URL and a stop function that waits for a
+// clean exit.
+func startServe(t *testing.T, db string, args ...string) (string, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--database", db, "--shutdown-grace", "1ms"}, io.Discard, pw)
+		done <- Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--database", db, "--shutdown-grace", "1ms"}, args...), io.Discard, pw)
 		pw.Close()
 	}()
 	addr := regexp.MustCompile(`addr=(http://\S+)`)

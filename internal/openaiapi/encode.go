@@ -278,6 +278,14 @@ func OutputLine(r jobs.BatchResult, status jobs.BatchStatus) ([]byte, bool) {
 	return b, out.Response == nil || out.Response.StatusCode != http.StatusOK
 }
 
+// RefusedLine is the error-file line (no trailing newline) of a batch
+// request that was refused before it ran, so has no job: id is unique in
+// the batch, code and message say why.
+func RefusedLine(id, customID, code, message string) []byte {
+	b, _ := json.Marshal(outputLine{ID: "batch_req_" + id, CustomID: customID, Error: &lineError{Code: code, Message: message}})
+	return b
+}
+
 // outputLine is OpenAI's batch output line.
 type outputLine struct {
 	ID       string        `json:"id"`
@@ -344,7 +352,8 @@ type Batch struct {
 	Metadata         json.RawMessage  `json:"metadata"`
 }
 
-// BatchErrors is a batch's validation errors, a list object.
+// BatchErrors is a batch's validation errors, a list object; a batch
+// that did not fail lists the lines it refused without running them.
 type BatchErrors struct {
 	Object string       `json:"object"`
 	Data   []BatchError `json:"data"`

@@ -38,6 +38,10 @@ const (
 	// DefaultInterval is how often a Processor looks at active batches
 	// without a notification.
 	DefaultInterval = time.Second
+	// DefaultMaxBodyBytes caps a line's body when Config.MaxBodyBytes is
+	// 0: the value of server.DefaultMaxBodyBytes, the direct endpoint's
+	// default cap.
+	DefaultMaxBodyBytes = 1 << 20
 	// chunk is how many lines are enqueued, or results read, at once.
 	chunk = 500
 )
@@ -52,6 +56,9 @@ const (
 	CodeEmptyFile     = "empty_file"
 	CodeTooMany       = "too_many_tasks"
 	CodeFileNotFound  = "file_not_found"
+	// CodeTooLarge refuses one line, not the batch: see
+	// Config.MaxBodyBytes.
+	CodeTooLarge = "request_too_large"
 )
 
 const (
@@ -73,6 +80,13 @@ type Config struct {
 	Check func(jobs.EnqueueParams) error
 	// MaxAttempts of each line's job; 0: the store's default.
 	MaxAttempts int
+	// MaxBodyBytes caps a line's body (its "body" value, as sent), as
+	// server.Config.MaxBodyBytes caps the same request sent directly: a
+	// batch must not run what the endpoint would refuse. A line over it
+	// is not run and becomes that line's request_too_large error in the
+	// error file; the other lines run. More than MaxErrors such lines
+	// fail the batch's validation instead. 0: DefaultMaxBodyBytes.
+	MaxBodyBytes int64
 	// Interval between looks at the active batches; the store's
 	// notifications wake the processor sooner. Defaults to
 	// DefaultInterval.
@@ -108,8 +122,11 @@ func New(cfg Config) (*Processor, error) {
 		return nil, fmt.Errorf("batch: Config.Interval %v is negative", cfg.Interval)
 	case cfg.MaxAttempts < 0:
 		return nil, fmt.Errorf("batch: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
+	case cfg.MaxBodyBytes < 0:
+		return nil, fmt.Errorf("batch: Config.MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
 	}
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -233,6 +250,8 @@ func (p *Processor) watch(ctx context.Context, b jobs.Batch) error {
 		// Finished within the window, however late this look is: nothing
 		// was cut off, so the batch is completed, not expired.
 		counts := counts(prog)
+		n := len(refused(b))
+		counts.Total, counts.Failed = counts.Total+n, counts.Failed+n
 		if _, err := st.MoveBatch(ctx, jobs.MoveBatchParams{ID: b.ID, From: jobs.BatchInProgress, To: jobs.BatchFinalizing, Counts: &counts}); err != nil {
 			return err
 		}
@@ -310,6 +329,15 @@ func (p *Processor) finalize(ctx context.Context, b jobs.Batch, to jobs.BatchSta
 		}
 		after = page[len(page)-1].Prompt.ID
 	}
+	// The lines refused at validation have no job: their errors were
+	// kept with the batch.
+	for _, e := range refused(b) {
+		ew.Write(openaiapi.RefusedLine(fmt.Sprintf("%s_line_%d", strings.TrimPrefix(b.ID, "batch_"), e.Line), e.CustomID, e.Code, e.Message))
+		ew.WriteByte('\n')
+		errN++
+		c.Total++
+		c.Failed++
+	}
 	fp := jobs.FinishBatchParams{ID: b.ID, From: b.Status, To: to, Counts: c}
 	if fp.Output, err = rewind(out, ow, outN); err != nil {
 		return err
@@ -324,6 +352,18 @@ func (p *Processor) finalize(ctx context.Context, b jobs.Batch, to jobs.BatchSta
 	p.cfg.Logger.Info("batch finished", "batch_id", b.ID, "status", done.Status,
 		"total", c.Total, "completed", c.Completed, "failed", c.Failed)
 	return nil
+}
+
+// refused are the errors of a batch's lines that validation refused
+// without failing the batch (CodeTooLarge).
+func refused(b jobs.Batch) []jobs.BatchError {
+	var out []jobs.BatchError
+	for _, e := range b.Errors {
+		if e.Code == CodeTooLarge && e.Line > 0 {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // rewind flushes a spooled result file and returns it for reading, or a
@@ -375,12 +415,12 @@ func (p *Processor) validate(ctx context.Context, b jobs.Batch) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	n, bad, err := p.check(b, f)
+	n, errs, failed, err := p.check(b, f)
 	if err != nil {
 		return fmt.Errorf("reading the input file: %w", err)
 	}
-	if len(bad) > 0 {
-		return p.reject(ctx, b, bad)
+	if failed {
+		return p.reject(ctx, b, errs[:min(len(errs), MaxErrors)])
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
@@ -391,13 +431,14 @@ func (p *Processor) validate(ctx context.Context, b jobs.Batch) error {
 		}
 		return err
 	}
+	// errs are the refused lines now: kept with the batch for finalize.
 	_, err = p.cfg.Store.MoveBatch(ctx, jobs.MoveBatchParams{ID: b.ID, From: jobs.BatchValidating, To: jobs.BatchInProgress,
-		Counts: &jobs.BatchCounts{Total: n}})
+		Errors: errs, Counts: &jobs.BatchCounts{Total: n}})
 	if errors.Is(err, jobs.ErrBatchChanged) {
 		return p.changed(ctx, b.ID)
 	}
 	if err == nil {
-		p.cfg.Logger.Info("batch validated", "batch_id", b.ID, "requests", n)
+		p.cfg.Logger.Info("batch validated", "batch_id", b.ID, "requests", n, "refused", len(errs))
 	}
 	return err
 }
@@ -430,46 +471,65 @@ func (p *Processor) reject(ctx context.Context, b jobs.Batch, bad []jobs.BatchEr
 // errStop ends a pass over the lines early.
 var errStop = errors.New("stop")
 
-// check is the validation pass: it returns the number of requests and
-// up to MaxErrors errors.
-func (p *Processor) check(b jobs.Batch, r io.Reader) (int, []jobs.BatchError, error) {
+// check is the validation pass: it returns the number of requests,
+// the errors in line order, and whether they fail the batch. When they
+// do, the first MaxErrors are complete; when not, they are the refused
+// lines (CodeTooLarge), at most MaxErrors.
+func (p *Processor) check(b jobs.Batch, r io.Reader) (int, []jobs.BatchError, bool, error) {
 	seen := map[string]int{} // custom_id → its first line
 	n := 0
-	var bad []jobs.BatchError
+	var errs []jobs.BatchError
+	invalid := 0 // the errors that are not refused lines
+	failed := func() bool { return invalid > 0 || len(errs) > MaxErrors }
 	err := eachLine(r, func(no int, raw []byte) error {
 		n++
 		if n > MaxLines {
-			bad = append(bad, jobs.BatchError{Code: CodeTooMany,
+			errs = append(errs, jobs.BatchError{Code: CodeTooMany,
 				Message: fmt.Sprintf("The batch has more than %d requests.", MaxLines)})
+			invalid++
 			return errStop
 		}
 		params, e := p.line(b, no, raw)
 		if e == nil {
 			e = p.vet(no, params)
 		}
-		if e == nil {
-			if first, dup := seen[params.CustomID]; dup {
+		id := params.CustomID
+		switch {
+		case e == nil:
+		case e.Code == CodeTooLarge:
+			// A refused line's custom_id is in the error file: it must
+			// be unique too.
+			id = e.CustomID
+		default:
+			id = ""
+		}
+		if id != "" {
+			if first, dup := seen[id]; dup {
 				e = &jobs.BatchError{Code: CodeDuplicate, Param: "custom_id", Line: no,
 					Message: fmt.Sprintf("The custom_id of this line is the custom_id of line %d; each must be unique.", first)}
 			} else {
-				seen[params.CustomID] = no
+				seen[id] = no
 			}
 		}
 		if e != nil {
-			bad = append(bad, *e)
-			if len(bad) == MaxErrors {
+			errs = append(errs, *e)
+			if e.Code != CodeTooLarge {
+				invalid++
+			}
+			if failed() && len(errs) >= MaxErrors {
 				return errStop
 			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	if n == 0 {
-		bad = append(bad, jobs.BatchError{Code: CodeEmptyFile, Param: "input_file_id", Message: "The input file has no requests."})
+		errs = append(errs, jobs.BatchError{Code: CodeEmptyFile, Param: "input_file_id", Message: "The input file has no requests."})
+		invalid++
 	}
-	return n, bad, nil
+	return n, errs, failed(), nil
 }
 
 // enqueue is the second pass: one job per line, in chunks, each under
@@ -498,6 +558,9 @@ func (p *Processor) enqueue(ctx context.Context, b jobs.Batch, r io.Reader) erro
 	}
 	err := eachLine(r, func(no int, raw []byte) error {
 		params, e := p.line(b, no, raw)
+		if e != nil && e.Code == CodeTooLarge {
+			return nil // refused: its error is kept with the batch
+		}
 		if e != nil {
 			// The spooled copy passed check a moment ago.
 			return fmt.Errorf("line %d changed since validation (%s)", no, e.Code)
@@ -529,6 +592,11 @@ func (p *Processor) line(b jobs.Batch, no int, raw []byte) (jobs.EnqueueParams, 
 	}
 	if !json.Valid(raw) {
 		return bad(CodeInvalidJSON, "", "This line is not parseable as valid JSON.")
+	}
+	// The body's size first, as the endpoint reads no more of a body
+	// than its cap.
+	if e := p.tooLarge(no, raw); e != nil {
+		return jobs.EnqueueParams{}, e
 	}
 	l, err := openaiapi.ParseBatchLine(raw)
 	if err != nil {
@@ -564,6 +632,27 @@ func (p *Processor) line(b jobs.Batch, no int, raw []byte) (jobs.EnqueueParams, 
 		Priority: &prio, MaxAttempts: p.cfg.MaxAttempts,
 		IdempotencyKey: fmt.Sprintf("%s%s/%d", batchKeyPrefix, b.ID, no),
 	}, nil
+}
+
+// tooLarge refuses a line whose body is over MaxBodyBytes, naming the
+// line and its custom_id (which the error file needs); nil when the
+// line is within the cap or is no object with a body (ParseBatchLine
+// says what is wrong with it).
+func (p *Processor) tooLarge(no int, raw []byte) *jobs.BatchError {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || int64(len(m["body"])) <= p.cfg.MaxBodyBytes {
+		return nil
+	}
+	var id string
+	if json.Unmarshal(m["custom_id"], &id) != nil || id == "" {
+		return &jobs.BatchError{Code: CodeInvalid, Param: "custom_id", Line: no, Message: "custom_id is missing or empty."}
+	}
+	if strings.IndexByte(id, 0) >= 0 {
+		return &jobs.BatchError{Code: CodeInvalid, Param: "custom_id", Line: no, Message: "custom_id contains a NUL character."}
+	}
+	return &jobs.BatchError{Code: CodeTooLarge, Param: "body", Line: no, CustomID: id,
+		Message: fmt.Sprintf("Line %d (custom_id %q): the body is %d bytes, over the limit of %d bytes; the line was not run.",
+			no, id, len(m["body"]), p.cfg.MaxBodyBytes)}
 }
 
 // vet refuses, naming the line, a job the store or the engine would
