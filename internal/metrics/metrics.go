@@ -33,7 +33,7 @@ import (
 	"github.com/promptkit/promptkit/pktype"
 )
 
-// DefaultScrapeTimeout bounds the store query of one scrape.
+// DefaultScrapeTimeout bounds the store calls of one scrape.
 const DefaultScrapeTimeout = 5 * time.Second
 
 // OtherModel stands for a requested model not listed in Options.Models
@@ -48,8 +48,9 @@ const operationChat = "chat"
 type Options struct {
 	// Now is the clock. Defaults to time.Now.
 	Now func() time.Time
-	// ScrapeTimeout bounds the store query made on each scrape. Defaults
-	// to DefaultScrapeTimeout.
+	// ScrapeTimeout bounds the store calls made on each scrape (the job
+	// counts and the health check, made at once). Defaults to
+	// DefaultScrapeTimeout.
 	ScrapeTimeout time.Duration
 	// Models are the model names reported as gen_ai_request_model: the
 	// configured profiles' models. A job may request any model, and an
@@ -348,7 +349,8 @@ func newJobsCollector(st jobs.Store, now func() time.Time, timeout time.Duration
 	return &jobsCollector{
 		st: st, now: now, timeout: timeout, log: log,
 		jobs: prometheus.NewDesc("promptkit_jobs", "Jobs in each state, across the deployment (read from the store at scrape time).", []string{"state"}, nil),
-		up:   prometheus.NewDesc("promptkit_store_up", "1 if the store answered this scrape's job count query in time, else 0 (and promptkit_jobs is absent).", nil, nil),
+		up: prometheus.NewDesc("promptkit_store_up",
+			"1 if the store passed its health check in this scrape's time (it answers, its schema is current and it accepts writes: what /readyz asks), else 0. promptkit_jobs is absent when the job count query failed.", nil, nil),
 	}
 }
 
@@ -358,22 +360,37 @@ func (c *jobsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.up
 }
 
-// Collect implements prometheus.Collector. When the store fails or is
-// slow, it reports no job counts rather than stale or zero ones, which
-// would look like an empty queue, and does not fail the scrape: the other
-// metrics still matter most when the database is in trouble.
+// Collect implements prometheus.Collector. store_up is the store's
+// Check, as readiness uses: a store that still answers reads while its
+// writes fail (a full disk, a read-only replica) is down, and the count
+// query alone would not show it. When the count query fails or is slow,
+// it reports no job counts rather than stale or zero ones, which would
+// look like an empty queue. Neither fails the scrape: the other metrics
+// still matter most when the database is in trouble.
 func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	// At once, so that a slow one does not spend the other's time.
+	var checkErr error
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		checkErr = c.st.Check(ctx)
+	}()
 	// Since: now keeps the store's latency window empty: only the counts
 	// are wanted here.
 	m, err := c.st.Metrics(ctx, jobs.MetricsParams{Since: c.now()})
+	<-checked
+	up := 1.0
+	if checkErr != nil {
+		c.log.Warn("metrics: store check failed", "err", checkErr)
+		up = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 	if err != nil {
 		c.log.Warn("metrics: counting jobs failed", "err", err)
-		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 	for state, n := range m.Counts {
 		if state.Valid() {
 			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(n), string(state))

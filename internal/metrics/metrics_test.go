@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,12 +22,13 @@ import (
 	"github.com/promptkit/promptkit/pktype"
 )
 
-// fakeStore implements only Metrics; any other call panics on the nil
-// embedded interface, which would show the package calling more than it
-// should.
+// fakeStore implements only Metrics and Check (healthy unless check is
+// set); any other call panics on the nil embedded interface, which would
+// show the package calling more than it should.
 type fakeStore struct {
 	jobs.Store
 	metrics func(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics, error)
+	check   func(ctx context.Context) error
 
 	mu     sync.Mutex
 	params []jobs.MetricsParams
@@ -37,6 +39,13 @@ func (f *fakeStore) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Met
 	f.params = append(f.params, p)
 	f.mu.Unlock()
 	return f.metrics(ctx, p)
+}
+
+func (f *fakeStore) Check(ctx context.Context) error {
+	if f.check == nil {
+		return nil
+	}
+	return f.check(ctx)
 }
 
 // countsStore answers Metrics with the given counts (the other states
@@ -163,7 +172,7 @@ promptkit_jobs{state="queued"} 7
 promptkit_jobs{state="running"} 2
 promptkit_jobs{state="succeeded"} 40
 promptkit_jobs{state="superseded"} 0
-# HELP promptkit_store_up 1 if the store answered this scrape's job count query in time, else 0 (and promptkit_jobs is absent).
+# HELP promptkit_store_up 1 if the store passed its health check in this scrape's time (it answers, its schema is current and it accepts writes: what /readyz asks), else 0. promptkit_jobs is absent when the job count query failed.
 # TYPE promptkit_store_up gauge
 promptkit_store_up 1
 `
@@ -178,9 +187,10 @@ promptkit_store_up 1
 	}
 }
 
-// TestJobsCollectorError: a failing or slow store leaves the job counts
-// out (not zero, not stale), says so in promptkit_store_up, and the
-// scrape still succeeds with everything else.
+// TestJobsCollectorError: a failing or slow count query leaves the job
+// counts out (not zero, not stale), and the scrape still succeeds with
+// everything else; promptkit_store_up follows the store's Check, which
+// a hung store fails too.
 func TestJobsCollectorError(t *testing.T) {
 	t.Parallel()
 	t.Run("error", func(t *testing.T) {
@@ -209,7 +219,9 @@ func TestJobsCollectorError(t *testing.T) {
 		if strings.Contains(body, "promptkit_jobs{") {
 			t.Errorf("job counts reported although the store failed:\n%s", body)
 		}
-		for _, want := range []string{"promptkit_store_up 0", "promptkit_sse_clients 1", "go_goroutines"} {
+		// The store's Check passes: the count query failing alone does
+		// not make it down.
+		for _, want := range []string{"promptkit_store_up 1", "promptkit_sse_clients 1", "go_goroutines"} {
 			if !strings.Contains(body, want) {
 				t.Errorf("scrape lacks %q:\n%s", want, body)
 			}
@@ -220,6 +232,9 @@ func TestJobsCollectorError(t *testing.T) {
 		st := &fakeStore{metrics: func(ctx context.Context, _ jobs.MetricsParams) (jobs.Metrics, error) {
 			<-ctx.Done() // a store that hangs until the deadline
 			return jobs.Metrics{}, ctx.Err()
+		}, check: func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
 		}}
 		m := newTest(t, st, Options{ScrapeTimeout: 20 * time.Millisecond})
 		start := time.Now()
@@ -231,6 +246,37 @@ func TestJobsCollectorError(t *testing.T) {
 			t.Errorf("a hung store should give promptkit_store_up 0 and no counts:\n%s", body)
 		}
 	})
+}
+
+// TestStoreUpIsTheWriteAwareCheck: a store that answers reads while its
+// writes fail is down, as /readyz says, though the job counts are still
+// reported; and store_up is back at 1 once the Check passes again.
+func TestStoreUpIsTheWriteAwareCheck(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var checkErr error = fmt.Errorf("store: the latest write failed: %w", errors.New("disk full"))
+	st := countsStore(map[jobs.State]int{jobs.Queued: 5})
+	st.check = func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			return errors.New("Check called without the scrape's deadline")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return checkErr
+	}
+	m := newTest(t, st, Options{})
+	if got := counter(t, m, "promptkit_store_up"); got != 0 {
+		t.Errorf("promptkit_store_up = %v while Check fails, want 0", got)
+	}
+	if got := counter(t, m, "promptkit_jobs", "state", "queued"); got != 5 {
+		t.Errorf("queued = %v, want 5: the counts still answer", got)
+	}
+	mu.Lock()
+	checkErr = nil
+	mu.Unlock()
+	if got := counter(t, m, "promptkit_store_up"); got != 1 {
+		t.Errorf("promptkit_store_up = %v once Check passes, want 1", got)
+	}
 }
 
 func TestJobEvents(t *testing.T) {
