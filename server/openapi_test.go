@@ -844,6 +844,7 @@ func TestOpenAPIServedAnswers(t *testing.T) {
 		return s
 	}
 	secure := newServer(Config{Store: oasFakeStore{}, Metrics: oasFakeMetrics{}})
+	openMetrics := newServer(Config{Store: oasFakeStore{}, Metrics: oasFakeMetrics{}, MetricsAccess: MetricsOpen})
 	local := newServer(Config{Store: oasFakeStore{}, InsecureNoAuth: true, SubmitRate: 1, SubmitBurst: 1, MaxBodyBytes: 64})
 	down := newServer(Config{Store: oasFakeStore{checkErr: errors.New("database down")}, Logger: slog.New(slog.DiscardHandler)})
 
@@ -858,7 +859,8 @@ func TestOpenAPIServedAnswers(t *testing.T) {
 		{secure, "GET", "/readyz", "", nil, 200},
 		{down, "GET", "/readyz", "", nil, 503},
 		{secure, "GET", "/openapi.json", "", nil, 200},
-		{secure, "GET", "/metrics", "", nil, 200},
+		{secure, "GET", "/metrics", "", nil, 401},
+		{openMetrics, "GET", "/metrics", "", nil, 200},
 		{secure, "GET", "/v1/prompts", "", nil, 401},
 		{secure, "GET", "/v1/events", "", nil, 401},
 		{local, "POST", "/v1/prompts", `{"text":`, nil, 400},

@@ -46,9 +46,8 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openAPI)
 	}, false)
-	if s.cfg.Metrics != nil {
-		handle("GET /metrics", s.cfg.Metrics.Handler().ServeHTTP, false)
-	}
+	// /metrics as Config.MetricsAccess says (metrics_access.go).
+	s.metricsRoutes(handle)
 	// The OpenAI-compatible front door (openai.go).
 	s.openaiRoutes(handle)
 	// The browser page (page.go): / and its static files.

@@ -103,6 +103,14 @@ type Config struct {
 	FallbackProfile string
 	// Metrics, when set, is served at /metrics and told about requests.
 	Metrics Metrics
+	// MetricsAccess says who may read /metrics on Addr (metrics_access.go):
+	// MetricsAuth (the default: an admin token, or local mode), MetricsOpen
+	// or MetricsOff.
+	MetricsAccess MetricsAccess
+	// MetricsAddr, when set, is a listener of its own serving /metrics
+	// only, open to whoever reaches it (a scraper on a private network),
+	// whatever MetricsAccess says. Needs Metrics.
+	MetricsAddr string
 	// Logger receives operational messages (ids, never prompt or answer
 	// text). Defaults to slog.Default().
 	Logger *slog.Logger
@@ -117,6 +125,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.SubmitBurst < 0 {
 		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval and SubmitBurst must not be negative")
+	}
+	var err error
+	if c.MetricsAccess, err = ParseMetricsAccess(string(c.MetricsAccess)); err != nil {
+		return c, fmt.Errorf("server: Config.MetricsAccess: %w", err)
+	}
+	if c.MetricsAddr != "" && c.Metrics == nil {
+		return c, errors.New("server: Config.MetricsAddr needs Config.Metrics")
 	}
 	c.Addr = cmp.Or(c.Addr, "127.0.0.1:8080")
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
@@ -154,6 +169,7 @@ type Server struct {
 	hasTokens atomic.Pointer[tokensSeen]
 	ln        net.Listener
 	http      *http.Server
+	metricsLn *metricsListener
 	hub       *hub
 
 	// streams ends event streams and waits at Close, before the HTTP
@@ -202,6 +218,11 @@ func (s *Server) Open(ctx context.Context) error {
 	if err := s.hub.start(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("server: starting the event reader: %w", err)
+	}
+	if s.metricsLn, err = s.openMetrics(); err != nil {
+		s.hub.stop()
+		ln.Close()
+		return err
 	}
 	s.ln = ln
 	s.http = &http.Server{
@@ -283,6 +304,7 @@ func (s *Server) Close() error {
 			defer cancel()
 			s.closeErr = s.http.Shutdown(ctx)
 		}
+		s.closeErr = errors.Join(s.closeErr, s.metricsLn.close())
 		s.hub.stop()
 		s.bg.Wait()
 	})
