@@ -56,6 +56,11 @@ type serviceConfig struct {
 	// ChatTimeout is how long POST /v1/chat/completions waits for its
 	// job before answering 504 (the job goes on).
 	ChatTimeout time.Duration `yaml:"chat_timeout"`
+	// MetricsAccess is who may read /metrics on addr: auth (an admin
+	// token; none needed in local mode), open or off.
+	MetricsAccess string `yaml:"metrics_access"`
+	// MetricsAddr, when set, serves /metrics, open, on its own listener.
+	MetricsAddr string `yaml:"metrics_addr"`
 }
 
 // defaultService is the service section when nothing is set: the worker
@@ -73,6 +78,7 @@ func defaultService() serviceConfig {
 		MaxFileBytes:      jobs.DefaultMaxFileBytes,
 		MaxBodyBytes:      server.DefaultMaxBodyBytes,
 		ChatTimeout:       server.DefaultChatTimeout,
+		MetricsAccess:     string(server.MetricsAuth),
 	}
 }
 
@@ -99,6 +105,9 @@ func (sc serviceConfig) check() error {
 	}
 	if err := worker.CheckTimings(sc.HeartbeatInterval, sc.ReclaimAfter, sc.StuckAfter); err != nil {
 		return usageError{err}
+	}
+	if _, err := server.ParseMetricsAccess(sc.MetricsAccess); err != nil {
+		return usageError{fmt.Errorf("metrics_access %q: want auth, open or off", sc.MetricsAccess)}
 	}
 	return nil
 }
@@ -341,7 +350,7 @@ func (rt *svc) background(ctx context.Context, wg *sync.WaitGroup) error {
 
 func newServeCmd(g *globals) *cobra.Command {
 	var f serviceFlags
-	var addr string
+	var addr, metricsAccess, metricsAddr string
 	var insecure bool
 	var submitRate float64
 	cmd := &cobra.Command{
@@ -357,7 +366,9 @@ the built-in simulated backend.
 
 Until an API token exists (promptkit tokens create), requests need none and
 act as org "default", user "local" — the identity submit uses too. That is
-allowed only on a loopback address, unless --insecure-no-auth.`,
+allowed only on a loopback address, unless --insecure-no-auth. Once one
+exists, /metrics needs an admin token too, unless --metrics-access open;
+--metrics-addr serves it, open, on an address of its own.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rt, err := openService(cmd, g, &f)
@@ -367,6 +378,16 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 			defer rt.store.Close()
 			if addr != "" {
 				rt.sc.Addr = addr
+			}
+			if cmd.Flags().Changed("metrics-access") {
+				rt.sc.MetricsAccess = metricsAccess
+			}
+			if cmd.Flags().Changed("metrics-addr") {
+				rt.sc.MetricsAddr = metricsAddr
+			}
+			access, err := server.ParseMetricsAccess(rt.sc.MetricsAccess)
+			if err != nil {
+				return usageError{fmt.Errorf("--metrics-access %q: want auth, open or off", rt.sc.MetricsAccess)}
 			}
 			rt.metrics = metrics.New(rt.store, metrics.Options{Models: rt.models, Logger: rt.log, Pacing: rt.engine.Pacing})
 			var w *worker.Worker
@@ -381,6 +402,7 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
 				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes, MaxBodyBytes: rt.sc.MaxBodyBytes,
 				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),
+				MetricsAccess: access, MetricsAddr: rt.sc.MetricsAddr,
 			})
 			if err != nil {
 				return err
@@ -395,6 +417,9 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 				rt.log.Info("promptkit serve listening, API only: workers 0, so jobs run on other processes' workers", "addr", srv.URL(), "database", displayDB(rt.sc.Database))
 			}
 			rt.log.Info("open " + srv.URL() + "/ in a browser to ask and watch prompts; the API is under /v1 (docs/api.md)")
+			if u := srv.MetricsURL(); u != "" {
+				rt.log.Info("metrics served without a token", "url", u+"/metrics")
+			}
 			if local, err := srv.LocalMode(ctx); err == nil && local {
 				rt.log.Info(`no API token exists: requests need none and act as org "default", user "local"`)
 			}
@@ -426,6 +451,8 @@ allowed only on a loopback address, unless --insecure-no-auth.`,
 	fl.StringVar(&addr, "addr", "", `listen address (default "127.0.0.1:8080", or service.addr)`)
 	fl.BoolVar(&insecure, "insecure-no-auth", false, "accept requests without a token on a non-loopback address while no token exists")
 	fl.Float64Var(&submitRate, "submit-rate", server.DefaultSubmitRate, "submissions per second per token (bursts of 100); negative: no limit")
+	fl.StringVar(&metricsAccess, "metrics-access", "", `who may read /metrics on --addr: auth (an admin token; none in local mode), open, off (default "auth", or service.metrics_access)`)
+	fl.StringVar(&metricsAddr, "metrics-addr", "", "also serve /metrics, open to anyone who reaches it, on this address (e.g. a private 10.0.0.5:9090)")
 	return cmd
 }
 
