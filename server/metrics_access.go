@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -115,9 +114,6 @@ func (m *metricsListener) close() error {
 	defer cancel()
 	err := m.http.Shutdown(ctx)
 	<-m.done
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
-	}
 	return err
 }
 

@@ -639,6 +639,9 @@ func (p *Processor) line(b jobs.Batch, no int, raw []byte) (jobs.EnqueueParams, 
 // line is within the cap or is no object with a body (ParseBatchLine
 // says what is wrong with it).
 func (p *Processor) tooLarge(no int, raw []byte) *jobs.BatchError {
+	if int64(len(raw)) <= p.cfg.MaxBodyBytes {
+		return nil // the body is part of the line: no need to look
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(raw, &m) != nil || int64(len(m["body"])) <= p.cfg.MaxBodyBytes {
 		return nil
