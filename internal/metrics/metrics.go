@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -343,6 +344,22 @@ type jobsCollector struct {
 	log     *slog.Logger
 	jobs    *prometheus.Desc
 	up      *prometheus.Desc
+	// checkDown and countDown make a failure warn once per outage, not
+	// once per scrape.
+	checkDown, countDown outage
+}
+
+// outage remembers whether a repeated operation is failing, so that it
+// warns when it starts failing and tells when it recovers.
+type outage struct{ failing atomic.Bool }
+
+func (o *outage) report(log *slog.Logger, what string, err error) {
+	switch {
+	case err != nil && !o.failing.Swap(true):
+		log.Warn("metrics: "+what+" failed; reported once until it recovers", "err", err)
+	case err == nil && o.failing.Swap(false):
+		log.Info("metrics: " + what + " recovered")
+	}
 }
 
 func newJobsCollector(st jobs.Store, now func() time.Time, timeout time.Duration, log *slog.Logger) *jobsCollector {
@@ -383,12 +400,12 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	<-checked
 	up := 1.0
 	if checkErr != nil {
-		c.log.Warn("metrics: store check failed", "err", checkErr)
 		up = 0
 	}
+	c.checkDown.report(c.log, "store check", checkErr)
+	c.countDown.report(c.log, "counting jobs", err)
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
 	if err != nil {
-		c.log.Warn("metrics: counting jobs failed", "err", err)
 		return
 	}
 	for state, n := range m.Counts {

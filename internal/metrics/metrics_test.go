@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -264,7 +265,8 @@ func TestStoreUpIsTheWriteAwareCheck(t *testing.T) {
 		defer mu.Unlock()
 		return checkErr
 	}
-	m := newTest(t, st, Options{})
+	var logs bytes.Buffer
+	m := newTest(t, st, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if got := counter(t, m, "promptkit_store_up"); got != 0 {
 		t.Errorf("promptkit_store_up = %v while Check fails, want 0", got)
 	}
@@ -276,6 +278,14 @@ func TestStoreUpIsTheWriteAwareCheck(t *testing.T) {
 	mu.Unlock()
 	if got := counter(t, m, "promptkit_store_up"); got != 1 {
 		t.Errorf("promptkit_store_up = %v once Check passes, want 1", got)
+	}
+	// Two failing scrapes, then a good one: one warning for the outage,
+	// one line for the recovery.
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings over two failing scrapes, want 1:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "store check recovered") {
+		t.Errorf("the recovery is not logged:\n%s", logs.String())
 	}
 }
 
