@@ -207,15 +207,8 @@ func (s *Server) answerSubmitted(w http.ResponseWriter, r *http.Request, id iden
 // wait, the request or the server ends. The event reader wakes it; each
 // wake re-reads the job, so a missed or coalesced event costs nothing.
 func (s *Server) waitTerminal(ctx context.Context, org, jobID string, wait time.Duration) (jobs.Job, error) {
-	wake := make(chan struct{}, 1)
-	unsub, _ := s.hub.subscribe(func(e jobs.Event) bool { return e.JobID == jobID }, func(published) bool {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-		return true
-	})
-	defer unsub()
+	sub, _ := s.hub.subscribe(func(e jobs.Event) bool { return e.JobID == jobID }, 1, nil)
+	defer s.hub.unsubscribe(sub)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -227,7 +220,9 @@ func (s *Server) waitTerminal(ctx context.Context, org, jobID string, wait time.
 			return j, nil
 		}
 		select {
-		case <-wake:
+		case <-sub.live:
+		case <-sub.behind: // more than one event: look once, for all
+			s.hub.resume(sub)
 		case <-timer.C:
 			// A last look: the job may have ended just now.
 			return s.st.GetJob(ctx, org, jobID)

@@ -23,9 +23,19 @@ import (
 type identity struct {
 	org, user string
 	role      jobs.Role
-	// key names the identity's submission budget: its token, or "local".
+	// key names the identity's submission budget: its token's ID, or
+	// localKey.
 	key string
+	// hash is the token's hash, for looking again whether it was revoked
+	// (see valid); zero for the local identity.
+	hash [sha256.Size]byte
 }
+
+// localKey is the local identity's key; token IDs never take it.
+const localKey = "local"
+
+// localIdentity is who every request acts as while local mode holds.
+var localIdentity = identity{org: LocalOrg, user: LocalUser, role: jobs.RoleAdmin, key: localKey}
 
 // createdBy is the user filter of the identity's reads: a member sees its
 // own prompts, an admin every prompt of its org.
@@ -69,6 +79,29 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 
 var errUnauthorized = errors.New("unauthorized")
 
+// tokenIdentity is the identity of token t, proved by a secret with this
+// hash.
+func tokenIdentity(t jobs.Token, hash []byte) identity {
+	id := identity{org: t.OrgID, user: t.UserID, role: t.Role, key: t.ID}
+	copy(id.hash[:], hash)
+	return id
+}
+
+// valid reports whether id still holds: its token has not been revoked
+// (here or by another process), or, for the local identity, local mode
+// has not ended. A stream or a ticket outlives the request that proved
+// the identity, so each looks again.
+func (s *Server) valid(ctx context.Context, id identity) (bool, error) {
+	if id.key == localKey {
+		return s.LocalMode(ctx)
+	}
+	_, err := s.st.TokenByHash(ctx, id.hash[:])
+	if errors.Is(err, jobs.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // authenticateOpenAI is authenticate for the OpenAI-compatible routes,
 // answering in OpenAI's error shape. OpenAI's SDKs always send a bearer
 // token (perhaps the user's real OPENAI_API_KEY), so while local mode
@@ -99,11 +132,12 @@ func (s *Server) authenticateOpenAI(next http.Handler) http.Handler {
 func (s *Server) identifyOpenAI(r *http.Request) (identity, error) {
 	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(secret) != "" {
-		t, err := s.st.TokenByHash(r.Context(), jobs.HashToken(secret))
+		hash := jobs.HashToken(secret)
+		t, err := s.st.TokenByHash(r.Context(), hash)
 		switch {
 		case err == nil:
 			s.sawTokens(true)
-			return identity{org: t.OrgID, user: t.UserID, role: t.Role, key: t.ID}, nil
+			return tokenIdentity(t, hash), nil
 		case !errors.Is(err, jobs.ErrNotFound):
 			return identity{}, err
 		}
@@ -115,7 +149,7 @@ func (s *Server) identifyOpenAI(r *http.Request) (identity, error) {
 	if !local {
 		return identity{}, errUnauthorized
 	}
-	return identity{org: LocalOrg, user: LocalUser, role: jobs.RoleAdmin, key: "local"}, nil
+	return localIdentity, nil
 }
 
 func (s *Server) identify(r *http.Request) (identity, error) {
@@ -128,13 +162,14 @@ func (s *Server) identify(r *http.Request) (identity, error) {
 		if !local {
 			return identity{}, errUnauthorized
 		}
-		return identity{org: LocalOrg, user: LocalUser, role: jobs.RoleAdmin, key: "local"}, nil
+		return localIdentity, nil
 	}
 	scheme, secret, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
 		return identity{}, errUnauthorized
 	}
-	t, err := s.st.TokenByHash(r.Context(), jobs.HashToken(secret))
+	hash := jobs.HashToken(secret)
+	t, err := s.st.TokenByHash(r.Context(), hash)
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		// The tokens may have changed (this one revoked): LocalMode
@@ -146,7 +181,7 @@ func (s *Server) identify(r *http.Request) (identity, error) {
 	}
 	// A valid token proves that one exists: local mode is over now.
 	s.sawTokens(true)
-	return identity{org: t.OrgID, user: t.UserID, role: t.Role, key: t.ID}, nil
+	return tokenIdentity(t, hash), nil
 }
 
 // limiter is the per-identity submission budget: a token bucket per key.
@@ -351,6 +386,17 @@ func (s *Server) authenticateStream(tk *tickets, next http.Handler) http.Handler
 			return
 		}
 		id, err := tk.redeem(q.Get("ticket"))
+		if err == nil {
+			// A ticket is void once its token is revoked.
+			var ok bool
+			if ok, err = s.valid(r.Context(), id); err != nil {
+				s.internal(w, r, "checking a stream ticket's token", err)
+				return
+			}
+			if !ok {
+				err = errUnauthorized
+			}
+		}
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="promptkit"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "the stream ticket is unknown, spent or expired; ask POST /v1/events/ticket for another")

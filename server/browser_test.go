@@ -428,17 +428,14 @@ func (e *browserEnv) waitStreams(opened int) {
 	}
 }
 
-// dropStreams ends every open event stream the way the hub ends a client
-// too slow to read: by filling its buffer (here with events it skips, of
-// Seq 0, so the client receives nothing) until a delivery fails.
+// dropStreams ends every open event stream from the server's side, the
+// way the hub ends the streams of a revoked token.
 func (e *browserEnv) dropStreams() {
 	h := e.srv.hub
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for sub := range h.subs {
-		for sub.deliver(published{}) {
-		}
-		delete(h.subs, sub)
+		h.end(sub)
 	}
 }
 func (m *routeCounter) Handler() http.Handler {
@@ -769,8 +766,7 @@ func testBrowserToken(t *testing.T, e *browserEnv) {
 		t.Errorf("the page polled /v1/recent %d times while its stream was live", n)
 	}
 
-	// The server ends the stream (as it does a client that reads too
-	// slowly): the page asks for a new ticket and resumes after the last
+	// The server ends the stream (as at a restart): the page asks for a new ticket and resumes after the last
 	// event it received, so nothing is missed and nothing is polled.
 	e.waitStreams(1)
 	e.dropStreams()

@@ -17,13 +17,19 @@ import (
 
 // hub is the process's one reader of the event log: it reads new events
 // once, on a store notification or every poll interval, and hands each to
-// the subscribers that match it. A subscriber that cannot keep up is
-// dropped rather than slowing the others (an event stream then ends, and
-// its client reconnects with Last-Event-ID).
+// the subscribers that match it. A subscriber whose buffer is full is
+// paused rather than slowing the others: it is told it is behind, catches
+// up from the store (which holds every event the hub handed out) and
+// resumes. A burst therefore costs a slow stream a replay, not its
+// connection; only a client that stops reading is cut, by the stream's
+// write deadline.
 type hub struct {
-	st   jobs.Store
-	poll time.Duration
-	log  *slog.Logger
+	st      jobs.Store
+	poll    time.Duration
+	recheck time.Duration
+	// valid reports whether an identity still holds (see Server.valid).
+	valid func(context.Context, identity) (bool, error)
+	log   *slog.Logger
 
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
@@ -36,9 +42,18 @@ type hub struct {
 
 type subscriber struct {
 	match func(jobs.Event) bool
-	// deliver hands over one event without blocking; false drops the
-	// subscriber.
-	deliver func(published) bool
+	live  chan published
+	// behind is signalled (capacity 1) when an event did not fit in live:
+	// the hub then skips the subscriber until resume. What live holds
+	// precedes the gap, so the subscriber sends it, replays from the store
+	// up to resume's Seq and reads live again.
+	behind chan struct{}
+	paused bool // guarded by hub.mu
+	// id is the identity the subscriber acts for (nil: the server's own
+	// waiter): the hub looks every recheck interval whether it still
+	// holds, and if not ends the subscriber by closing ended.
+	id    *identity
+	ended chan struct{}
 }
 
 // published is an event as the hub hands it out: with its stream data
@@ -49,8 +64,8 @@ type published struct {
 	data []byte
 }
 
-func newHub(st jobs.Store, poll time.Duration, log *slog.Logger) *hub {
-	return &hub{st: st, poll: poll, log: log, subs: map[*subscriber]struct{}{}}
+func newHub(st jobs.Store, poll, recheck time.Duration, valid func(context.Context, identity) (bool, error), log *slog.Logger) *hub {
+	return &hub{st: st, poll: poll, recheck: recheck, valid: valid, log: log, subs: map[*subscriber]struct{}{}}
 }
 
 // start begins reading after the newest event.
@@ -81,6 +96,8 @@ func (h *hub) run(ctx context.Context) {
 	notify := h.st.Notify(ctx)
 	tick := time.NewTicker(h.poll)
 	defer tick.Stop()
+	recheck := time.NewTicker(h.recheck)
+	defer recheck.Stop()
 	failing := false
 	for {
 		err := h.read(ctx)
@@ -103,8 +120,43 @@ func (h *hub) run(ctx context.Context) {
 				notify = nil // the store closed; keep polling until stopped
 			}
 		case <-tick.C:
+		case <-recheck.C:
+			h.endInvalid(ctx)
 		}
 	}
+}
+
+// endInvalid ends the subscribers whose identity no longer holds: a
+// token revoked here or in another process, or the local identity once a
+// token exists. One look per identity, however many streams it has; a
+// look that fails keeps the streams (revoking needs the store too).
+func (h *hub) endInvalid(ctx context.Context) {
+	h.mu.Lock()
+	ids := map[string]identity{}
+	for sub := range h.subs {
+		if sub.id != nil {
+			ids[sub.id.key] = *sub.id
+		}
+	}
+	h.mu.Unlock()
+	for key, id := range ids {
+		if ok, err := h.valid(ctx, id); ok || err != nil {
+			continue
+		}
+		h.mu.Lock()
+		for sub := range h.subs {
+			if sub.id != nil && sub.id.key == key {
+				h.end(sub)
+			}
+		}
+		h.mu.Unlock()
+	}
+}
+
+// end removes sub and tells it so; h.mu is held.
+func (h *hub) end(sub *subscriber) {
+	delete(h.subs, sub)
+	close(sub.ended)
 }
 
 // read hands out every event after last, a page at a time.
@@ -125,8 +177,17 @@ func (h *hub) read(ctx context.Context) error {
 			}
 			p := publish(e)
 			for sub := range h.subs {
-				if sub.match(e) && !sub.deliver(p) {
-					delete(h.subs, sub)
+				if sub.paused || !sub.match(e) {
+					continue
+				}
+				select {
+				case sub.live <- p:
+				default:
+					sub.paused = true
+					select {
+					case sub.behind <- struct{}{}:
+					default:
+					}
 				}
 			}
 			h.last = e.Seq
@@ -138,20 +199,32 @@ func (h *hub) read(ctx context.Context) error {
 	}
 }
 
-// subscribe adds a subscriber; it receives the matching events after
-// start, the Seq of the newest event already handed out. The returned
-// function removes it.
-func (h *hub) subscribe(match func(jobs.Event) bool, deliver func(published) bool) (unsubscribe func(), start int64) {
-	sub := &subscriber{match: match, deliver: deliver}
+// subscribe adds a subscriber with a live buffer of size events, acting
+// for id (nil: the server itself, never ended); it receives the matching
+// events after start, the Seq of the newest event already handed out.
+func (h *hub) subscribe(match func(jobs.Event) bool, size int, id *identity) (sub *subscriber, start int64) {
+	sub = &subscriber{match: match, live: make(chan published, size), behind: make(chan struct{}, 1), id: id, ended: make(chan struct{})}
 	h.mu.Lock()
 	h.subs[sub] = struct{}{}
 	start = h.last
 	h.mu.Unlock()
-	return func() {
-		h.mu.Lock()
-		delete(h.subs, sub)
-		h.mu.Unlock()
-	}, start
+	return sub, start
+}
+
+// unsubscribe removes sub (again: no change).
+func (h *hub) unsubscribe(sub *subscriber) {
+	h.mu.Lock()
+	delete(h.subs, sub)
+	h.mu.Unlock()
+}
+
+// resume delivers to a paused sub again, from the events after the Seq it
+// returns; the subscriber replays up to that Seq from the store.
+func (h *hub) resume(sub *subscriber) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sub.paused = false
+	return h.last
 }
 
 // stateChanged is the data of a job.state_changed event.
@@ -205,20 +278,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		sent, replay = n, true
 	}
-	live := make(chan published, defaultSSEBuffer)
-	dropped := make(chan struct{})
-	unsub, start := s.hub.subscribe(
-		func(e jobs.Event) bool { return e.Type == jobs.EventTransition && id.owns(e.OrgID, e.CreatedBy) },
-		func(p published) bool {
-			select {
-			case live <- p:
-				return true
-			default:
-				close(dropped)
-				return false
-			}
-		})
-	defer unsub()
+	sub, start := s.hub.subscribe(func(e jobs.Event) bool {
+		return e.Type == jobs.EventTransition && id.owns(e.OrgID, e.CreatedBy)
+	}, s.cfg.sseBuffer, &id)
+	defer s.hub.unsubscribe(sub)
 	if s.cfg.Metrics != nil {
 		s.cfg.Metrics.SSEClients(1)
 		defer s.cfg.Metrics.SSEClients(-1)
@@ -231,10 +294,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	// Writes are buffered by the ResponseWriter; flush sends them, once
-	// per burst of events. Each flush gets its own deadline instead of the
-	// server's WriteTimeout, which would cut every stream.
+	// per burst of events. Each burst gets its own deadline instead of the
+	// server's WriteTimeout, which would cut every stream: a client that
+	// stops reading is cut by it, and no one else.
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.cfg.KeepAlive + 10*time.Second)) }
 	flush := func() error {
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.KeepAlive + 10*time.Second))
+		extend()
 		return rc.Flush()
 	}
 	send := func(p published) error {
@@ -242,33 +307,38 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}
 		sent = p.Seq
-		_, err := fmt.Fprintf(w, "id: %d\nevent: job.state_changed\ndata: %s\n\n", p.Seq, p.data)
-		return err
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: job.state_changed\ndata: %s\n\n", p.Seq, p.data); err != nil {
+			return fmt.Errorf("%w: %w", errStreamWrite, err)
+		}
+		return nil
+	}
+	// catchUp sends from the store what came after sent up to until.
+	catchUp := func(until int64) error {
+		extend() // a long replay writes much before its flush
+		if err := s.replay(r.Context(), id, sent, until, send); err != nil {
+			if r.Context().Err() == nil && !errors.Is(err, errStreamWrite) {
+				s.log.Warn("event stream: replay failed; the client reconnects", "err", err)
+			}
+			return err
+		}
+		return flush()
 	}
 	if _, err := io.WriteString(w, ": promptkit events\n\n"); err != nil || flush() != nil {
 		return
 	}
-	if replay && sent < start {
-		if err := s.replay(r.Context(), id, sent, start, send); err != nil {
-			if !errors.Is(err, context.Canceled) {
-				s.log.Warn("event stream: replay failed", "err", err)
-			}
-			return
-		}
-		if flush() != nil {
-			return
-		}
+	if replay && sent < start && catchUp(start) != nil {
+		return
 	}
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
 	defer keepAlive.Stop()
 	for {
 		var err error
 		select {
-		case p := <-live:
+		case p := <-sub.live:
 			err = send(p)
 			for more := true; more && err == nil; {
 				select {
-				case p := <-live: // the rest of the burst, then one flush
+				case p := <-sub.live: // the rest of the burst, then one flush
 					err = send(p)
 				default:
 					more = false
@@ -277,13 +347,26 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if err == nil {
 				err = flush()
 			}
+		case <-sub.behind:
+			// The hub paused this stream: live holds what came before the
+			// gap, the store the rest.
+			for more := true; more && err == nil; {
+				select {
+				case p := <-sub.live:
+					err = send(p)
+				default:
+					more = false
+				}
+			}
+			if err == nil {
+				err = catchUp(s.hub.resume(sub))
+			}
 		case <-keepAlive.C:
 			if _, err = io.WriteString(w, ": keep-alive\n\n"); err == nil {
 				err = flush()
 			}
-		case <-dropped:
-			// Too slow: the client reconnects with Last-Event-ID.
-			return
+		case <-sub.ended:
+			return // the token was revoked, or local mode ended
 		case <-r.Context().Done():
 			return
 		case <-s.streams.Done():
@@ -294,6 +377,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// errStreamWrite marks a failed write to an event stream's client.
+var errStreamWrite = errors.New("writing to the event stream")
 
 // replay sends the caller's transition events after `after` up to `until`
 // from the store.

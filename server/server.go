@@ -41,6 +41,7 @@ const (
 	DefaultMaxWait          = 60 * time.Second
 	DefaultKeepAlive        = 15 * time.Second
 	DefaultPollInterval     = time.Second
+	DefaultTokenRecheck     = 2 * time.Second
 	DefaultSubmitRate       = 20
 	DefaultSubmitBurst      = 100
 	DefaultShutdownTimeout  = 5 * time.Second
@@ -85,6 +86,12 @@ type Config struct {
 	// PollInterval is how often the event reader looks for new events
 	// without a notification. Defaults to 1s.
 	PollInterval time.Duration
+	// TokenRecheck is how often an open event stream looks whether its
+	// token was revoked (in any process on the database); a revoked
+	// token's streams end then. Defaults to 2s.
+	TokenRecheck time.Duration
+	// sseBuffer is an event stream's live buffer; tests make it small.
+	sseBuffer int
 	// ChatTimeout is how long POST /v1/chat/completions waits for its
 	// job before answering 504 (the job goes on; GET /v1/prompts/{id}
 	// has its answer). Zero or less: DefaultChatTimeout (10 minutes).
@@ -123,8 +130,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
 		return c, errors.New("server: Config.Store is required")
 	}
-	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.SubmitBurst < 0 {
-		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval and SubmitBurst must not be negative")
+	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.TokenRecheck < 0 || c.SubmitBurst < 0 {
+		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval, TokenRecheck and SubmitBurst must not be negative")
 	}
 	var err error
 	if c.MetricsAccess, err = ParseMetricsAccess(string(c.MetricsAccess)); err != nil {
@@ -138,6 +145,8 @@ func (c Config) withDefaults() (Config, error) {
 	c.MaxWait = cmp.Or(c.MaxWait, DefaultMaxWait)
 	c.KeepAlive = cmp.Or(c.KeepAlive, DefaultKeepAlive)
 	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.TokenRecheck = cmp.Or(c.TokenRecheck, DefaultTokenRecheck)
+	c.sseBuffer = cmp.Or(c.sseBuffer, defaultSSEBuffer)
 	c.SubmitRate = cmp.Or(c.SubmitRate, DefaultSubmitRate)
 	c.SubmitBurst = cmp.Or(c.SubmitBurst, DefaultSubmitBurst)
 	if c.Logger == nil {
@@ -190,7 +199,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger}
 	s.limits = newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
-	s.hub = newHub(cfg.Store, cfg.PollInterval, cfg.Logger)
+	s.hub = newHub(cfg.Store, cfg.PollInterval, cfg.TokenRecheck, s.valid, cfg.Logger)
 	s.handler = s.routes()
 	return s, nil
 }
