@@ -229,10 +229,10 @@ type Store interface {
 	Check(ctx context.Context) error
 
 	// Notify returns a channel that receives a value, coalesced, whenever
-	// this store or (PostgreSQL: LISTEN/NOTIFY) another process enqueues
-	// work or changes a job's state, and whenever this store changes a
-	// batch's status (MoveBatch, CancelBatch, FinishBatch). It is closed when ctx ends or the
-	// store closes. Consumers must still poll: a notification is a hint.
+	// this store or another process on the database enqueues work,
+	// changes a job's state or changes a batch's status (MoveBatch,
+	// CancelBatch, FinishBatch). It is closed when ctx ends or the store
+	// closes. Consumers must still poll: a notification is a hint.
 	Notify(ctx context.Context) <-chan struct{}
 
 	// Close releases the store.

@@ -622,8 +622,10 @@ func testArchiveKeepsBatches(t *testing.T, h Harness) {
 }
 
 // testBatchNotify checks that every batch status change (MoveBatch,
-// CancelBatch, FinishBatch) wakes Notify: a read waiting for a batch to
-// end (GET /v1/batches/{id}?wait=) relies on it.
+// CancelBatch, FinishBatch) wakes Notify, on the store that made it and
+// on another store on the same database (another serve): a read waiting
+// for a batch to end (GET /v1/batches/{id}?wait=) relies on it, in
+// whichever process it runs.
 func testBatchNotify(t *testing.T, h Harness) {
 	f := setup(t, h)
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -642,4 +644,49 @@ func testBatchNotify(t *testing.T, h Harness) {
 		t.Fatalf("FinishBatch: %v", err)
 	}
 	recv(t, ch, "Notify after FinishBatch")
+
+	// Another store on the database. Each change gets an observer store of
+	// its own, subscribed before it and waited on until its first wake (it
+	// watches the database from then on, see the readings above), and made
+	// nothing else: so the wake after the change can only come from the
+	// change, not from the observer's start nor from an earlier change.
+	b = f.newBatch("org-a")
+	for _, c := range []struct {
+		name   string
+		change func() error
+	}{
+		{"MoveBatch", func() error {
+			_, err := f.store.MoveBatch(f.ctx, jobs.MoveBatchParams{ID: b.ID, From: jobs.BatchValidating, To: jobs.BatchInProgress})
+			return err
+		}},
+		{"CancelBatch", func() error {
+			_, err := f.store.CancelBatch(f.ctx, "org-a", b.ID)
+			return err
+		}},
+		{"FinishBatch", func() error {
+			_, err := f.store.FinishBatch(f.ctx, jobs.FinishBatchParams{ID: b.ID, From: jobs.BatchCancelling, To: jobs.BatchCancelled,
+				Output: strings.NewReader("{}\n")})
+			return err
+		}},
+	} {
+		func() {
+			other, err := h.Open(f.ctx, f.dsn, jobs.Options{})
+			if err != nil {
+				t.Fatalf("Harness.Open (second store): %v", err)
+			}
+			defer func() {
+				if err := other.Close(); err != nil {
+					t.Errorf("Close (second store): %v", err)
+				}
+			}()
+			ctx, cancel := context.WithCancel(f.ctx)
+			defer cancel()
+			wake := other.Notify(ctx)
+			recv(t, wake, "second store's first Notify wake")
+			if err := c.change(); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			recv(t, wake, "second store's Notify after "+c.name+" through the first")
+		}()
+	}
 }

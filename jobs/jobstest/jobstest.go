@@ -36,6 +36,11 @@
 //   - JobEvents for a job outside the org is ErrNotFound or empty.
 //   - Notify on a closed store returns a closed channel, and Close may be
 //     called again (returning nil).
+//   - A store's Notify wakes once when the store starts watching the
+//     database for other stores' writes (on its first subscription), and
+//     from then on for every batch status change (MoveBatch, CancelBatch,
+//     FinishBatch) another store on the database commits, as it does for
+//     enqueues and job state changes.
 //   - Check looks at the database each time: it fails once its context
 //     has ended and on a closed store. Refusals (ErrNotClaimed,
 //     ErrInvalid, ErrNotFound, an illegal transition, an idempotency

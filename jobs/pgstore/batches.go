@@ -288,14 +288,21 @@ func (s *Store) queryBatches(ctx context.Context, q string, args ...any) ([]jobs
 	return out, nil
 }
 
-// moveBatchSQL moves a batch: $1 the new status, $2 the time, $3 whether
-// $4 replaces the errors, $5–$7 the counts (NULL: kept), $8 the batch, $9
-// the status it must be in.
-var moveBatchSQL = `UPDATE batches SET status = $1,
-		` + batchdb.StampSet("$1::text", "$2::timestamptz") + `,
-		errors = CASE WHEN $3 THEN $4::json ELSE errors END,
-		total = coalesce($5, total), completed = coalesce($6, completed), failed = coalesce($7, failed)
-	WHERE id = $8 AND status = $9 RETURNING ` + batchCols
+// moveBatchSQL moves batch $id from status $from to $to, and notifies,
+// so a batch waiter (GET /v1/batches/{id}?wait=) in another process looks
+// again once the transaction commits; a batch not in $from is not moved
+// and wakes nobody. $setErrors says whether $errors replaces the errors;
+// the counts left NULL are kept.
+var moveBatchSQL = named(`
+	WITH moved AS (
+		UPDATE batches SET status = $to,
+			`+batchdb.StampSet("$to::text", "$now::timestamptz")+`,
+			errors = CASE WHEN $setErrors THEN $errors::json ELSE errors END,
+			total = coalesce($total, total), completed = coalesce($completed, completed), failed = coalesce($failed, failed)
+		WHERE id = $id AND status = $from RETURNING batches.*
+	), `+notified("moved")+`
+	SELECT `+batchCols+` FROM moved, notified`,
+	"to", "now", "setErrors", "errors", "total", "completed", "failed", "id", "from", "schema")
 
 // querier is what moveBatch runs on: the pool or a transaction.
 type querier interface {
@@ -304,7 +311,7 @@ type querier interface {
 
 // moveBatch moves batch id from → to; a batch in another status is
 // jobs.ErrBatchChanged, and nothing changes.
-func moveBatch(ctx context.Context, q querier, now time.Time, id string, from, to jobs.BatchStatus,
+func (s *Store) moveBatch(ctx context.Context, q querier, now time.Time, id string, from, to jobs.BatchStatus,
 	setErrors bool, errs []byte, c *jobs.BatchCounts) (jobs.Batch, error) {
 	var total, completed, failed *int
 	if c != nil {
@@ -314,8 +321,8 @@ func moveBatch(ctx context.Context, q querier, now time.Time, id string, from, t
 	if errs != nil {
 		errsArg = new(string(errs))
 	}
-	b, err := scanBatch(q.QueryRow(ctx, moveBatchSQL, string(to), now, setErrors, errsArg, total, completed, failed,
-		id, string(from)))
+	b, err := scanBatch(q.QueryRow(ctx, moveBatchSQL.q, moveBatchSQL.args(string(to), now, setErrors, errsArg,
+		total, completed, failed, id, string(from), s.schema)...))
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return b, err
 	}
@@ -335,10 +342,10 @@ func (s *Store) MoveBatch(ctx context.Context, p jobs.MoveBatchParams) (jobs.Bat
 	if err != nil {
 		return jobs.Batch{}, fmt.Errorf("pgstore: move batch: %w", err)
 	}
-	b, err := moveBatch(ctx, s.pool, s.clock(), p.ID, p.From, p.To, p.Errors != nil, errs, p.Counts)
+	b, err := s.moveBatch(ctx, s.pool, s.clock(), p.ID, p.From, p.To, p.Errors != nil, errs, p.Counts)
 	s.wrote(ctx, "move batch", err, err == nil)
 	if err == nil {
-		s.notify.Broadcast() // a batch waiter (GET /v1/batches/{id}?wait=) looks again
+		s.notify.Broadcast() // this process's batch waiters at once; others through moveBatchSQL
 	}
 	if err == nil {
 		b, err = s.liveCounts(ctx, b)
@@ -363,7 +370,7 @@ func (s *Store) CancelBatch(ctx context.Context, orgID, id string) (jobs.Batch, 
 		case jobs.BatchCancelling, jobs.BatchCancelled:
 			return nil
 		case jobs.BatchValidating, jobs.BatchInProgress:
-			b, err = moveBatch(ctx, tx, s.clock(), id, b.Status, jobs.BatchCancelling, false, nil, nil)
+			b, err = s.moveBatch(ctx, tx, s.clock(), id, b.Status, jobs.BatchCancelling, false, nil, nil)
 			moved = err == nil
 			return err
 		}
@@ -371,7 +378,7 @@ func (s *Store) CancelBatch(ctx context.Context, orgID, id string) (jobs.Batch, 
 	})
 	s.wrote(ctx, "cancel batch", err, moved)
 	if moved {
-		s.notify.Broadcast() // a batch waiter (GET /v1/batches/{id}?wait=) looks again
+		s.notify.Broadcast() // this process's batch waiters at once; others through moveBatchSQL
 	}
 	if err == nil {
 		b, err = s.liveCounts(ctx, b)
@@ -394,7 +401,7 @@ func (s *Store) FinishBatch(ctx context.Context, p jobs.FinishBatchParams) (jobs
 	err := s.inWriteTx(ctx, func(tx pgx.Tx) error {
 		now := s.clock()
 		var err error
-		if b, err = moveBatch(ctx, tx, now, p.ID, p.From, p.To, false, nil, &p.Counts); err != nil {
+		if b, err = s.moveBatch(ctx, tx, now, p.ID, p.From, p.To, false, nil, &p.Counts); err != nil {
 			return err
 		}
 		var ids [2]*string
@@ -417,7 +424,7 @@ func (s *Store) FinishBatch(ctx context.Context, p jobs.FinishBatchParams) (jobs
 	})
 	s.wrote(ctx, "finish batch", err, err == nil)
 	if err == nil {
-		s.notify.Broadcast() // a batch waiter (GET /v1/batches/{id}?wait=) looks again
+		s.notify.Broadcast() // this process's batch waiters at once; others through moveBatchSQL
 	}
 	if err != nil {
 		return jobs.Batch{}, fmt.Errorf("pgstore: finish batch: %w", err)

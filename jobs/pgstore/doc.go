@@ -148,9 +148,12 @@
 //
 // # Notifications
 //
-// Writing transactions that enqueue or change a job's state call
-// pg_notify('promptkit_jobs', <schema>), delivered at commit. Notify
-// channels (jobs/internal/notify) are fed by one LISTEN connection per
-// Store (started on first use, reconnecting with backoff) and by the
+// Writing transactions that enqueue or change a job's state, or change a
+// batch's status (MoveBatch, CancelBatch, FinishBatch, in the statement
+// that moves the batch), call pg_notify('promptkit_jobs', <schema>),
+// delivered at commit to every process: a batch waiter (GET
+// /v1/batches/{id}?wait=) in any serve looks again when its batch moves.
+// Notify channels (jobs/internal/notify) are fed by one LISTEN connection
+// per Store (started on first use, reconnecting with backoff) and by the
 // store's own commits; Close stops it.
 package pgstore

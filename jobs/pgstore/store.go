@@ -243,7 +243,8 @@ func (s *Store) clock() time.Time {
 }
 
 // Notify returns a channel that receives a value, coalesced, when a job is
-// enqueued or changes state, in this process or (through LISTEN) another.
+// enqueued or changes state, or a batch's status changes, in this process
+// or (through LISTEN) another.
 // It is closed when ctx ends or the store closes.
 func (s *Store) Notify(ctx context.Context) <-chan struct{} { return s.notify.Subscribe(ctx) }
 

@@ -133,6 +133,9 @@ func (s *Store) CreateFile(ctx context.Context, p jobs.CreateFileParams) (jobs.F
 	if err != nil {
 		return jobs.File{}, err
 	}
+	if f.Bytes > walSizeLimit {
+		s.truncateWAL(ctx)
+	}
 	return f, nil
 }
 
@@ -406,7 +409,9 @@ func (s *Store) FinishBatch(ctx context.Context, p jobs.FinishBatchParams) (jobs
 		return jobs.Batch{}, fmt.Errorf("sqlitestore: finish batch: %w", err)
 	}
 	var b jobs.Batch
+	var stored int64 // bytes of output and error files
 	err := s.write(ctx, "finish batch", func(w *wtx) error {
+		stored = 0
 		var err error
 		if b, err = w.moveBatch(p.ID, p.From, p.To, false, nil, &p.Counts); err != nil {
 			return err
@@ -424,6 +429,7 @@ func (s *Store) FinishBatch(ctx context.Context, p jobs.FinishBatchParams) (jobs
 				return fmt.Errorf("%s file: %w", out.kind, err)
 			}
 			ids[i] = f.ID
+			stored += f.Bytes
 		}
 		b, err = scanBatch(w.queryRow(qBatchOutputs, nullString(ids[0]), nullString(ids[1]), p.ID))
 		return err
@@ -434,6 +440,9 @@ func (s *Store) FinishBatch(ctx context.Context, p jobs.FinishBatchParams) (jobs
 	}
 	if err != nil {
 		return jobs.Batch{}, err
+	}
+	if stored > walSizeLimit {
+		s.truncateWAL(ctx)
 	}
 	return b, nil
 }

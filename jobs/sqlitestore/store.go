@@ -30,13 +30,15 @@
 // Reclaim, Archive, CreateToken, RevokeToken, and those of files and
 // batches) and ChangesSince run their own transactions. CreateFile and
 // FinishBatch read their content inside theirs, holding the write lock
-// while they do: their readers should be local (spooled) files.
+// while they do: their readers should be local (spooled) files. One that
+// stored more than walSizeLimit bytes then checkpoints the WAL and
+// truncates it (truncateWAL), which SQLite would otherwise leave that big.
 //
 // # Notifications
 //
-// Notify wakes on this Store's enqueues and transitions, and (polling
-// PRAGMA data_version, see watch) on commits by other processes sharing
-// the file.
+// Notify wakes on this Store's enqueues, transitions and batch status
+// changes, and (polling PRAGMA data_version, see watch) on commits by
+// other processes sharing the file.
 //
 // # Readiness
 //
@@ -49,6 +51,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -82,6 +85,16 @@ var migrationFS, _ = fs.Sub(migrationFiles, "migrations")
 // busyTimeout is how long a writer waits for another process's write lock
 // before giving up with SQLITE_BUSY.
 const busyTimeout = 10 * time.Second
+
+// walSizeLimit is the writer's PRAGMA journal_size_limit: the size SQLite
+// truncates the -wal file to when it starts it over, which it otherwise
+// never shrinks, reusing it instead. The WAL holds about 4 MiB in steady
+// state (the default autocheckpoint at 1000 pages), so the limit never
+// costs a normal workload a regrowth; a single big transaction (a 100 MB
+// upload is one) no longer leaves a WAL its size on disk for good. Writes
+// that store more file content than this also checkpoint at once (see
+// truncateWAL).
+const walSizeLimit = 16 << 20
 
 // Store is a jobs.Store on one SQLite file. Create it with Open; it is safe
 // for concurrent use, and several processes may open the same file.
@@ -144,6 +157,7 @@ func openWriter(path string) (*sql.DB, error) {
 		// a job queue needs at a fraction of FULL's cost.
 		"_pragma=synchronous(NORMAL)",
 		"_pragma=foreign_keys(1)",
+		fmt.Sprintf("_pragma=journal_size_limit(%d)", walSizeLimit),
 	))
 	if err != nil {
 		return nil, err
@@ -500,6 +514,36 @@ func (w *wtx) queryRow(q string, args ...any) *sql.Row {
 func (w *wtx) transition(j jobs.Job, from, to jobs.State, data []byte) {
 	w.events = append(w.events, jobEvent{jobID: j.ID, promptID: j.PromptID, orgID: j.OrgID,
 		typ: jobs.EventTransition, from: from, to: to, data: data})
+}
+
+// truncateWAL checkpoints the WAL and truncates the -wal file to nothing,
+// after a write that stored more than walSizeLimit bytes of file content:
+// journal_size_limit alone would shrink it only at the next write. It
+// runs on the writer connection, outside any transaction, after the
+// write committed, so it changes nothing the caller gets: a checkpoint
+// that fails, or is busy because another connection reads an older
+// snapshot or writes, is skipped (the limit applies at the next write
+// then). The busy timeout is off while it runs, so it never waits for
+// other connections while holding this process's only writer.
+func (s *Store) truncateWAL(ctx context.Context) {
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return // ctx ended or the store closed: nothing to do
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err == nil {
+		// A busy checkpoint reports busy = 1 rather than an error.
+		var busy, frames, done int
+		_ = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
+	}
+	// Restored whatever happened (ctx may have ended with the timeout
+	// already off): every later write needs it. A connection that cannot
+	// take it is dropped (the pool opens a new one with the DSN's pragmas)
+	// rather than left failing at once on every lock wait.
+	restore := fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout.Milliseconds())
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), restore); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
 }
 
 // Notify implements jobs.Store.
