@@ -472,6 +472,9 @@ func compileRequestSchema(raw json.RawMessage) (*compiledSchema, error) {
 		return nil, fmt.Errorf("%w: OutputSchema is not a JSON object", ErrInvalidRequest)
 	}
 	s, err := compileSchema("promptkit:///request/output.json", raw)
+	if isSchemaLimit(err) {
+		return nil, fmt.Errorf("%w: OutputSchema %w", ErrInvalidRequest, err) // names the limit only
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: OutputSchema is not a valid JSON Schema, or refers outside itself", ErrInvalidRequest)
 	}

@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"regexp"
+	"regexp/syntax"
 	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/promptkit/promptkit/pktype"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
@@ -24,9 +27,16 @@ type compiledSchema struct {
 // document: no file or network loading. Errors say what is wrong in the
 // schema's own terms (the location of the offending keyword and the rule
 // it breaks), never with the internal URL the schema is compiled under.
+//
+// raw must first pass pktype.CheckSchemaShape, and its patterns share one
+// budget (maxRegexpCost): compiling cannot be interrupted, so its cost is
+// bounded instead.
 func compileSchema(url string, raw json.RawMessage) (*compiledSchema, error) {
 	if len(raw) == 0 {
 		return nil, nil
+	}
+	if err := pktype.CheckSchemaShape(raw); err != nil {
+		return nil, err
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -34,14 +44,87 @@ func compileSchema(url string, raw json.RawMessage) (*compiledSchema, error) {
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
+	var budget regexpBudget
+	c.UseRegexpEngine(budget.compile)
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, schemaError(url, err)
 	}
 	s, err := c.Compile(url)
+	if budget.exceeded {
+		return nil, errRegexpBudget
+	}
 	if err != nil {
 		return nil, schemaError(url, err)
 	}
 	return &compiledSchema{schema: s}, nil
+}
+
+// isSchemaLimit reports whether err is the refusal of a schema over one
+// of the limits on its cost (pktype.CheckSchemaShape's or the pattern
+// budget), whose words quote nothing of it.
+func isSchemaLimit(err error) bool {
+	return errors.Is(err, pktype.ErrSchemaTooDeep) || errors.Is(err, pktype.ErrSchemaTooLarge) ||
+		errors.Is(err, pktype.ErrSchemaTooManyNodes) || errors.Is(err, errRegexpBudget)
+}
+
+// maxRegexpCost bounds the summed size (see regexpCost) of a schema's
+// patterns and patternProperties. Go's regexp compiles in time and memory
+// linear in that size but allows millions of instructions per pattern:
+// "[a-z]{999}" repeated 600 times, 6 KB, takes over a second and hundreds
+// of megabytes. Realistic patterns cost tens, "^.{0,1000}$" a thousand.
+const maxRegexpCost = 50_000
+
+// errRegexpBudget reads after the schema's name, as pktype's limits do.
+var errRegexpBudget = fmt.Errorf("has patterns too large to compile (together over %d regexp instructions, about one per character matched)", maxRegexpCost)
+
+// regexpBudget is a regexp engine for one compile that refuses patterns
+// once their summed cost exceeds maxRegexpCost. The compiler reports the
+// refusal as an invalid pattern; exceeded tells it apart.
+type regexpBudget struct {
+	spent    int
+	exceeded bool
+}
+
+func (b *regexpBudget) compile(s string) (jsonschema.Regexp, error) {
+	re, err := syntax.Parse(s, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	// The compiler asks for each pattern twice: checking the schema
+	// against the metaschema, then compiling it.
+	const limit = 2 * maxRegexpCost
+	if b.spent += regexpCost(re, limit-b.spent); b.spent > limit {
+		b.exceeded = true
+		return nil, errRegexpBudget
+	}
+	return regexp.Compile(s)
+}
+
+// regexpCost estimates the instructions re compiles to, with repetitions
+// expanded, stopping once it passes limit.
+func regexpCost(re *syntax.Regexp, limit int) int {
+	cost := 1
+	switch re.Op {
+	case syntax.OpLiteral:
+		cost = max(len(re.Rune), 1)
+	case syntax.OpRepeat:
+		n := re.Max
+		if n < 0 {
+			n = re.Min
+		}
+		sub := regexpCost(re.Sub[0], limit)
+		if n > 0 && sub > limit/n {
+			return limit + 1
+		}
+		return 1 + max(n, 1)*sub
+	}
+	for _, sub := range re.Sub {
+		if cost > limit {
+			break
+		}
+		cost += regexpCost(sub, limit-cost)
+	}
+	return cost
 }
 
 // schemaError rewrites a compiler error: a schema that breaks the JSON

@@ -40,7 +40,8 @@ type ChatRequest struct {
 
 // Normalize checks c: at least one message, each with a known role and
 // the last not empty; a format promptkit knows, with a schema exactly
-// when it is json_schema, which must be a JSON object.
+// when it is json_schema, which must be a JSON object within the limits
+// of pktype.CheckSchemaShape.
 func (c ChatRequest) Normalize() (ChatRequest, error) {
 	if len(c.Messages) == 0 {
 		return c, invalid("chat: messages is empty")
@@ -65,6 +66,13 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 	}
 	if err := checkJSONText("response_format.json_schema.schema", c.Schema); err != nil {
 		return c, err
+	}
+	if len(c.Schema) > 0 {
+		// Refused here, before any store or compile sees it: compiling
+		// costs far more than the schema's size suggests.
+		if err := pktype.CheckSchemaShape(c.Schema); err != nil {
+			return c, invalidField("response_format.json_schema.schema", "%v", err)
+		}
 	}
 	if strings.TrimSpace(c.Messages[len(c.Messages)-1].Content) == "" {
 		return c, invalid("chat: the last message is empty")

@@ -251,8 +251,12 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 		}
 	}
 	if _, err := out.Chat.Normalize(); err != nil {
-		// The checks above leave only what Normalize words itself: an
-		// empty last message.
+		// A rule Normalize names a parameter for (a NUL, a schema over
+		// pktype's limits) is reported on that parameter; the checks above
+		// leave one it does not name: an empty last message.
+		if ie, ok := errors.AsType[*jobs.InvalidError](err); ok && ie.Field != "" {
+			return out, reqErr(prefix+ie.Field, CodeInvalidValue, "%s%s %s.", prefix, ie.Field, ie.Reason)
+		}
 		return out, reqErr(fmt.Sprintf("%smessages[%d].content", prefix, len(out.Chat.Messages)-1), CodeInvalidValue,
 			"The last message must not be empty.")
 	}
