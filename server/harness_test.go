@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -170,6 +171,13 @@ func (e *env) call(method, path, token string, body any, headers ...string) resp
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	return e.send(req, headers...)
+}
+
+// send sets headers (name, value pairs) on req, sends it, and checks an
+// answer of an API route against the OpenAPI document.
+func (e *env) send(req *http.Request, headers ...string) resp {
+	e.t.Helper()
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
@@ -183,7 +191,7 @@ func (e *env) call(method, path, token string, body any, headers ...string) resp
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if pattern != "" {
+	if pattern != "" && !slices.Contains(pagePatterns, pattern) { // the page is not in the API document
 		checkResponse(e.t, pattern, res.StatusCode, res.Header, b)
 	}
 	return resp{code: res.StatusCode, header: res.Header, body: b}

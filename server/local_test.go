@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,23 +31,7 @@ func (e *env) rawCall(method, path, host, body string, headers ...string) resp {
 	if host != "" {
 		req.Host = host
 	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	_, pattern := e.srv.mux.Handler(req)
-	if pattern != "" && !slices.Contains(pagePatterns, pattern) { // the page is not in the API document
-		checkResponse(e.t, pattern, res.StatusCode, res.Header, b)
-	}
-	return resp{code: res.StatusCode, header: res.Header, body: b}
+	return e.send(req, headers...)
 }
 
 // TestLocalModeRefusesOtherSites: without a token, a request a web page
