@@ -622,6 +622,43 @@ func (e *Engine) Profiles() []string {
 	return slices.Sorted(maps.Keys(e.profiles))
 }
 
+// ResolveModel says what a request naming model (an OpenAI-style model
+// name) runs with: a profile id names that profile, with the profile's
+// own model (backendModel ""); otherwise a model some profile uses runs on
+// that profile (the first such by id) with that model. ok is false for a
+// name that is neither.
+func (e *Engine) ResolveModel(model string) (profile, backendModel string, ok bool) {
+	if e == nil || model == "" {
+		return "", "", false
+	}
+	if _, ok := e.profiles[model]; ok {
+		return model, "", true
+	}
+	for _, id := range e.Profiles() {
+		if e.profiles[id].Model == model {
+			return id, model, true
+		}
+	}
+	return "", "", false
+}
+
+// Models lists what ResolveModel accepts: every profile id and every
+// model some profile uses, sorted, each once.
+func (e *Engine) Models() []string {
+	if e == nil {
+		return []string{}
+	}
+	var out []string
+	for id, p := range e.profiles {
+		out = append(out, id)
+		if p.Model != "" {
+			out = append(out, p.Model)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Run renders and executes req: admission, generation with transient
 // retries, output validation and repair. It returns an error only when no
 // result could be produced; there are no partial results.

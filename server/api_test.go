@@ -278,7 +278,7 @@ func TestRecentBoundary(t *testing.T) {
 			sub := e.submit("", map[string]any{"text": fmt.Sprint("b", i)})
 			rec = e.recent(rec.AsOf)
 			for _, p := range rec.Prompts {
-				seen[p.JobID()] = p.Job.State
+				seen[p.Job.ID] = p.Job.State
 			}
 			if seen[sub.JobID] != jobs.Queued {
 				t.Fatalf("poll %d missed the new job", i)
@@ -286,7 +286,7 @@ func TestRecentBoundary(t *testing.T) {
 			e.finish(sub.JobID, "x")
 			rec = e.recent(rec.AsOf)
 			for _, p := range rec.Prompts {
-				seen[p.JobID()] = p.Job.State
+				seen[p.Job.ID] = p.Job.State
 			}
 			if seen[sub.JobID] != jobs.Succeeded {
 				t.Fatalf("poll %d missed the finish", i)
@@ -297,8 +297,6 @@ func TestRecentBoundary(t *testing.T) {
 
 // frozen is a store clock that never moves.
 func frozen() time.Time { return time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC) }
-
-func (p promptState) JobID() string { return p.Job.ID }
 
 // recent polls /v1/recent with since.
 func (e *env) recent(since time.Time) recent {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
 )
 
 func TestTokensRequiredOnceOneExists(t *testing.T) {
@@ -15,8 +16,8 @@ func TestTokensRequiredOnceOneExists(t *testing.T) {
 			t.Fatalf("loopback with no token: %d", r.code)
 		}
 		tok := e.token("acme", "ann", jobs.RoleMember)
-		// The server looks at the tokens at most once per tokensTTL.
-		e.clock.Advance(tokensTTL)
+		// The server looks at the tokens at most once per auth.TokensTTL.
+		e.clock.Advance(auth.TokensTTL)
 		for _, c := range []struct{ name, token string }{{"none", ""}, {"unknown", "pk_nope"}} {
 			r := e.call("GET", "/v1/prompts", c.token, nil)
 			if r.code != 401 || r.errorCode(t) != "unauthorized" || r.header.Get("WWW-Authenticate") == "" {

@@ -145,6 +145,7 @@ func newBrowserEnv(t *testing.T, browser context.Context) *browserEnv {
 	t.Cleanup(func() { st.Close() })
 	e := &browserEnv{t: t, st: st, prov: prov, metrics: &routeCounter{n: map[string]int{}}, browser: browser}
 	e.srv, err = New(Config{Store: st, Engine: eng, Addr: "127.0.0.1:0", Metrics: e.metrics,
+		Check:  func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -430,14 +431,7 @@ func (e *browserEnv) waitStreams(opened int) {
 
 // dropStreams ends every open event stream from the server's side, the
 // way the hub ends the streams of a revoked token.
-func (e *browserEnv) dropStreams() {
-	h := e.srv.hub
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for sub := range h.subs {
-		h.end(sub)
-	}
-}
+func (e *browserEnv) dropStreams() { e.srv.hub.EndStreams() }
 func (m *routeCounter) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "") })
 }

@@ -109,48 +109,6 @@ func (c *countingStore) EventsAfter(ctx context.Context, p jobs.EventsParams) ([
 	return c.Store.EventsAfter(ctx, p)
 }
 
-// TestHubPausesSlowSubscriber: a subscriber whose buffer is full is told
-// it is behind and skipped, not dropped; the others keep receiving, and
-// after resume it receives what comes next. What it missed is in the store
-// up to resume's Seq.
-func TestHubPausesSlowSubscriber(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	h := e.srv.hub
-	all := func(jobs.Event) bool { return true }
-	slow, _ := h.subscribe(all, 1, nil) // never read until behind
-	defer h.unsubscribe(slow)
-	fast, _ := h.subscribe(all, 100, nil)
-	defer h.unsubscribe(fast)
-	a := e.submit("", map[string]any{"text": "a"})
-	b := e.submit("", map[string]any{"text": "b"})
-	<-slow.behind
-	var last int64
-	for _, want := range []string{a.JobID, b.JobID} {
-		ev := <-fast.live
-		if ev.JobID != want {
-			t.Fatalf("fast subscriber got %s, want %s", ev.JobID, want)
-		}
-		last = ev.Seq
-	}
-	if ev := <-slow.live; ev.JobID != a.JobID {
-		t.Fatalf("the slow subscriber's buffer holds %s, want %s", ev.JobID, a.JobID)
-	}
-	if got := h.resume(slow); got < last {
-		t.Fatalf("resume at %d, before %d, the newest event handed out", got, last)
-	}
-	c := e.submit("", map[string]any{"text": "c"})
-	if ev := <-slow.live; ev.JobID != c.JobID {
-		t.Fatalf("after resume the slow subscriber got %s, want %s", ev.JobID, c.JobID)
-	}
-	h.mu.Lock()
-	n := len(h.subs)
-	h.mu.Unlock()
-	if n != 2 {
-		t.Fatalf("%d subscribers left, want 2", n)
-	}
-}
-
 // TestCloseEndsStreams: Close ends open event streams cleanly instead of
 // waiting for them.
 func TestCloseEndsStreams(t *testing.T) {

@@ -84,6 +84,7 @@ func setupStore(t *testing.T, st jobs.Store, opts ...option) *env {
 	e := &env{t: t, st: st, eng: eng, clock: &clock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}, logs: &syncBuffer{}}
 	cfg := Config{
 		Store: st, Engine: eng, Addr: "127.0.0.1:0", Now: e.clock.Now,
+		Check:  func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, o := range opts {

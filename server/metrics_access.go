@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
 // MetricsAccess says who may read GET /metrics on the API's address. The
@@ -43,16 +45,16 @@ func ParseMetricsAccess(s string) (MetricsAccess, error) {
 
 // metricsRoutes serves GET /metrics on the API's address as
 // Config.MetricsAccess says.
-func (s *Server) metricsRoutes(handle func(pattern string, h http.HandlerFunc, auth bool)) {
+func (s *Server) metricsRoutes(mux *http.ServeMux) {
 	if s.cfg.Metrics == nil {
 		return
 	}
 	h := s.cfg.Metrics.Handler()
 	switch s.cfg.MetricsAccess {
 	case MetricsOpen:
-		handle(metricsPattern, h.ServeHTTP, false)
+		s.handle(mux, metricsPattern, httpapi.REST, h)
 	case MetricsAuth:
-		handle(metricsPattern, s.authenticate(adminOnly(h)).ServeHTTP, false)
+		s.handle(mux, metricsPattern, httpapi.REST, s.auth.Require(httpapi.REST, adminOnly(h)))
 	}
 }
 
@@ -62,8 +64,8 @@ const metricsPattern = "GET /metrics"
 // own prompts only, and the metrics count everyone's.
 func adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if identityOf(r).role != jobs.RoleAdmin {
-			writeError(w, http.StatusForbidden, "forbidden", "the metrics need an admin token")
+		if auth.Of(r).Role != jobs.RoleAdmin {
+			httpapi.REST.Write(w, &httpapi.Problem{Status: http.StatusForbidden, Code: "forbidden", Message: "the metrics need an admin token"})
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -26,6 +26,10 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/events"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/page"
 )
 
 // The OpenAPI document as a validator. checkResponse (used by every API
@@ -610,6 +614,18 @@ func TestOpenAPIDocument(t *testing.T) {
 	}
 }
 
+// isProblemType reports whether a composite literal's type is
+// httpapi.Problem (or Problem, inside httpapi).
+func isProblemType(e ast.Expr) bool {
+	switch t := e.(type) {
+	case *ast.Ident:
+		return t.Name == "Problem"
+	case *ast.SelectorExpr:
+		return t.Sel.Name == "Problem"
+	}
+	return false
+}
+
 // oasStatuses maps the http.Status constants the server may use to their
 // codes, for TestOpenAPIErrorCodes.
 var oasStatuses = map[string]int{
@@ -621,15 +637,21 @@ var oasStatuses = map[string]int{
 	"StatusServiceUnavailable": 503, "StatusGatewayTimeout": 504,
 }
 
-// TestOpenAPIErrorCodes reads every writeError(w, http.StatusX, "code",
-// ...) of the server's source and checks that each operation documenting
-// that status accepts an error with that code, and that at least one
-// operation documents it.
+// TestOpenAPIErrorCodes reads every Problem{Status: http.StatusX, Code:
+// "code"} of the source of promptkit's own API — the server and the
+// packages of its REST dialect, not the OpenAI-compatible front door,
+// whose errors are OpenAI's (openai_test.go checks those) — and checks
+// that each operation documenting that status accepts an error with that
+// code, and that at least one operation documents it.
 func TestOpenAPIErrorCodes(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	var files []string
+	for _, dir := range []string{".", "internal/httpapi", "internal/auth", "internal/rest", "internal/events", "internal/page"} {
+		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, names...)
 	}
 	type use struct {
 		status int
@@ -647,32 +669,46 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 			t.Fatal(err)
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok || !isProblemType(lit.Type) {
 				return true
 			}
-			if fn, ok := call.Fun.(*ast.Ident); !ok || fn.Name != "writeError" || len(call.Args) < 3 {
+			at := fset.Position(lit.Pos()).String()
+			var status ast.Expr
+			var code *ast.BasicLit
+			for _, el := range lit.Elts {
+				kv, ok := el.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				switch key, _ := kv.Key.(*ast.Ident); {
+				case key == nil:
+				case key.Name == "Status":
+					status = kv.Value
+				case key.Name == "Code":
+					code, _ = kv.Value.(*ast.BasicLit)
+				}
+			}
+			if code == nil {
+				return true // a code passed in: OpenAIInvalid's, the front door's
+			}
+			sel, ok := status.(*ast.SelectorExpr)
+			if !ok || code.Kind != token.STRING {
+				t.Errorf("%s: a Problem's Status and Code must be an http.Status constant and a string literal for this test", at)
 				return true
 			}
-			at := fset.Position(call.Pos()).String()
-			sel, ok := call.Args[1].(*ast.SelectorExpr)
-			lit, ok2 := call.Args[2].(*ast.BasicLit)
-			if !ok || !ok2 || lit.Kind != token.STRING {
-				t.Errorf("%s: writeError's status and code must be an http.Status constant and a string literal for this test", at)
-				return true
-			}
-			status, known := oasStatuses[sel.Sel.Name]
+			st, known := oasStatuses[sel.Sel.Name]
 			if !known {
 				t.Errorf("%s: add http.%s to oasStatuses", at, sel.Sel.Name)
 				return true
 			}
-			code, _ := strconv.Unquote(lit.Value)
-			uses = append(uses, use{status, code, at})
+			c, _ := strconv.Unquote(code.Value)
+			uses = append(uses, use{st, c, at})
 			return true
 		})
 	}
 	if len(uses) < 10 {
-		t.Fatalf("found only %d writeError calls; is the parser looking in the right place?", len(uses))
+		t.Fatalf("found only %d Problem literals; is the parser looking in the right place?", len(uses))
 	}
 
 	doc := oasDoc(t)
@@ -685,8 +721,8 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 				if !slices.Contains(oasMethods, method) {
 					continue
 				}
-				// The OpenAI-compatible routes answer OpenAI's error shape,
-				// never writeError's (openai_test.go checks theirs).
+				// The OpenAI-compatible routes answer OpenAI's error shape
+				// (openai_test.go checks theirs).
 				if tags, _ := o.(map[string]any)["tags"].([]any); slices.Contains(tags, any("openai")) {
 					continue
 				}
@@ -753,7 +789,7 @@ func oasSampleAnswer() *answerView {
 		ID: jobs.ResponseID(oasPromptA, oasJob2), PromptID: oasPromptA, JobID: oasJob2, Output: `{"answer": 42}`,
 		Parsed: json.RawMessage(`{"answer":42}`), Model: "gpt-x", Usage: u, CreatedAt: oasT0.Add(6 * time.Second),
 	}
-	return &answerView{Response: r, HTML: renderAnswer(r)}
+	return &answerView{Response: r, HTML: page.Render(r)}
 }
 
 func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
@@ -790,20 +826,20 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 			{Seq: 8, JobID: oasJob1, PromptID: oasPromptA, OrgID: "default", CreatedBy: "local", Attempt: 2, Type: jobs.EventAttempt,
 				Data: json.RawMessage(`{"status":"error","ms":12}`), At: oasT0},
 		}}},
-		{"job view, no events", "JobView", jobView{Job: queued, Events: nonNil([]jobs.Event(nil))}},
+		{"job view, no events", "JobView", jobView{Job: queued, Events: httpapi.NonNil([]jobs.Event(nil))}},
 		{"cancel", "CancelResult", struct {
 			Job jobs.Job `json:"job"`
 		}{queued}},
-		{"state changed", "StateChanged", newStateChanged(jobs.Event{Seq: 7, JobID: oasJob1, PromptID: oasPromptA, Attempt: 2,
+		{"state changed", "StateChanged", events.StateChangedOf(jobs.Event{Seq: 7, JobID: oasJob1, PromptID: oasPromptA, Attempt: 2,
 			Type: jobs.EventTransition, From: jobs.Running, To: jobs.Queued, At: oasT0, Data: transition.Data})},
-		{"state changed, new job", "StateChanged", newStateChanged(jobs.Event{Seq: 1, JobID: oasJob1, PromptID: oasPromptA, Attempt: 1,
+		{"state changed, new job", "StateChanged", events.StateChangedOf(jobs.Event{Seq: 1, JobID: oasJob1, PromptID: oasPromptA, Attempt: 1,
 			Type: jobs.EventTransition, To: jobs.Queued, At: oasT0})},
 		{"error", "Error", apiError{errorBody{Code: "not_found", Message: "prompt: not found"}}},
 		{"submit request", "SubmitRequest", jobs.Submission{Prompt: "summarize", Inputs: json.RawMessage(`{"a":1}`), Priority: new(0),
 			Profile: "fast", ParentID: "p", ScheduledFor: &oasT0, DependsOn: "j", MaxAttempts: new(5),
 			ExecutionOptions: json.RawMessage(`{"model":"m","depth":0,"prefer_provider":"b"}`)}},
 		{"retry request", "RetryRequest", retryRequest{Priority: new(100)}},
-		{"stream ticket", "StreamTicket", ticketAnswer{Ticket: ticketPrefix + strings.Repeat("A", 43), ExpiresAt: oasT0}},
+		{"stream ticket", "StreamTicket", ticketAnswer{Ticket: auth.TicketPrefix + strings.Repeat("A", 43), ExpiresAt: oasT0}},
 		{"profiles", "ProfileList", profileList{Profiles: []string{"default", "fast"}, Default: "default"}},
 		{"profiles, no engine", "ProfileList", profileList{Profiles: []string{}}},
 	} {

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/page"
 )
 
 // openAPI is the API's OpenAPI 3.1 document. The tests check every route
@@ -15,82 +17,108 @@ import (
 //go:embed openapi.json
 var openAPI []byte
 
-// routes builds the handler. Every /v1 route needs an identity.
+// routes builds the handler: every route the server answers is listed
+// here, with the dialect its errors take and whether it needs an
+// identity. The local-mode guard goes around all of them.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.mux = mux
-	handle := func(pattern string, h http.HandlerFunc, auth bool) {
-		var next http.Handler = h
-		if auth {
-			next = s.authenticate(next)
+	s.dialects = map[string]httpapi.Dialect{}
+	// route registers h for pattern: on the pipeline in dialect d and,
+	// unless open, as the identity the request proves.
+	route := func(pattern string, d httpapi.Dialect, h httpapi.HandlerFunc, open bool) {
+		var next http.Handler = d.Handler(s.log, h)
+		if !open {
+			next = s.auth.Require(d, next)
 		}
-		mux.Handle(pattern, s.instrument(pattern, next))
-		s.patterns = append(s.patterns, pattern)
+		s.handle(mux, pattern, d, next)
 	}
-	handle("POST /v1/prompts", s.submit, true)
-	handle("GET /v1/prompts", s.listPrompts, true)
-	handle("GET /v1/prompts/{id}", s.getPrompt, true)
-	handle("POST /v1/prompts/{id}/retry", s.retryPrompt, true)
-	handle("GET /v1/jobs/{id}", s.getJob, true)
-	handle("POST /v1/jobs/{id}/cancel", s.cancelJob, true)
-	handle("GET /v1/recent", s.recent, true)
-	// The event stream also accepts a stream ticket (auth.go) instead of
-	// a bearer token: EventSource cannot send one.
-	tickets := newTickets(s.cfg.Now)
-	handle("POST /v1/events/ticket", s.issueTicket(tickets), true)
-	handle("GET /v1/events", s.authenticateStream(tickets, http.HandlerFunc(s.events)).ServeHTTP, false)
-	handle("GET /v1/profiles", s.profiles, true)
-	handle("GET /healthz", s.healthz, false)
-	handle("GET /readyz", s.readyz, false)
-	handle("GET /openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openAPI)
-	}, false)
+	const rest, openai, open = httpapi.REST, httpapi.OpenAI, true
+
+	// promptkit's API (server/internal/rest).
+	route("POST /v1/prompts", rest, s.rest.Submit, !open)
+	route("GET /v1/prompts", rest, s.rest.ListPrompts, !open)
+	route("GET /v1/prompts/{id}", rest, s.rest.GetPrompt, !open)
+	route("POST /v1/prompts/{id}/retry", rest, s.rest.RetryPrompt, !open)
+	route("GET /v1/jobs/{id}", rest, s.rest.GetJob, !open)
+	route("POST /v1/jobs/{id}/cancel", rest, s.rest.CancelJob, !open)
+	route("GET /v1/recent", rest, s.rest.Recent, !open)
+	route("GET /v1/profiles", rest, s.rest.Profiles, !open)
+	// The event stream also accepts a stream ticket instead of a bearer
+	// token: EventSource cannot send one.
+	route("POST /v1/events/ticket", rest, s.auth.IssueTicket, !open)
+	s.handle(mux, "GET /v1/events", rest, s.auth.RequireStream(rest.Handler(s.log, s.hub.Stream)))
+
+	// The OpenAI-compatible front door (server/internal/frontdoor).
+	route("POST /v1/chat/completions", openai, s.openai.Chat, !open)
+	route("GET /v1/models", openai, s.openai.ListModels, !open)
+	route("GET /v1/models/{id}", openai, s.openai.GetModel, !open)
+	route("POST /v1/files", openai, s.openai.UploadFile, !open)
+	route("GET /v1/files", openai, s.openai.ListFiles, !open)
+	route("GET /v1/files/{id}", openai, s.openai.GetFile, !open)
+	route("GET /v1/files/{id}/content", openai, s.openai.FileContent, !open)
+	route("DELETE /v1/files/{id}", openai, s.openai.DeleteFile, !open)
+	route("POST /v1/batches", openai, s.openai.CreateBatch, !open)
+	route("GET /v1/batches", openai, s.openai.ListBatches, !open)
+	route("GET /v1/batches/{id}", openai, s.openai.GetBatch, !open)
+	route("POST /v1/batches/{id}/cancel", openai, s.openai.CancelBatch, !open)
+
+	// Probes and the API document tell nothing and change nothing: they
+	// answer whatever the Host (exempt from the local-mode guard).
+	route(healthzPattern, rest, s.healthz, open)
+	route(readyzPattern, rest, s.readyz, open)
+	route(openAPIPattern, rest, serveOpenAPI, open)
 	// /metrics as Config.MetricsAccess says (metrics_access.go).
-	s.metricsRoutes(handle)
-	// The OpenAI-compatible front door (openai.go).
-	s.openaiRoutes(handle)
-	// The browser page (page.go): / and its static files.
-	s.pageRoutes(handle)
-	return s.guardLocal(mux)
+	s.metricsRoutes(mux)
+	// The browser page (server/internal/page): / and its static files.
+	pg := page.Page{LocalMode: s.auth.LocalMode, Log: s.log}
+	route(page.IndexPattern, rest, pg.Index, open)
+	s.handle(mux, page.AssetPattern, rest, http.HandlerFunc(page.Asset))
+
+	return s.auth.Guard(mux, func(r *http.Request) auth.Route {
+		_, pattern := mux.Handler(r)
+		return auth.Route{Pattern: pattern, Dialect: s.dialects[pattern], Exempt: exemptFromGuard[pattern]}
+	})
 }
 
-// profileList is the body of GET /v1/profiles.
-type profileList struct {
-	Profiles []string `json:"profiles"`
-	Default  string   `json:"default"`
+// handle registers next for pattern, measured under its pattern.
+func (s *Server) handle(mux *http.ServeMux, pattern string, d httpapi.Dialect, next http.Handler) {
+	mux.Handle(pattern, s.instrument(pattern, next))
+	s.patterns = append(s.patterns, pattern)
+	s.dialects[pattern] = d
 }
 
-// profiles answers GET /v1/profiles: the engine's profile ids, sorted,
-// and the one a submission without a profile runs with ("" when that
-// names no profile, or without an engine).
-func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
-	out := profileList{Profiles: []string{}}
-	if eng := s.cfg.Engine; eng != nil {
-		out.Profiles = eng.Profiles()
-		// The engine resolves an empty ProfileID to its default; Prepare
-		// does exactly that, with no I/O.
-		if p, err := eng.Prepare(r.Context(), promptkit.RunRequest{Text: "?"}); err == nil {
-			out.Default = p.ProfileID
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
+const (
+	healthzPattern = "GET /healthz"
+	readyzPattern  = "GET /readyz"
+	openAPIPattern = "GET /openapi.json"
+)
+
+// exemptFromGuard are the routes that tell nothing and change nothing.
+var exemptFromGuard = map[string]bool{healthzPattern: true, readyzPattern: true, openAPIPattern: true}
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPI)
+	return nil
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
 }
 
 // readyz answers 200 when the database answers and its schema is current.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if err := s.st.Check(ctx); err != nil {
 		s.log.Warn("not ready", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
-		return
+		httpapi.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable"})
+		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
 }
 
 // instrument measures each request under its route pattern (never its

@@ -1,7 +1,23 @@
-// Package server is the job service's network face: the REST API under
-// /v1, Server-Sent Events, token authentication and tenancy, health
-// endpoints, Prometheus metrics and the OpenAPI document. The CLI's serve
-// command wires it to a store and an engine; workers run beside it.
+// Package server is the job service's network face. Server binds the
+// address, lists every route (routes.go) and wires the concerns that
+// answer them, each a package under server/internal:
+//
+//   - rest: promptkit's own API under /v1 (prompts, jobs, recent,
+//     profiles), described by openapi.json;
+//   - frontdoor: the OpenAI-compatible API (chat completions, models,
+//     files, batches), in OpenAI's shapes;
+//   - events: the one reader of the event log, the event stream (GET
+//     /v1/events, Server-Sent Events) and the wake-ups of every wait;
+//   - auth: who a request acts as (tokens, local mode and its guard
+//     against web pages), the submission budget and stream tickets;
+//   - page: the browser page at / and its safe Markdown renderer;
+//   - httpapi: the one pipeline under all of them (body, JSON, one
+//     classification of failures with promptkit's and OpenAI's encoders,
+//     the SSE writer).
+//
+// Health probes, Prometheus metrics and the OpenAPI document are served
+// here. The CLI's serve command wires the server to a store and an
+// engine; workers run beside it.
 //
 // Every /v1 request acts as an identity: the org, user and role of its
 // bearer token or, when no token exists and the server listens on a
@@ -13,26 +29,29 @@ package server
 import (
 	"cmp"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/events"
+	"github.com/promptkit/promptkit/server/internal/frontdoor"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/rest"
 )
 
 // The identity of requests without a token in loopback mode. The CLI's
 // submit and jobs commands use the same, so the shell and the API see the
 // same prompts.
 const (
-	LocalOrg  = "default"
-	LocalUser = "local"
+	LocalOrg  = auth.LocalOrg
+	LocalUser = auth.LocalUser
 )
 
 // Defaults of Config.
@@ -45,6 +64,7 @@ const (
 	DefaultSubmitRate       = 20
 	DefaultSubmitBurst      = 100
 	DefaultShutdownTimeout  = 5 * time.Second
+	DefaultChatTimeout      = frontdoor.DefaultChatTimeout
 	defaultSSEBuffer        = 256
 	defaultReadHeaderTimout = 10 * time.Second
 )
@@ -61,10 +81,14 @@ type Metrics interface {
 type Config struct {
 	// Store holds the jobs. Required.
 	Store jobs.Store
-	// Engine checks submissions (unknown prompt or profile, inputs that
-	// fail the schema) the way a worker would run them. Optional: without
-	// it only the store's rules apply.
+	// Engine lists the profiles and resolves the models requests name.
+	// Optional: without it no model is known.
 	Engine *promptkit.Engine
+	// Check refuses at submission what a worker could not run (an unknown
+	// prompt or profile, inputs that fail the schema); the CLI wires the
+	// same check into the batch processor. Optional: without it only the
+	// store's rules apply.
+	Check jobs.CheckFunc
 	// Addr is the listen address. Defaults to "127.0.0.1:8080"; ":0"
 	// picks a free port (see Server.Addr).
 	Addr string
@@ -163,28 +187,26 @@ type Server struct {
 	cfg     Config
 	st      jobs.Store
 	log     *slog.Logger
-	limits  *limiter
+	auth    *auth.Auth
+	hub     *events.Hub
+	rest    *rest.API
+	openai  *frontdoor.API
 	handler http.Handler
-	// mux and patterns are the routes served, for the OpenAPI test.
+	// mux, patterns and dialects are the routes served (for the OpenAPI
+	// test) and the error shape of each.
 	mux      *http.ServeMux
 	patterns []string
-	// oaPatterns are the front door's routes, which answer in OpenAI's
-	// error shape.
-	oaPatterns map[string]bool
+	dialects map[string]httpapi.Dialect
 
-	// loopback is set by Open: requests without a token may act as the
-	// local identity only on a loopback listener (or with InsecureNoAuth).
-	loopback  bool
-	hasTokens atomic.Pointer[tokensSeen]
 	ln        net.Listener
 	http      *http.Server
 	metricsLn *metricsListener
-	hub       *hub
 
-	// streams ends event streams and waits at Close, before the HTTP
-	// server's own drain (which would otherwise wait on them forever).
-	streams    context.Context
-	endStreams context.CancelFunc
+	// serving ends at Close: event streams and waiting requests end or
+	// answer at once, before the HTTP server's own drain (which would
+	// otherwise wait on them forever).
+	serving    context.Context
+	endServing context.CancelFunc
 	bg         sync.WaitGroup
 	closeOnce  sync.Once
 	closeErr   error
@@ -197,9 +219,21 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger}
-	s.limits = newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now)
-	s.streams, s.endStreams = context.WithCancel(context.Background())
-	s.hub = newHub(cfg.Store, cfg.PollInterval, cfg.TokenRecheck, s.valid, cfg.Logger)
+	s.serving, s.endServing = context.WithCancel(context.Background())
+	s.auth = auth.New(auth.Config{Store: cfg.Store, Addr: cfg.Addr, InsecureNoAuth: cfg.InsecureNoAuth,
+		SubmitRate: cfg.SubmitRate, SubmitBurst: cfg.SubmitBurst, Now: cfg.Now, Log: cfg.Logger})
+	hub := events.Config{Store: cfg.Store, Poll: cfg.PollInterval, Recheck: cfg.TokenRecheck, KeepAlive: cfg.KeepAlive,
+		Buffer: cfg.sseBuffer, Valid: s.auth.Valid, Closing: s.serving.Done(), Log: cfg.Logger}
+	if cfg.Metrics != nil {
+		hub.Clients = cfg.Metrics.SSEClients
+	}
+	s.hub = events.New(hub)
+	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Engine: cfg.Engine, Check: cfg.Check,
+		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Serving: s.serving, Log: cfg.Logger}
+	s.openai = &frontdoor.API{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Engine: cfg.Engine, Check: cfg.Check,
+		FallbackProfile: cfg.FallbackProfile, MaxBody: cfg.MaxBodyBytes, MaxFile: cfg.MaxFileBytes,
+		ChatTimeout: cfg.ChatTimeout, MaxWait: cfg.MaxWait, KeepAlive: cfg.KeepAlive, BatchPriority: cfg.BatchPriority,
+		Serving: s.serving, Log: cfg.Logger}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -212,8 +246,9 @@ func (s *Server) Open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.loopback = isLoopback(ln.Addr())
-	if !s.loopback && !s.cfg.InsecureNoAuth {
+	loopback := isLoopback(ln.Addr())
+	s.auth.SetLoopback(loopback)
+	if !loopback && !s.cfg.InsecureNoAuth {
 		has, err := s.st.HasTokens(ctx)
 		if err != nil {
 			ln.Close()
@@ -224,12 +259,12 @@ func (s *Server) Open(ctx context.Context) error {
 			return fmt.Errorf("server: %w", ErrNoAuth)
 		}
 	}
-	if err := s.hub.start(ctx); err != nil {
+	if err := s.hub.Start(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("server: starting the event reader: %w", err)
 	}
 	if s.metricsLn, err = s.openMetrics(); err != nil {
-		s.hub.stop()
+		s.hub.Stop()
 		ln.Close()
 		return err
 	}
@@ -253,43 +288,11 @@ var ErrNoAuth = errors.New("no API token exists and the address is not loopback:
 
 // LocalMode reports whether requests without a token are accepted as the
 // local identity right now (no token exists and the address allows it).
-// Whether a token exists is read at most once per tokensTTL: a token
-// created by another process takes effect within that time, or at once
-// when a request presents it; a request with an unknown or revoked token
-// makes the next call look again.
-func (s *Server) LocalMode(ctx context.Context) (bool, error) {
-	if !s.loopback && !s.cfg.InsecureNoAuth {
-		return false, nil
-	}
-	now := s.cfg.Now()
-	if c := s.hasTokens.Load(); c != nil && now.Before(c.until) && !now.Before(c.at) {
-		return !c.has, nil
-	}
-	has, err := s.st.HasTokens(ctx)
-	if err != nil {
-		return false, err
-	}
-	s.sawTokens(has)
-	return !has, nil
-}
-
-// sawTokens records whether a token exists, for LocalMode to trust for
-// tokensTTL.
-func (s *Server) sawTokens(has bool) {
-	now := s.cfg.Now()
-	s.hasTokens.Store(&tokensSeen{has: has, at: now, until: now.Add(tokensTTL)})
-}
-
-// tokensTTL is how long LocalMode trusts its last look at the tokens: the
-// look is a query, and in local mode every request needs the answer.
-const tokensTTL = time.Second
-
-// tokensSeen is LocalMode's last look: whether a token existed, read at
-// at, trusted until until.
-type tokensSeen struct {
-	has       bool
-	at, until time.Time
-}
+// Whether a token exists is read at most once a second: a token created
+// by another process takes effect within that time, or at once when a
+// request presents it; a request with an unknown or revoked token makes
+// the next call look again.
+func (s *Server) LocalMode(ctx context.Context) (bool, error) { return s.auth.LocalMode(ctx) }
 
 // Addr is the address Open bound, e.g. "127.0.0.1:43121".
 func (s *Server) Addr() string {
@@ -307,14 +310,14 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // event reader. Closing twice is safe.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.endStreams()
+		s.endServing()
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
 			defer cancel()
 			s.closeErr = s.http.Shutdown(ctx)
 		}
 		s.closeErr = errors.Join(s.closeErr, s.metricsLn.close())
-		s.hub.stop()
+		s.hub.Stop()
 		s.bg.Wait()
 	})
 	return s.closeErr

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
 )
 
 // recheckOften makes streams look at their identity every few
@@ -69,8 +70,8 @@ func TestLocalModeEndEndsStreams(t *testing.T) {
 	onStores(t, jobs.Options{}, func(t *testing.T, e *env) {
 		s := e.openStream("", "")
 		e.token("acme", "ann", jobs.RoleAdmin)
-		// Local mode trusts its last look at the tokens for tokensTTL.
-		e.clock.Advance(tokensTTL)
+		// Local mode trusts its last look at the tokens for auth.TokensTTL.
+		e.clock.Advance(auth.TokensTTL)
 		s.mustEnd("the local stream")
 	}, recheckOften)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/simulate"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
 )
 
 // ticket asks POST /v1/events/ticket for a ticket with token.
@@ -85,13 +86,13 @@ func TestStreamTicket(t *testing.T) {
 	onStores(t, jobs.Options{}, func(t *testing.T, e *env) {
 		ann := e.token("acme", "ann", jobs.RoleMember)
 
-		// A ticket is random, expires after ticketTTL by the server's
+		// A ticket is random, expires after auth.TicketTTL by the server's
 		// clock, and streams the caller's events without a header.
 		a := e.ticket(ann)
-		if !strings.HasPrefix(a.Ticket, ticketPrefix) || len(a.Ticket) < len(ticketPrefix)+22 {
+		if !strings.HasPrefix(a.Ticket, auth.TicketPrefix) || len(a.Ticket) < len(auth.TicketPrefix)+22 {
 			t.Fatalf("ticket %q", a.Ticket)
 		}
-		if want := e.clock.Now().Add(ticketTTL); !a.ExpiresAt.Equal(want) {
+		if want := e.clock.Now().Add(auth.TicketTTL); !a.ExpiresAt.Equal(want) {
 			t.Errorf("expires_at %v, want %v", a.ExpiresAt, want)
 		}
 		if b := e.ticket(ann); b.Ticket == a.Ticket {
@@ -133,7 +134,7 @@ func TestStreamTicket(t *testing.T) {
 
 		// Expiry: valid until just before expires_at, refused from then.
 		early, late := e.ticket(ann), e.ticket(ann)
-		e.clock.Advance(ticketTTL - time.Nanosecond)
+		e.clock.Advance(auth.TicketTTL - time.Nanosecond)
 		e.mustStream(ticketQuery(early.Ticket, ""))
 		e.clock.Advance(time.Nanosecond)
 		if _, r := e.streamQuery(ticketQuery(late.Ticket, "")); r.code != 401 {
@@ -227,55 +228,6 @@ func TestEventsLastEventIDParameter(t *testing.T) {
 	})
 }
 
-// TestStreamTicketsBounded: expired tickets are dropped when one is
-// added; beyond maxTickets live ones, issuing stops until some expire.
-func TestStreamTicketsBounded(t *testing.T) {
-	t.Parallel()
-	c := &clock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
-	tk := newTickets(c.Now)
-	id := identity{org: "o", user: "u", role: jobs.RoleMember, key: "k"}
-	var first string
-	for i := range maxTicketsPerIdentity {
-		s, _, err := tk.issue(id)
-		if err != nil {
-			t.Fatalf("ticket %d: %v", i, err)
-		}
-		if i == 0 {
-			first = s
-		}
-	}
-	if _, _, err := tk.issue(id); err != errTooManyTickets {
-		t.Fatalf("ticket %d of one identity: %v, want errTooManyTickets", maxTicketsPerIdentity+1, err)
-	}
-	// Others still get tickets, up to the server's bound.
-	for i := maxTicketsPerIdentity; i < maxTickets; i++ {
-		other := identity{org: "o", user: "u", role: jobs.RoleMember, key: fmt.Sprint("k", i/maxTicketsPerIdentity)}
-		if _, _, err := tk.issue(other); err != nil {
-			t.Fatalf("ticket %d: %v", i, err)
-		}
-	}
-	if _, _, err := tk.issue(identity{key: "new"}); err != errTooManyTickets {
-		t.Fatalf("ticket %d: %v, want errTooManyTickets", maxTickets+1, err)
-	}
-	c.Advance(ticketTTL)
-	s, _, err := tk.issue(id)
-	if err != nil {
-		t.Fatalf("after expiry: %v", err)
-	}
-	if n, k := len(tk.byID), len(tk.perKey); n != 1 || k != 1 {
-		t.Errorf("%d tickets of %d identities held after the others expired, want 1 of 1", n, k)
-	}
-	if _, err := tk.redeem(first); err == nil {
-		t.Error("an expired, dropped ticket was accepted")
-	}
-	if got, err := tk.redeem(s); err != nil || got != id {
-		t.Errorf("redeem: %+v %v", got, err)
-	}
-	if _, err := tk.redeem(s); err == nil {
-		t.Error("a spent ticket was accepted")
-	}
-}
-
 // TestTicketsNeverLogged: neither a ticket nor the query holding it
 // reaches the log, whatever the request's outcome.
 func TestTicketsNeverLogged(t *testing.T) {
@@ -342,7 +294,7 @@ func TestProfiles(t *testing.T) {
 
 	// Like every /v1 route, it needs an identity.
 	tok := e.token("acme", "ann", jobs.RoleMember)
-	e.clock.Advance(tokensTTL)
+	e.clock.Advance(auth.TokensTTL)
 	if r := e.call("GET", "/v1/profiles", "", nil); r.code != 401 {
 		t.Errorf("without a token: %d", r.code)
 	}

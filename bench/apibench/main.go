@@ -230,8 +230,7 @@ type env struct {
 	reopen  func() (jobs.Store, error)
 	srv     *server.Server
 	log     *countingHandler
-	stopW   context.CancelFunc
-	wDone   chan struct{}
+	w       *worker.Worker // nil with no workers
 	cleanup func()
 }
 
@@ -242,20 +241,19 @@ func start(ctx context.Context, d db, eng *promptkit.Engine, workers int) *env {
 	logger := slog.New(e.log)
 	e.srv, err = server.New(server.Config{
 		Store: st, Engine: eng, Addr: "127.0.0.1:0", SubmitRate: -1, Logger: logger,
+		// The admission check serve wires (see internal/cli).
+		Check: func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
 	})
 	must(err)
 	must(e.srv.Open(ctx))
-	runCtx, stop := context.WithCancel(ctx)
-	e.stopW, e.wDone = stop, make(chan struct{})
 	if workers == 0 {
-		close(e.wDone)
 		return e
 	}
-	w, err := worker.New(worker.Config{
+	e.w, err = worker.New(worker.Config{
 		Store: st, Engine: eng, Concurrency: workers, ShutdownGrace: -1, Logger: logger,
 	})
 	must(err)
-	go func() { defer close(e.wDone); _ = w.Run(runCtx) }()
+	must(e.w.Start(ctx))
 	return e
 }
 
@@ -269,8 +267,9 @@ func (e *env) counts(ctx context.Context) map[jobs.State]int {
 }
 
 func (e *env) stop() {
-	e.stopW()
-	<-e.wDone
+	if e.w != nil {
+		must(e.w.Stop(context.Background())) // no grace: running jobs are handed back at once
+	}
 	t := time.Now()
 	must(e.srv.Close())
 	if d := time.Since(t); d > time.Second {

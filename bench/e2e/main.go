@@ -105,14 +105,12 @@ func throughput(ctx context.Context, d db, eng *promptkit.Engine, n, conc int) f
 		_, err := st.EnqueueBatch(ctx, batch)
 		must(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
+	w := newWorker(st, eng, conc)
 	start := time.Now()
-	go func() { defer close(done); _ = newWorker(st, eng, conc).Run(runCtx) }()
+	must(w.Start(ctx))
 	waitFor(ctx, st, func(m jobs.Metrics) bool { return m.Counts[jobs.Succeeded] == n })
 	elapsed := time.Since(start)
-	stop()
-	<-done
+	must(w.Stop(context.WithoutCancel(ctx)))
 	return float64(n) / elapsed.Seconds()
 }
 
@@ -126,10 +124,9 @@ func pickup(ctx context.Context, d db, eng *promptkit.Engine, samples int) (same
 	second, err := reopen()
 	must(err)
 	defer second.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = newWorker(st, eng, 4).Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	w := newWorker(st, eng, 4)
+	must(w.Start(ctx))
+	defer func() { must(w.Stop(context.WithoutCancel(ctx))) }()
 	one := func(via jobs.Store) time.Duration {
 		e, err := via.Enqueue(ctx, jobs.EnqueueParams{Text: "pickup"})
 		must(err)

@@ -208,7 +208,7 @@ func (f *serviceFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.reclaimAfter, "reclaim-after", 0, "heartbeat age that counts as a dead worker (default 5m)")
 	fl.DurationVar(&f.stuckAfter, "stuck-after", 0, "run time after which a dead worker's job fails as stuck (default 15m)")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", 0, "bound on one job attempt (default 10m)")
-	fl.DurationVar(&f.grace, "shutdown-grace", 0, "time running jobs get to finish at shutdown (default 10s)")
+	fl.DurationVar(&f.grace, "shutdown-grace", 0, "time running jobs get to finish at shutdown before they are handed back (default 10s; 0s: at once)")
 	fl.DurationVar(&f.archiveAfter, "archive-after", 0, "archive finished jobs this old (default off; 720h is 30 days)")
 }
 
@@ -278,17 +278,27 @@ func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) 
 }
 
 func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
-	grace := rt.sc.ShutdownGrace
-	if grace == 0 {
-		grace = -1 // the worker's "hand back at once"; its 0 is the default
-	}
 	return worker.New(worker.Config{
 		Store: rt.store, Engine: rt.engine, Name: name,
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
 		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
-		ShutdownGrace: grace, Logger: rt.log, KeepProviderDetail: rt.sc.KeepProviderDetail,
+		ShutdownGrace: workerGrace(rt.sc.ShutdownGrace), Logger: rt.log, KeepProviderDetail: rt.sc.KeepProviderDetail,
 		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(),
 	})
+}
+
+// workerGrace is worker.Config.ShutdownGrace for the service's
+// shutdown_grace. The library's meaning is the one: a zero duration in a
+// Config is "not set, take the default" (10s), a negative grace is none.
+// A setting of the CLI is never "not set" — a flag or key not given
+// holds the library's default — so shutdown_grace: 0s is a grace of
+// zero, which the library spells negative: running jobs are handed back
+// at once. check refuses a negative setting.
+func workerGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func (rt *svc) reclaimer() (*worker.Reclaimer, error) {
@@ -303,9 +313,9 @@ func (rt *svc) batches() (*batch.Processor, error) {
 	return batch.New(batch.Config{
 		Store: rt.store,
 		Resolve: func(model string) (openaiapi.Target, bool) {
-			return openaiapi.ResolveOr(rt.engine, model, rt.fallbackProfile())
+			return openaiapi.Resolve(rt.engine, model, rt.fallbackProfile())
 		},
-		Check:        rt.checkChat,
+		Check:        rt.check,
 		MaxBodyBytes: rt.sc.MaxBodyBytes,
 		Logger:       rt.log,
 	})
@@ -320,32 +330,65 @@ func (rt *svc) fallbackProfile() string {
 	return simulate.ProfileID
 }
 
-// checkChat refuses a batch line the engine could not run (a backend
-// that does not serve the model, a schema it cannot use). Prepare does no
-// I/O, so no context of the caller's is needed.
-func (rt *svc) checkChat(p jobs.EnqueueParams) error {
-	return worker.Check(context.Background(), rt.engine, p)
+// check refuses what this service's workers could not run (an unknown
+// prompt or profile, inputs failing the schema, a backend that does not
+// serve the model): the one admission check of the API and the batch
+// processor.
+func (rt *svc) check(ctx context.Context, p jobs.EnqueueParams) error {
+	return worker.Check(ctx, rt.engine, p)
 }
 
-// background runs the maintenance loops of a long-running process until
-// ctx ends: the reclaim loop and, with archive_after, the archiver.
-func (rt *svc) background(ctx context.Context, wg *sync.WaitGroup) error {
+// loop is the lifecycle every background loop shares (see
+// internal/lifecycle): the worker, the reclaimer, the archiver and the
+// batch processor.
+type loop interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// background starts the maintenance loops of a long-running process —
+// the reclaim loop, the archiver with archive_after, and the loops given
+// (serve's batch processor) — and stops each when ctx ends, as the worker
+// starts its graceful stop; wg is done once they have all stopped.
+func (rt *svc) background(ctx context.Context, wg *sync.WaitGroup, more ...loop) error {
 	r, err := rt.reclaimer()
 	if err != nil {
 		return err
 	}
-	loops := []func(context.Context) error{r.Run}
+	loops := append([]loop{r}, more...)
 	if rt.sc.ArchiveAfter > 0 {
 		a, err := worker.NewArchiver(worker.ArchiverConfig{Store: rt.store, After: rt.sc.ArchiveAfter, Logger: rt.log})
 		if err != nil {
 			return err
 		}
-		loops = append(loops, a.Run)
+		loops = append(loops, a)
 	}
-	for _, run := range loops {
-		wg.Go(func() { _ = run(ctx) })
+	stop := context.WithoutCancel(ctx)
+	for i, l := range loops {
+		if err := l.Start(ctx); err != nil {
+			for _, started := range loops[:i] {
+				_ = started.Stop(stop)
+			}
+			return err
+		}
+	}
+	for _, l := range loops {
+		wg.Go(func() {
+			<-ctx.Done()
+			_ = l.Stop(stop)
+		})
 	}
 	return nil
+}
+
+// runUntilDone starts l, waits for ctx to end and stops l, waiting for it
+// (a worker's Stop is bounded by its shutdown grace).
+func runUntilDone(ctx context.Context, l loop) error {
+	if err := l.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return l.Stop(context.WithoutCancel(ctx))
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -398,7 +441,7 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 			}
 			ctx := cmd.Context()
 			srv, err := server.New(server.Config{
-				Store: rt.store, Engine: rt.engine, Addr: rt.sc.Addr,
+				Store: rt.store, Engine: rt.engine, Check: rt.check, Addr: rt.sc.Addr,
 				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
 				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes, MaxBodyBytes: rt.sc.MaxBodyBytes,
 				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),
@@ -429,12 +472,11 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 				return err
 			}
 			var wg sync.WaitGroup
-			if err := rt.background(ctx, &wg); err != nil {
+			if err := rt.background(ctx, &wg, bp); err != nil {
 				return err
 			}
-			wg.Go(func() { _ = bp.Run(ctx) })
 			if w != nil {
-				err = w.Run(ctx)
+				err = runUntilDone(ctx, w)
 			} else {
 				<-ctx.Done()
 			}
@@ -508,7 +550,7 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			if err := rt.background(cmd.Context(), &wg); err != nil {
 				return err
 			}
-			err = w.Run(cmd.Context())
+			err = runUntilDone(cmd.Context(), w)
 			wg.Wait()
 			return err
 		},

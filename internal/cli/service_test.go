@@ -14,8 +14,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/promptkit/promptkit/internal/pgtest"
+	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -328,5 +330,22 @@ func forward(ln net.Listener, target string) {
 			go io.Copy(up, c) //nolint:errcheck // ends when either side closes
 			io.Copy(c, up)    //nolint:errcheck
 		}()
+	}
+}
+
+// shutdown_grace is always a given value in the CLI (a flag or key not
+// given holds worker.DefaultShutdownGrace), so its 0s is a grace of
+// zero: the worker's negative grace, handing jobs back at once — not the
+// worker's zero, "not set", which is the 10 s default.
+func TestWorkerGrace(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[time.Duration]time.Duration{
+		0:                           -1,
+		time.Millisecond:            time.Millisecond,
+		worker.DefaultShutdownGrace: worker.DefaultShutdownGrace,
+	} {
+		if got := workerGrace(in); got != want {
+			t.Errorf("workerGrace(%v) = %v, want %v", in, got, want)
+		}
 	}
 }

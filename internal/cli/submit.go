@@ -124,79 +124,88 @@ func parseFuture(s string) (time.Time, error) {
 	return time.Time{}, usageError{fmt.Errorf("--scheduled-for %q: want RFC 3339 or a duration", s)}
 }
 
-// waitJob follows a job until it is terminal (notifications, else a
-// 250 ms poll) and prints the answer or the error. A read failing while
-// the job is still queued is retried with backoff, saying so once: the
-// caller would otherwise submit again.
+// waitJob follows a job until it is terminal (jobs.Await, woken by the
+// store's notifications and a 250 ms poll) and prints the answer or the
+// error. A read failing while the job is still queued is retried at the
+// next wake, saying so once: the caller would otherwise submit again.
 func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
-	ctx := cmd.Context()
-	wake := st.Notify(ctx)
-	const poll = 250 * time.Millisecond
-	tick := time.NewTimer(poll)
-	defer tick.Stop()
-	failing := 0
-	for {
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	failing := false
+	j, err := jobs.Await(ctx, wakes(ctx, st, 250*time.Millisecond), nil, func(ctx context.Context) (jobs.Job, bool, error) {
 		j, err := st.GetJob(ctx, "", id)
-		if err != nil && (errors.Is(err, jobs.ErrNotFound) || ctx.Err() != nil) {
+		switch {
+		case err == nil:
+			if failing {
+				fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: reading job %s again\n", id)
+				failing = false
+			}
+			return j, j.State.Terminal(), nil
+		case errors.Is(err, jobs.ErrNotFound) || ctx.Err() != nil:
+			return j, false, err
+		}
+		if !failing {
+			fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: reading job %s failed (%s); still waiting, retrying\n", id, oneLine(err))
+		}
+		failing = true
+		return j, false, nil
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		d, err := loadDetails(ctx, st, id)
+		if err != nil {
 			return err
 		}
-		if err != nil {
-			if failing == 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: reading job %s failed (%s); still waiting, retrying\n", id, oneLine(err))
-			}
-			failing++
-			tick.Reset(min(poll<<min(failing, 5), 5*time.Second))
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-tick.C:
-			}
-			continue
-		}
-		if failing > 0 {
-			fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: reading job %s again\n", id)
-			failing = 0
-		}
-		if j.State.Terminal() {
-			if asJSON {
-				d, err := loadDetails(ctx, st, id)
-				if err != nil {
-					return err
-				}
-				if err := printJSON(cmd.OutOrStdout(), d); err != nil {
-					return err
-				}
-			}
-			if j.State != jobs.Succeeded {
-				return errors.New(jobOutcome(j))
-			}
-			if !asJSON {
-				r, err := st.GetResponse(ctx, "", j.ResponseID)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), r.Output)
-			}
-			return nil
-		}
-		tick.Reset(poll)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-wake:
-		case <-tick.C:
+		if err := printJSON(cmd.OutOrStdout(), d); err != nil {
+			return err
 		}
 	}
+	if j.State != jobs.Succeeded {
+		return errors.New(jobOutcome(j))
+	}
+	if !asJSON {
+		r, err := st.GetResponse(ctx, "", j.ResponseID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), r.Output)
+	}
+	return nil
 }
 
-// submitCheck refuses at submission what a worker could not run: the
-// store's own rules (jobs.EnqueueParams.Normalize), then what the engine
-// of this configuration says about the request (an unknown prompt or
-// profile, inputs failing the schema, a backend that does not serve the
-// model).
-type submitCheck func(ctx context.Context, p jobs.EnqueueParams) error
+// wakes is a wake channel for jobs.Await: the store's notifications and,
+// since they are hints, a poll every interval. Its goroutine ends with
+// ctx.
+func wakes(ctx context.Context, st jobs.Store, every time.Duration) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	notify := st.Notify(ctx)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, open := <-notify:
+				if !open {
+					notify = nil
+				}
+			case <-t.C:
+			}
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return out
+}
 
-func newSubmitCheck(g *globals) (submitCheck, error) {
+// newSubmitCheck is the admission check of this configuration's engine
+// (see worker.Check), as serve applies it to the API.
+func newSubmitCheck(g *globals) (jobs.CheckFunc, error) {
 	// The configuration a worker would run the job with must load, as
 	// serve and worker require: otherwise nothing could run it.
 	cfg, _, err := loadConfig(g.config, "")
@@ -218,7 +227,7 @@ func newSubmitCheck(g *globals) (submitCheck, error) {
 // the file's content and the line number (unless the line has its own).
 // Running the same file again after a failure stores only the lines
 // still missing; it never duplicates one.
-func submitFile(cmd *cobra.Command, st jobs.Store, check submitCheck, path, org, user string, asJSON bool) error {
+func submitFile(cmd *cobra.Command, st jobs.Store, check jobs.CheckFunc, path, org, user string, asJSON bool) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err

@@ -76,7 +76,7 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 	byText := map[string]string{}
 	ids := enqueueJobs(t, ctx, d.store, 0, restartJobs, byText)
-	stop := runInBackground(w.Run, r.Run)
+	stop := startAll(t, w, r)
 	defer stop()
 
 	// Mid-run, kill the server, leave it down, start it again.
@@ -122,15 +122,32 @@ func TestDatabaseRestart(t *testing.T) {
 	checkCalls(t, calls, a)
 }
 
-// runInBackground runs each fn with a context of its own and returns what
-// cancels them all and waits for them (idempotent).
-func runInBackground(fns ...func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, fn := range fns {
-		wg.Go(func() { _ = fn(ctx) })
+// service is the lifecycle every background loop shares: the worker and
+// the reclaimer.
+type service interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// startAll starts each service and returns what stops them all at once
+// (a worker's Stop is graceful) and waits for them; stopping twice is
+// safe.
+func startAll(t *testing.T, ss ...service) (stop func()) {
+	t.Helper()
+	stop = func() {
+		var wg sync.WaitGroup
+		for _, s := range ss {
+			wg.Go(func() { _ = s.Stop(context.Background()) })
+		}
+		wg.Wait()
 	}
-	return func() { cancel(); wg.Wait() }
+	for _, s := range ss {
+		if err := s.Start(t.Context()); err != nil {
+			stop()
+			t.Fatalf("Start: %v", err)
+		}
+	}
+	return stop
 }
 
 // cluster is a throwaway PostgreSQL server the test owns.

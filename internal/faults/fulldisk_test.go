@@ -78,7 +78,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	byText := map[string]string{}
 	ids := enqueueJobs(t, ctx, d.store, 0, diskJobs, byText)
-	stop := runInBackground(w.Run, r.Run)
+	stop := startAll(t, w, r)
 	defer stop()
 	waitFor(t, time.Minute, "some jobs to succeed", atLeast(ctx, d.store, diskJobs/10))
 

@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"time"
 
-	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
 )
@@ -37,49 +35,27 @@ func (e *RequestError) Body() ErrorBody {
 	return NewError(e.Message, TypeInvalidRequest, e.Param, e.Code)
 }
 
-// Resolve maps a request's model to a Target: a profile id names that
-// profile; otherwise a model some profile uses runs with that profile
-// (the first such profile by id) and that model. ok is false for an
-// unknown model, or without an engine.
-func Resolve(eng *promptkit.Engine, model string) (Target, bool) {
-	if eng == nil || model == "" {
+// Resolver says what a model name runs with (promptkit.Engine is one).
+type Resolver interface {
+	ResolveModel(model string) (profile, backendModel string, ok bool)
+}
+
+// Resolve maps a request's model to a Target (see Resolver). A model
+// naming nothing runs on the fallback profile when one is given (never
+// for an empty model). ok is false for an unknown model, or without a
+// resolver.
+func Resolve(r Resolver, model, fallback string) (Target, bool) {
+	if r == nil || model == "" {
 		return Target{}, false
 	}
-	if _, ok := eng.Profile(model); ok {
-		return Target{Profile: model}, true
+	profile, m, ok := r.ResolveModel(model)
+	if !ok && fallback != "" {
+		profile, m, ok = r.ResolveModel(fallback)
 	}
-	for _, id := range eng.Profiles() {
-		if p, ok := eng.Profile(id); ok && p.Model == model {
-			return Target{Profile: id, Options: jobs.ExecutionOptions{Model: model}}, true
-		}
+	if !ok {
+		return Target{}, false
 	}
-	return Target{}, false
-}
-
-// ResolveOr is Resolve, except that a model naming nothing runs on the
-// fallback profile when one is given (never for an empty model).
-func ResolveOr(eng *promptkit.Engine, model, fallback string) (Target, bool) {
-	if t, ok := Resolve(eng, model); ok || fallback == "" || model == "" {
-		return t, ok
-	}
-	return Resolve(eng, fallback)
-}
-
-// Models lists what a request's model may name: every profile id and
-// every model some profile uses, sorted, each once.
-func Models(eng *promptkit.Engine) []string {
-	if eng == nil {
-		return []string{}
-	}
-	var out []string
-	for _, id := range eng.Profiles() {
-		out = append(out, id)
-		if p, ok := eng.Profile(id); ok && p.Model != "" {
-			out = append(out, p.Model)
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	return Target{Profile: profile, Options: jobs.ExecutionOptions{Model: m}}, true
 }
 
 // Model is OpenAI's model object.

@@ -295,7 +295,7 @@ func TestResolveAndModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := openaiapi.Models(eng), []string{"a-fast", "b-fast", "default", simulate.Model, "small"}; !slices.Equal(got, want) {
+	if got, want := eng.Models(), []string{"a-fast", "b-fast", "default", simulate.Model, "small"}; !slices.Equal(got, want) {
 		t.Errorf("models %v, want %v", got, want)
 	}
 	for _, c := range []struct {
@@ -310,12 +310,19 @@ func TestResolveAndModels(t *testing.T) {
 		{"gpt-4o", openaiapi.Target{}, false},
 		{"", openaiapi.Target{}, false},
 	} {
-		got, ok := openaiapi.Resolve(eng, c.model)
+		got, ok := openaiapi.Resolve(eng, c.model, "")
 		if ok != c.ok || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%q: %+v %v, want %+v %v", c.model, got, ok, c.want, c.ok)
 		}
 	}
-	if _, ok := openaiapi.Resolve(nil, "default"); ok {
+	// A fallback profile runs what names nothing, but never an empty model.
+	if got, ok := openaiapi.Resolve(eng, "gpt-4o", "b-fast"); !ok || got != (openaiapi.Target{Profile: "b-fast"}) {
+		t.Errorf("fallback: %+v %v", got, ok)
+	}
+	if _, ok := openaiapi.Resolve(eng, "", "b-fast"); ok {
+		t.Error("an empty model ran on the fallback")
+	}
+	if _, ok := openaiapi.Resolve(nil, "default", ""); ok {
 		t.Error("Resolve without an engine")
 	}
 	if m := openaiapi.NewModel("x"); m.Object != "model" || m.OwnedBy != "promptkit" {

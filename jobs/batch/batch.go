@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/lifecycle"
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/jobs"
 )
@@ -76,20 +77,23 @@ type Config struct {
 	Resolve func(model string) (openaiapi.Target, bool)
 	// Check, when set, refuses a line the engine could not run (the
 	// batch fails validation naming the line). Its error's text is shown
-	// in the batch's errors, so it must not quote the request.
-	Check func(jobs.EnqueueParams) error
-	// MaxAttempts of each line's job; 0: the store's default.
+	// in the batch's errors, so it must not quote the request. Defaults
+	// to nil: only what the store would refuse is refused.
+	Check jobs.CheckFunc
+	// MaxAttempts of each line's job. It must not be negative. Defaults
+	// to the store's default (jobs.DefaultMaxAttempts).
 	MaxAttempts int
 	// MaxBodyBytes caps a line's body (its "body" value, as sent), as
 	// server.Config.MaxBodyBytes caps the same request sent directly: a
 	// batch must not run what the endpoint would refuse. A line over it
 	// is not run and becomes that line's request_too_large error in the
 	// error file; the other lines run. More than MaxErrors such lines
-	// fail the batch's validation instead. 0: DefaultMaxBodyBytes.
+	// fail the batch's validation instead. It must not be negative.
+	// Defaults to DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
 	// Interval between looks at the active batches; the store's
-	// notifications wake the processor sooner. Defaults to
-	// DefaultInterval.
+	// notifications wake the processor sooner. It must not be negative.
+	// Defaults to DefaultInterval (1s).
 	Interval time.Duration
 	// TempDir holds the spooled input and result files while a batch is
 	// validated or finished. Defaults to os.TempDir().
@@ -109,6 +113,8 @@ type Processor struct {
 	// logged holds "batch id/stage" of the errors already logged, so a
 	// fault that lasts logs once, not once a second.
 	logged map[string]bool
+	// loop steps from Start until Stop.
+	loop *lifecycle.Loop
 }
 
 // New checks cfg, fills its defaults and returns a Processor.
@@ -133,13 +139,27 @@ func New(cfg Config) (*Processor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Processor{cfg: cfg, logged: map[string]bool{}}, nil
+	p := &Processor{cfg: cfg, logged: map[string]bool{}}
+	p.loop = lifecycle.New(p.run)
+	return p, nil
 }
 
-// Run steps at once and then every Interval, or sooner when the store
-// notifies a change, until ctx ends; it returns nil then. Errors are
-// logged (once per batch and stage) and retried on the next step.
-func (p *Processor) Run(ctx context.Context) error {
+// Start starts stepping, at once and then every Interval, or sooner when
+// the store notifies a change, until Stop. Errors are logged (once per
+// batch and stage) and retried on the next step. ctx's values reach the
+// steps; its end does not stop them: Stop does. A Processor starts once:
+// Start returns an error when it was started or stopped already.
+func (p *Processor) Start(ctx context.Context) error { return p.loop.Start(ctx) }
+
+// Stop stops stepping, cancelling the step in progress (every change a
+// step makes is conditional, so the next Step, here or in another
+// process, completes it), and waits for it to end, for as long as ctx
+// allows (it returns ctx's error when ctx ends first). It returns nil
+// once stopped. Stopping twice, or before Start, is safe.
+func (p *Processor) Stop(ctx context.Context) error { return p.loop.Stop(ctx) }
+
+// run is the stepping loop, from Start until Stop cancels ctx.
+func (p *Processor) run(ctx context.Context) error {
 	notify := p.cfg.Store.Notify(ctx)
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
@@ -415,7 +435,7 @@ func (p *Processor) validate(ctx context.Context, b jobs.Batch) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	n, errs, failed, err := p.check(b, f)
+	n, errs, failed, err := p.check(ctx, b, f)
 	if err != nil {
 		return fmt.Errorf("reading the input file: %w", err)
 	}
@@ -475,7 +495,7 @@ var errStop = errors.New("stop")
 // the errors in line order, and whether they fail the batch. When they
 // do, the first MaxErrors are complete; when not, they are the refused
 // lines (CodeTooLarge), at most MaxErrors.
-func (p *Processor) check(b jobs.Batch, r io.Reader) (int, []jobs.BatchError, bool, error) {
+func (p *Processor) check(ctx context.Context, b jobs.Batch, r io.Reader) (int, []jobs.BatchError, bool, error) {
 	seen := map[string]int{} // custom_id → its first line
 	n := 0
 	var errs []jobs.BatchError
@@ -489,9 +509,9 @@ func (p *Processor) check(b jobs.Batch, r io.Reader) (int, []jobs.BatchError, bo
 			invalid++
 			return errStop
 		}
-		params, e := p.line(b, no, raw)
+		params, e := p.line(ctx, b, no, raw)
 		if e == nil {
-			e = p.vet(no, params)
+			e = p.vet(ctx, no, params)
 		}
 		id := params.CustomID
 		switch {
@@ -557,7 +577,7 @@ func (p *Processor) enqueue(ctx context.Context, b jobs.Batch, r io.Reader) erro
 		return nil
 	}
 	err := eachLine(r, func(no int, raw []byte) error {
-		params, e := p.line(b, no, raw)
+		params, e := p.line(ctx, b, no, raw)
 		if e != nil && e.Code == CodeTooLarge {
 			return nil // refused: its error is kept with the batch
 		}
@@ -583,7 +603,7 @@ func lineOf(p jobs.EnqueueParams) string {
 
 // line parses and checks one input line as OpenAI does and returns its
 // job, or why the line is refused. Messages never quote the line.
-func (p *Processor) line(b jobs.Batch, no int, raw []byte) (jobs.EnqueueParams, *jobs.BatchError) {
+func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) (jobs.EnqueueParams, *jobs.BatchError) {
 	bad := func(code, param, msg string) (jobs.EnqueueParams, *jobs.BatchError) {
 		return jobs.EnqueueParams{}, &jobs.BatchError{Code: code, Param: param, Message: msg, Line: no}
 	}
@@ -661,7 +681,7 @@ func (p *Processor) tooLarge(no int, raw []byte) *jobs.BatchError {
 // vet refuses, naming the line, a job the store or the engine would
 // refuse, instead of failing the enqueue of a whole chunk or every
 // attempt of the job.
-func (p *Processor) vet(no int, params jobs.EnqueueParams) *jobs.BatchError {
+func (p *Processor) vet(ctx context.Context, no int, params jobs.EnqueueParams) *jobs.BatchError {
 	bad := func(err error) *jobs.BatchError {
 		if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
 			return &jobs.BatchError{Code: cmp.Or(re.Code, CodeInvalid), Param: re.Param, Message: re.Message, Line: no}
@@ -672,7 +692,7 @@ func (p *Processor) vet(no int, params jobs.EnqueueParams) *jobs.BatchError {
 		return bad(err)
 	}
 	if p.cfg.Check != nil {
-		if err := p.cfg.Check(params); err != nil {
+		if err := p.cfg.Check(ctx, params); err != nil {
 			return bad(err)
 		}
 	}

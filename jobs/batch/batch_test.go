@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/lifecycle"
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
@@ -436,7 +437,7 @@ func TestCheckRefusesLinesTheEngineCannotRun(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(line("a", "fast", "fine"), line("b", "fast", "refuse me"))
 		p := e.processor(e.st, func(c *batch.Config) {
-			c.Check = func(p jobs.EnqueueParams) error {
+			c.Check = func(_ context.Context, p jobs.EnqueueParams) error {
 				if p.CustomID == "b" {
 					return &openaiapi.RequestError{Param: "body.messages", Message: "the backend cannot take this"}
 				}
@@ -795,14 +796,14 @@ func (s *signalling) ActiveBatches(ctx context.Context) ([]jobs.Batch, error) {
 
 func (s *signalling) Notify(ctx context.Context) <-chan struct{} { return s.notify }
 
-func TestRunStepsAtOnceOnNotifyAndStopsWithItsContext(t *testing.T) {
+func TestStartStepsAtOnceOnNotifyUntilStop(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		s := &signalling{Store: e.st, looked: make(chan struct{}), moved: make(chan jobs.BatchStatus), notify: make(chan struct{}, 1)}
 		p := e.processor(s, func(c *batch.Config) { c.Interval = time.Hour })
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- p.Run(ctx) }()
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
 
 		<-s.looked // the first step, at once
 		b := e.createLines(lines(2)...)
@@ -813,11 +814,31 @@ func TestRunStepsAtOnceOnNotifyAndStopsWithItsContext(t *testing.T) {
 		}
 		e.wantStatus(b.ID, jobs.BatchInProgress)
 
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run returned %v after its context ended, want nil", err)
+		for range 2 {
+			if err := p.Stop(t.Context()); err != nil {
+				t.Errorf("Stop: %v, want nil", err)
+			}
+		}
+		if err := p.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
+			t.Errorf("Start after Stop: %v, want ErrStarted: a Processor starts once", err)
 		}
 	})
+}
+
+// Stopping a processor that never started is safe, and it will not
+// start then.
+func TestStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "sqlite")
+	p := e.processor(e.st)
+	for range 2 {
+		if err := p.Stop(t.Context()); err != nil {
+			t.Fatalf("Stop before Start: %v", err)
+		}
+	}
+	if err := p.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
 }
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {

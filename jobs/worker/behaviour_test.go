@@ -170,8 +170,8 @@ func TestScheduled(t *testing.T) {
 	})
 }
 
-// Ending Run while a job is running hands it back after the grace period:
-// queued, same attempt, no claim, no response.
+// Stopping the worker while a job is running hands it back after the
+// grace period: queued, same attempt, no claim, no response.
 func TestGracefulShutdownHandsBack(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		hold := make(chan struct{})

@@ -2,9 +2,15 @@
 // batches from a jobs.Store, runs each job's prompt through the engine,
 // heart-beats it while it runs and settles it according to the jobs
 // package's failure policy; a Reclaimer hands back the jobs of workers
-// that died; an Archiver deletes old finished jobs. All three are made
-// with New from a Config whose zero fields take the documented defaults,
-// and run until their context ends.
+// that died; an Archiver deletes old finished jobs. All three have the
+// lifecycle every background loop of promptkit shares: New, NewReclaimer
+// or NewArchiver checks a Config whose zero fields take the documented
+// defaults; Start starts the loop in a goroutine of its own; Stop stops it
+// and waits for it, for as long as its context allows. Stopping twice, or
+// before Start, is safe; each starts once. A Worker's Stop is graceful:
+// it stops claiming, lets running jobs finish for Config.ShutdownGrace
+// and hands the rest back to the queue. RunOnce, for cron, runs one
+// batch instead.
 //
 // # What a worker records and logs
 //

@@ -205,23 +205,20 @@ func (f *fixture) reclaimer() *worker.Reclaimer {
 	return r
 }
 
-// start runs w.Run in the background; the returned stop cancels it and
-// waits for it to return (also done at cleanup).
+// start starts w; the returned stop stops it gracefully (Stop) and
+// checks that it stopped (also done at cleanup).
 func (f *fixture) start(w *worker.Worker) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	f.t.Helper()
+	if err := w.Start(f.ctx); err != nil {
+		f.t.Fatalf("Start: %v", err)
+	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					f.t.Errorf("Run: %v", err)
-				}
-			case <-time.After(deadline):
-				f.t.Errorf("Run did not return after its context ended")
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			if err := w.Stop(ctx); err != nil {
+				f.t.Errorf("Stop: %v", err)
 			}
 		})
 	}

@@ -55,7 +55,10 @@ func TestWorkerChildProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = w.Run(ctx)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
 	t.Fatal("the child worker was not killed")
 }
 

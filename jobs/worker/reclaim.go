@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/lifecycle"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -20,18 +21,18 @@ type ReclaimerConfig struct {
 	// StuckAfter is the run time after which a dead worker's job fails as
 	// stuck instead of going back to the queue. Defaults to 15m.
 	StuckAfter time.Duration
-	// Interval between sweeps. Defaults to a tenth of ReclaimAfter, so a
-	// dead worker's job is handed back within ReclaimAfter plus a tenth
-	// of it.
+	// Interval between sweeps: a dead worker's job is handed back within
+	// ReclaimAfter plus Interval. It must not be negative. Defaults to a
+	// tenth of ReclaimAfter.
 	Interval time.Duration
 	// HeartbeatInterval is the workers' heartbeat interval. After a sweep
 	// failed (the store was unreachable, so were the workers' heartbeats)
 	// sweeps pause until two of them have passed since the store
 	// answered again: a live worker's heartbeat and finishing write land
 	// first, instead of its job being reclaimed for heartbeats the outage
-	// swallowed. Defaults to 30s.
+	// swallowed. It must not be negative. Defaults to 30s.
 	HeartbeatInterval time.Duration
-	// Logger defaults to slog.Default().
+	// Logger receives operational messages. Defaults to slog.Default().
 	Logger *slog.Logger
 }
 
@@ -46,9 +47,12 @@ type Reclaimer struct {
 	log      *slog.Logger
 	now      func() time.Time // the wall clock; tests replace it
 	// down is set while sweeps fail; resume is when sweeping resumes
-	// after the store answered again. Only Run's goroutine uses them.
+	// after the store answered again. Only the loop's goroutine uses
+	// them.
 	down   bool
 	resume time.Time
+	// loop sweeps from Start until Stop.
+	loop *lifecycle.Loop
 }
 
 // NewReclaimer checks cfg, fills its defaults and returns a Reclaimer.
@@ -68,6 +72,10 @@ func NewReclaimer(cfg ReclaimerConfig) (*Reclaimer, error) {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	r.loop = lifecycle.New(func(ctx context.Context) error {
+		every(ctx, r.interval, func() { r.tick(ctx) })
+		return nil
+	})
 	return r, nil
 }
 
@@ -79,15 +87,20 @@ func (r *Reclaimer) Sweep(ctx context.Context) (jobs.Reclaimed, error) {
 	return r.store.Reclaim(ctx, r.params)
 }
 
-// Run sweeps at once and then every Interval until ctx ends; it returns
-// nil then. A failing sweep is logged once per outage, and after one
-// sweeping pauses as HeartbeatInterval says.
-func (r *Reclaimer) Run(ctx context.Context) error {
-	every(ctx, r.interval, func() { r.tick(ctx) })
-	return nil
-}
+// Start starts sweeping, at once and then every Interval, until Stop. A
+// failing sweep is logged once per outage, and after one sweeping pauses
+// as HeartbeatInterval says. ctx's values reach the sweeps; its end does
+// not stop them: Stop does. A Reclaimer starts once: Start returns an
+// error when it was started or stopped already.
+func (r *Reclaimer) Start(ctx context.Context) error { return r.loop.Start(ctx) }
 
-// tick is one turn of Run.
+// Stop stops the sweeps, cancelling the one in progress, and waits for
+// it to end, for as long as ctx allows (it returns ctx's error when ctx
+// ends first). It returns nil once stopped. Stopping twice, or before
+// Start, is safe.
+func (r *Reclaimer) Stop(ctx context.Context) error { return r.loop.Stop(ctx) }
+
+// tick is one turn of the sweeping loop.
 func (r *Reclaimer) tick(ctx context.Context) {
 	if r.down {
 		// Probe with the readiness check, not a sweep: a sweep now would

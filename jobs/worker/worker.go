@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/lifecycle"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -43,22 +44,23 @@ type Config struct {
 	// PriorityCeiling: only jobs with priority <= ceiling. Defaults to 100.
 	PriorityCeiling *int
 	// PollInterval is how often the queue is checked without a
-	// notification. Defaults to 1s.
+	// notification. It must not be negative. Defaults to 1s.
 	PollInterval time.Duration
 	// HeartbeatInterval is how often running jobs are heart-beaten (and
 	// checked for cancellation). It must be below the reclaim threshold
-	// (see CheckTimings). Defaults to 30s.
+	// (see CheckTimings), and not negative. Defaults to 30s.
 	HeartbeatInterval time.Duration
 	// JobTimeout bounds one job attempt, retries inside the engine
-	// included. Defaults to 10m.
+	// included. It must not be negative. Defaults to 10m.
 	JobTimeout time.Duration
-	// ShutdownGrace is how long running jobs may finish after the Run
-	// context ends before they are handed back. Defaults to 10s; negative
-	// hands them back at once.
+	// ShutdownGrace is how long running jobs may finish after Stop (or
+	// the end of RunOnce's context) before they are handed back to the
+	// queue without spending an attempt. Negative: no grace, they are
+	// handed back at once. Defaults to 10s.
 	ShutdownGrace time.Duration
 	// HistoryDepth is how many ancestor prompts (parent_id) are sent as
 	// conversation history, unless a job's options say otherwise.
-	// Defaults to 10; negative sends none.
+	// Negative sends none. Defaults to 10.
 	HistoryDepth int
 	// Logger receives operational messages (never prompt, output or
 	// provider text), among them one Info line per settled job attempt.
@@ -68,8 +70,8 @@ type Config struct {
 	// error status (a 401's "Incorrect API key provided", say) in the
 	// "detail" field of the attempt event of the call that ended the run,
 	// redacted and cut like a stored error message (jobs.ErrorMessage).
-	// Off by default: provider text can echo the prompt. It never reaches
-	// the job's error message or the logs.
+	// Off by default, as provider text can echo the prompt. It never
+	// reaches the job's error message or the logs. Defaults to false.
 	KeepProviderDetail bool
 
 	// Now is the clock the worker stamps times with. Defaults to time.Now.
@@ -80,13 +82,15 @@ type Config struct {
 
 	// Observe, if set, is told when the worker claims a job and when it
 	// settles one, for metrics. It is called on the worker's goroutines,
-	// concurrently for different jobs; it must not block.
+	// concurrently for different jobs; it must not block. Defaults to
+	// nil: nothing is told.
 	Observe func(JobEvent)
 	// Observer, if set, receives the engine's execution events of every
 	// job this worker runs, after the worker has recorded the attempt
 	// (with KeepProviderDetail, an attempt answered with an error status
 	// is recorded later: at the engine's next event, or when the run
 	// returns). It must not block (see promptkit.ExecutionObserver).
+	// Defaults to nil: nothing is told.
 	Observer promptkit.ExecutionObserver
 }
 
@@ -161,6 +165,12 @@ type Worker struct {
 	hbFailing, claimsFailing atomic.Bool
 	// backoff is finalizeBackoff, or a test's.
 	backoff func(int) time.Duration
+
+	// loop runs work from Start until Stop; hurry closes when a Stop's
+	// context ends, cutting the shutdown grace short.
+	loop      *lifecycle.Loop
+	hurry     chan struct{}
+	hurryOnce sync.Once
 }
 
 type inflight struct {
@@ -185,23 +195,61 @@ func New(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, store: cfg.Store, log: cfg.Logger, running: map[string]*inflight{}, backoff: finalizeBackoff}, nil
+	w := &Worker{cfg: cfg, store: cfg.Store, log: cfg.Logger, running: map[string]*inflight{}, backoff: finalizeBackoff,
+		hurry: make(chan struct{})}
+	w.loop = lifecycle.New(w.work)
+	return w, nil
 }
 
 // Name returns the worker's claim name.
 func (w *Worker) Name() string { return w.cfg.Name }
 
-// Run claims and executes jobs until ctx ends, then stops claiming, lets
-// running jobs finish for ShutdownGrace, and hands the rest back to the
-// queue without spending an attempt. It wakes on store notifications and
-// polls every PollInterval. It returns nil once everything it started
-// has stopped.
+// Start starts claiming and executing jobs, Concurrency at a time, until
+// Stop. The worker wakes on store notifications and polls every
+// PollInterval. ctx's values reach the jobs' contexts; its end does not
+// stop the worker: Stop does. A Worker starts once: Start returns an
+// error when it was started or stopped already.
+func (w *Worker) Start(ctx context.Context) error { return w.loop.Start(ctx) }
+
+// Stop stops the worker gracefully: it stops claiming, lets running jobs
+// finish for up to ShutdownGrace, hands the rest back to the queue
+// without spending an attempt, and returns nil once everything the worker
+// started has stopped. If ctx ends first, the jobs still running are
+// handed back at once and Stop returns ctx's error without waiting for
+// the hand-back; a later Stop waits for it. Stopping twice, or before
+// Start, is safe.
+func (w *Worker) Stop(ctx context.Context) error {
+	defer context.AfterFunc(ctx, w.hurryUp)()
+	return w.loop.Stop(ctx)
+}
+
+// Run starts the worker, waits for ctx to end and stops it (see Stop);
+// it returns nil once everything it started has stopped.
+//
+// Deprecated: use Start and Stop, the lifecycle every background loop of
+// promptkit shares. Run remains for the callers not moved yet.
 func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return w.Stop(context.WithoutCancel(ctx))
+}
+
+// hurryUp cuts the shutdown grace short: a Stop's context ended.
+func (w *Worker) hurryUp() { w.hurryOnce.Do(func() { close(w.hurry) }) }
+
+// work is the worker's loop, from Start until Stop cancels ctx: it claims
+// and executes jobs, then drains the runs.
+func (w *Worker) work(ctx context.Context) error {
+	hb := newHeartbeat(w)
+	if err := hb.Start(ctx); err != nil {
+		return err
+	}
+	defer hb.Stop(context.WithoutCancel(ctx))
 	// Runs get their own context: ending ctx stops claiming, not the jobs.
-	runCtx, stopRuns := context.WithCancelCause(context.Background())
+	runCtx, stopRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopRuns(nil)
-	stopHB := w.startHeartbeat()
-	defer stopHB()
 
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -243,39 +291,44 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-poll.C:
 		}
 	}
-	w.drain(&wg, stopRuns)
+	w.drain(&wg, stopRuns, w.hurry)
 	return nil
 }
 
-// drain waits for the runs, for at most ShutdownGrace, then hands the
-// rest back.
-func (w *Worker) drain(wg *sync.WaitGroup, stopRuns context.CancelCauseFunc) {
+// drain waits for the runs, for at most ShutdownGrace or until hurry
+// closes, then hands the rest back.
+func (w *Worker) drain(wg *sync.WaitGroup, stopRuns context.CancelCauseFunc, hurry <-chan struct{}) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	grace := time.NewTimer(w.cfg.ShutdownGrace)
 	defer grace.Stop()
 	select {
 	case <-done:
+		return
 	case <-grace.C:
-		stopRuns(errShutdown)
-		<-done
+	case <-hurry:
 	}
+	stopRuns(errShutdown)
+	<-done
 }
 
 // RunOnce claims one batch (up to BatchSize) and executes it to
 // completion. It returns how many jobs it claimed. When ctx ends first,
-// the batch is treated as Run treats its jobs at shutdown: the runs get
+// the batch is treated as Stop treats running jobs: the runs get
 // ShutdownGrace to finish, then are handed back without spending an
 // attempt (a job not started yet too).
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
-	stopHB := w.startHeartbeat()
-	defer stopHB()
+	hb := newHeartbeat(w)
+	if err := hb.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer hb.Stop(context.WithoutCancel(ctx))
 	claimed, err := w.claim(ctx, w.cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
-	// Runs get their own context, as in Run: ending ctx is a shutdown.
-	runCtx, stopRuns := context.WithCancelCause(context.Background())
+	// Runs get their own context, as in Start: ending ctx is a shutdown.
+	runCtx, stopRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopRuns(nil)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, w.cfg.Concurrency)
@@ -291,7 +344,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		w.drain(&wg, stopRuns)
+		w.drain(&wg, stopRuns, nil)
 	}
 	return len(claimed), nil
 }
@@ -302,15 +355,15 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]jobs.Job, error) {
 	return claimed, err
 }
 
-// startHeartbeat starts the heartbeat loop and returns what stops it and
-// waits for it. It subscribes to notifications before returning, so a
-// cancel right after the next claim is not missed.
-func (w *Worker) startHeartbeat() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	wake := w.store.Notify(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); w.heartbeatLoop(ctx, wake) }()
-	return func() { cancel(); <-done }
+// newHeartbeat returns the heartbeat of w's running jobs: a loop with
+// the lifecycle of every other (Start, Stop), which runs heartbeatLoop.
+// Its Start subscribes to notifications before returning, so a cancel
+// right after the next claim is not missed.
+func newHeartbeat(w *Worker) *lifecycle.Loop {
+	return lifecycle.NewSetup(func(ctx context.Context) (func() error, error) {
+		wake := w.store.Notify(ctx)
+		return func() error { w.heartbeatLoop(ctx, wake); return nil }, nil
+	})
 }
 
 // heartbeatLoop heart-beats running jobs and cancels the runs of jobs

@@ -1,16 +1,11 @@
-package server
+package page
 
 import (
 	"bytes"
-	"embed"
 	"encoding/json"
 	"html/template"
-	"io/fs"
-	"net/http"
 	"net/url"
-	"path"
 	"strings"
-	"time"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
@@ -20,110 +15,6 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 )
-
-// The browser page: web/ holds plain HTML, CSS and JavaScript modules,
-// embedded in the binary, so `promptkit serve` needs no build step and the
-// page makes no request outside this server. Its data comes from the /v1
-// API like any other client's; the page only adds the routes below.
-
-//go:embed web
-var webFiles embed.FS
-
-// DefaultPagePollInterval is how often the page polls /v1/recent while its
-// event stream is down and a job it shows is queued or running (seed §6).
-// The page reads it from the document, so the server decides.
-const DefaultPagePollInterval = 2 * time.Second
-
-// pagePatterns are the routes of the page: HTML and static files, not
-// API operations, so openapi.json does not describe them (its test skips
-// exactly these).
-var pagePatterns = []string{"GET /{$}", "GET /assets/{file}"}
-
-// pageCSP keeps the page to its own origin: scripts only from /assets (no
-// inline script or event-handler attribute runs, whatever reaches the
-// DOM), no plugins, no framing. Answers' images are rendered as links, so
-// img-src needs nothing but the empty favicon.
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
-
-var indexTemplate = template.Must(template.ParseFS(webFiles, "web/index.html"))
-
-// pageData is what index.html is rendered with: what the page cannot learn
-// from the API without a round trip.
-type pageData struct {
-	// Local is whether requests without a token are accepted (no token
-	// field is shown).
-	Local bool
-	// PollMS is the polling interval of the fallback, in milliseconds.
-	PollMS int64
-	// Now is the server's clock when the page was served: the first
-	// `since` of /v1/recent, so no change after the page loaded is missed
-	// whatever the browser's clock says.
-	Now string
-}
-
-// pageRoutes registers the page's routes with handle (routes.go's helper).
-func (s *Server) pageRoutes(handle func(pattern string, h http.HandlerFunc, auth bool)) {
-	handle(pagePatterns[0], s.servePage, false)
-	handle(pagePatterns[1], serveAsset, false)
-}
-
-func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
-	local, err := s.LocalMode(r.Context())
-	if err != nil {
-		// The page still loads; it asks for a token, and the API answers
-		// whatever the database allows.
-		s.log.Warn("page: reading whether tokens exist failed", "err", err)
-	}
-	var b bytes.Buffer
-	err = indexTemplate.Execute(&b, pageData{
-		Local:  local,
-		PollMS: DefaultPagePollInterval.Milliseconds(),
-		Now:    time.Now().UTC().Format(time.RFC3339Nano),
-	})
-	if err != nil {
-		s.internal(w, r, "page", err)
-		return
-	}
-	setPageHeaders(w.Header(), "text/html; charset=utf-8")
-	// Whether tokens exist can change: never serve a stale copy.
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b.Bytes())
-}
-
-// assetTypes are the files /assets serves, by extension; anything else is
-// 404 (index.html is only served rendered, at /).
-var assetTypes = map[string]string{
-	".js":  "text/javascript; charset=utf-8",
-	".css": "text/css; charset=utf-8",
-	".svg": "image/svg+xml",
-}
-
-func serveAsset(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("file")
-	ct, ok := assetTypes[path.Ext(name)]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	b, err := fs.ReadFile(webFiles, "web/"+name)
-	if err != nil {
-		http.NotFound(w, r)
-		return
-	}
-	setPageHeaders(w.Header(), ct)
-	// Revalidate every time: the files change with the binary, and there
-	// are few of them on a loopback connection.
-	w.Header().Set("Cache-Control", "no-cache")
-	_, _ = w.Write(b)
-}
-
-func setPageHeaders(h http.Header, contentType string) {
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Security-Policy", pageCSP)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-}
 
 // Answers as HTML. The model's text is Markdown from an untrusted source:
 // it is rendered here, in Go, so that what reaches the page is HTML this
@@ -151,10 +42,10 @@ var answerMarkdown = goldmark.New(
 	)),
 )
 
-// renderAnswer renders a response for the page: its Markdown output, or,
+// Render renders a response for the page: its Markdown output, or,
 // when the output parsed as JSON (a prompt with an output schema), that
 // JSON indented in a code block.
-func renderAnswer(r jobs.Response) string {
+func Render(r jobs.Response) string {
 	if len(r.Parsed) > 0 {
 		var b bytes.Buffer
 		if json.Indent(&b, r.Parsed, "", "  ") == nil {

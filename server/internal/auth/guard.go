@@ -1,4 +1,4 @@
-package server
+package auth
 
 import (
 	"mime"
@@ -6,13 +6,23 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
-// Local mode (no token exists) trusts the machine, not the network or the
-// browser: every request acts as the local admin, so a web page the local
-// user visits must not be able to act through it. While local mode holds,
-// guardLocal refuses
+// Route is what the guard needs to know of a request's route: its
+// pattern, the dialect its errors take, and whether it is exempt.
+type Route struct {
+	Pattern string
+	Dialect httpapi.Dialect
+	// Exempt routes tell nothing and change nothing (probes, the API
+	// document): they answer whatever the Host.
+	Exempt bool
+}
+
+// Guard refuses, while local mode holds, what only a web page would send.
+// Local mode (no token exists) trusts the machine, not the network or
+// the browser: every request acts as the local admin, so a web page the
+// local user visits must not be able to act through it. Guard refuses
 //   - a Host that is not an IP literal, "localhost", a name under
 //     ".localhost" or the host of Config.Addr (DNS rebinding: a page on an
 //     attacker's name that resolves to 127.0.0.1 sends its own Host);
@@ -25,54 +35,45 @@ import (
 // The browser page is same-origin and every SDK sends no Origin, so both
 // keep working. With tokens none of this applies: a browser does not
 // attach a bearer token by itself.
-func (s *Server) guardLocal(next http.Handler) http.Handler {
+func (a *Auth) Guard(next http.Handler, route func(*http.Request) Route) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// An error of the token look-up guards too: failing closed costs a
 		// foreign request nothing it was owed.
-		if local, err := s.LocalMode(r.Context()); !local && err == nil {
+		if local, err := a.LocalMode(r.Context()); !local && err == nil {
 			next.ServeHTTP(w, r)
 			return
 		}
-		_, pattern := s.mux.Handler(r)
-		if exemptFromGuard[pattern] {
+		rt := route(r)
+		if rt.Exempt {
 			next.ServeHTTP(w, r)
 			return
 		}
-		var status int
-		var msg string
+		var p *httpapi.Problem
 		switch {
-		case !s.localHost(r.Host):
-			status, msg = http.StatusForbidden, "local mode answers only requests addressed to localhost or an IP address; create a token (promptkit tokens create) to serve other names"
+		case !a.localHost(r.Host):
+			p = forbidden("local mode answers only requests addressed to localhost or an IP address; create a token (promptkit tokens create) to serve other names")
 		case cop.Check(r) != nil:
-			status, msg = http.StatusForbidden, "local mode refuses cross-origin browser requests; create a token (promptkit tokens create) to call the API from another origin"
-		case !jsonBodyOK(r, pattern):
-			status, msg = http.StatusUnsupportedMediaType, "the request body must be JSON, sent with Content-Type: application/json"
+			p = forbidden("local mode refuses cross-origin browser requests; create a token (promptkit tokens create) to call the API from another origin")
+		case !jsonBodyOK(r, rt.Pattern):
+			p = &httpapi.Problem{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+				Message: "the request body must be JSON, sent with Content-Type: application/json"}
 		default:
 			next.ServeHTTP(w, r)
 			return
 		}
-		switch {
-		case s.oaPatterns[pattern] && status == http.StatusForbidden:
-			oaError(w, status, openaiapi.TypeInvalidRequest, "", "forbidden", msg)
-		case s.oaPatterns[pattern]:
-			oaError(w, status, openaiapi.TypeInvalidRequest, "", "unsupported_media_type", msg)
-		case status == http.StatusForbidden:
-			writeError(w, http.StatusForbidden, "forbidden", msg)
-		default:
-			writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", msg)
-		}
+		rt.Dialect.Write(w, p)
 	})
 }
 
-// exemptFromGuard are the routes that tell nothing and change nothing:
-// probes and the API document answer whatever the Host.
-var exemptFromGuard = map[string]bool{"GET /healthz": true, "GET /readyz": true, "GET /openapi.json": true}
+func forbidden(msg string) *httpapi.Problem {
+	return &httpapi.Problem{Status: http.StatusForbidden, Code: "forbidden", Message: msg}
+}
 
 // localHost reports whether a Host header names this machine in a way a
 // DNS rebinding page cannot: an IP literal, a loopback name, or the name
 // the server was told to listen on.
-func (s *Server) localHost(hostport string) bool {
+func (a *Auth) localHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -84,7 +85,7 @@ func (s *Server) localHost(hostport string) bool {
 	if net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		return true
 	}
-	listen, _, err := net.SplitHostPort(s.cfg.Addr)
+	listen, _, err := net.SplitHostPort(a.cfg.Addr)
 	return err == nil && listen != "" && strings.EqualFold(listen, host)
 }
 

@@ -1,0 +1,176 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+)
+
+// Config configures an Auth.
+type Config struct {
+	// Store holds the tokens. Required.
+	Store jobs.Store
+	// Addr is the address the server was told to listen on: its host is
+	// one the local-mode guard accepts in Host.
+	Addr string
+	// InsecureNoAuth accepts requests without a token on a non-loopback
+	// address while no token exists.
+	InsecureNoAuth bool
+	// SubmitRate is how many submissions per second one identity may
+	// make, with bursts of SubmitBurst; negative: no limit.
+	SubmitRate  float64
+	SubmitBurst int
+	// Now is the clock of the budget, the tickets and the token check.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Auth resolves and checks identities. It is safe for concurrent use.
+type Auth struct {
+	cfg     Config
+	st      jobs.Store
+	limits  *limiter
+	tickets *tickets
+	// loopback: requests without a token may act as the local identity
+	// only on a loopback listener (or with InsecureNoAuth).
+	loopback  atomic.Bool
+	hasTokens atomic.Pointer[tokensSeen]
+}
+
+// New builds an Auth; SetLoopback tells it the listener it serves.
+func New(cfg Config) *Auth {
+	return &Auth{cfg: cfg, st: cfg.Store, limits: newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now), tickets: newTickets(cfg.Now)}
+}
+
+// SetLoopback says whether the listener is on a loopback address.
+func (a *Auth) SetLoopback(loopback bool) { a.loopback.Store(loopback) }
+
+// LocalMode reports whether requests without a token are accepted as the
+// local identity right now (no token exists and the address allows it).
+// Whether a token exists is read at most once per TokensTTL: a token
+// created by another process takes effect within that time, or at once
+// when a request presents it; a request with an unknown or revoked token
+// makes the next call look again.
+func (a *Auth) LocalMode(ctx context.Context) (bool, error) {
+	if !a.loopback.Load() && !a.cfg.InsecureNoAuth {
+		return false, nil
+	}
+	now := a.cfg.Now()
+	if c := a.hasTokens.Load(); c != nil && now.Before(c.until) && !now.Before(c.at) {
+		return !c.has, nil
+	}
+	has, err := a.st.HasTokens(ctx)
+	if err != nil {
+		return false, err
+	}
+	a.sawTokens(has)
+	return !has, nil
+}
+
+// sawTokens records whether a token exists, for LocalMode to trust for
+// TokensTTL.
+func (a *Auth) sawTokens(has bool) {
+	now := a.cfg.Now()
+	a.hasTokens.Store(&tokensSeen{has: has, at: now, until: now.Add(TokensTTL)})
+}
+
+// TokensTTL is how long LocalMode trusts its last look at the tokens: the
+// look is a query, and in local mode every request needs the answer.
+const TokensTTL = time.Second
+
+// tokensSeen is LocalMode's last look: whether a token existed, read at
+// at, trusted until until.
+type tokensSeen struct {
+	has       bool
+	at, until time.Time
+}
+
+// unauthorized is the 401 of a request with no valid identity.
+func unauthorized() *httpapi.Problem {
+	return &httpapi.Problem{Status: http.StatusUnauthorized, Code: "unauthorized", OpenAICode: "invalid_api_key",
+		Message:       "a valid bearer token is required",
+		OpenAIMessage: "A valid promptkit token is required: send it as the API key (Authorization: Bearer pk_...)."}
+}
+
+// identify resolves the request's identity: a valid bearer token, or the
+// local identity while local mode holds. Leniently (the OpenAI routes),
+// a bearer that is no promptkit token also acts as the local identity in
+// local mode: OpenAI's SDKs always send one (perhaps the user's real
+// OPENAI_API_KEY).
+func (a *Auth) identify(r *http.Request, lenient bool) (Identity, error) {
+	ctx := r.Context()
+	h := r.Header.Get("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	switch {
+	case ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(secret) != "":
+		hash := jobs.HashToken(secret)
+		t, err := a.st.TokenByHash(ctx, hash)
+		switch {
+		case err == nil:
+			// A valid token proves that one exists: local mode is over.
+			a.sawTokens(true)
+			return fromToken(t, hash), nil
+		case !errors.Is(err, jobs.ErrNotFound):
+			return Identity{}, httpapi.About("authenticating", err)
+		case !lenient:
+			// The tokens may have changed (this one revoked): LocalMode
+			// looks again next time rather than trusting its last look.
+			a.hasTokens.Store(nil)
+			return Identity{}, unauthorized()
+		}
+	case h != "" && !lenient:
+		return Identity{}, unauthorized()
+	}
+	local, err := a.LocalMode(ctx)
+	if err != nil {
+		return Identity{}, httpapi.About("authenticating", err)
+	}
+	if !local {
+		return Identity{}, unauthorized()
+	}
+	return Local, nil
+}
+
+// Require runs next as the request's identity, or answers 401 in d's
+// shape. The OpenAI routes identify leniently (see identify).
+func (a *Auth) Require(d httpapi.Dialect, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := a.identify(r, d == httpapi.OpenAI)
+		if err != nil {
+			d.Fail(w, r, a.cfg.Log, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(With(r.Context(), id)))
+	})
+}
+
+// Valid reports whether id still holds: its token has not been revoked
+// (here or by another process), or, for the local identity, local mode
+// has not ended. A stream or a ticket outlives the request that proved
+// the identity, so each looks again.
+func (a *Auth) Valid(ctx context.Context, id Identity) (bool, error) {
+	if id.Key == localKey {
+		return a.LocalMode(ctx)
+	}
+	_, err := a.st.TokenByHash(ctx, id.hash[:])
+	if errors.Is(err, jobs.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Take spends one of the identity's submissions, or is a 429 problem
+// saying when the next one is available.
+func (a *Auth) Take(id Identity) error {
+	if ok, delay := a.limits.allow(id.Key); !ok {
+		return httpapi.RateLimited(delay)
+	}
+	return nil
+}

@@ -1,0 +1,335 @@
+// Package frontdoor is the OpenAI-compatible API: POST
+// /v1/chat/completions, GET /v1/models, /v1/files and /v1/batches in
+// OpenAI's shapes (internal/openaiapi is the wire format, docs/openai.md
+// the contract), so an OpenAI SDK with only its base URL changed gets
+// durable, retried, paced execution: every request is a job. Its handlers
+// run on the httpapi pipeline in the OpenAI dialect, so every answer,
+// errors included, is in OpenAI's format.
+package frontdoor
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/events"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/rest"
+)
+
+// Defaults of the OpenAI-compatible routes.
+const (
+	DefaultChatTimeout = 10 * time.Minute
+	// jobRateLimitRetryAfter is the Retry-After of a 429 for a job that
+	// failed on the provider's rate limit: a failed job keeps no provider
+	// Retry-After, and this is the least a worker itself waits after a
+	// rate limit without one.
+	jobRateLimitRetryAfter = 60 * time.Second
+)
+
+// Headers of POST /v1/chat/completions.
+const (
+	headerPromptID = "X-Promptkit-Prompt-Id"
+	headerJobID    = "X-Promptkit-Job-Id"
+	headerPriority = "X-Promptkit-Priority"
+	// headerMaxAttempts sets the job's attempt budget, as max_attempts
+	// does on POST /v1/prompts: 1 fails the request at the first provider
+	// failure instead of retrying it as a job.
+	headerMaxAttempts = "X-Promptkit-Max-Attempts"
+)
+
+// API serves the OpenAI-compatible routes.
+type API struct {
+	Store jobs.Store
+	Auth  *auth.Auth
+	Hub   *events.Hub
+	// Engine resolves models; nil: none is known.
+	Engine *promptkit.Engine
+	// Check refuses at submission what a worker could not run; nil: the
+	// store's own rules only.
+	Check jobs.CheckFunc
+	// FallbackProfile runs a model that names nothing (see
+	// server.Config.FallbackProfile).
+	FallbackProfile string
+	// MaxBody caps a JSON body, MaxFile an upload.
+	MaxBody, MaxFile int64
+	// ChatTimeout bounds a chat completion's wait, MaxWait ?wait=.
+	ChatTimeout, MaxWait time.Duration
+	// KeepAlive is the interval of keep-alive comments on a stream.
+	KeepAlive time.Duration
+	// BatchPriority is the priority of batch lines; nil: the default.
+	BatchPriority *int
+	// Serving ends when the server closes: waits then answer at once.
+	Serving context.Context
+	Log     *slog.Logger
+}
+
+// resolve is the target of a request's model, or a 404 problem.
+func (a *API) resolve(model string) (openaiapi.Target, error) {
+	var r openaiapi.Resolver
+	if a.Engine != nil {
+		r = a.Engine
+	}
+	t, ok := openaiapi.Resolve(r, model, a.FallbackProfile)
+	if !ok {
+		return t, &httpapi.Problem{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
+			Message: "The model does not exist: name a profile or a model of a configured backend (see GET /v1/models)."}
+	}
+	return t, nil
+}
+
+// headerInt parses an integer header from lo to hi; absent: 0.
+func headerInt(r *http.Request, name string, lo, hi int, msg string) (int, error) {
+	v := r.Header.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, httpapi.OpenAIInvalid(name, "invalid_value", msg)
+	}
+	return n, nil
+}
+
+// Chat answers POST /v1/chat/completions: the request becomes a job, and
+// the answer is its outcome once the job is terminal.
+func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	var prio *int
+	if r.Header.Get(headerPriority) != "" {
+		n, err := headerInt(r, headerPriority, jobs.MinPriority, jobs.MaxPriority,
+			fmt.Sprintf("%s must be an integer from %d (first) to %d (last).", headerPriority, jobs.MinPriority, jobs.MaxPriority))
+		if err != nil {
+			return err
+		}
+		prio = &n
+	}
+	attempts, err := headerInt(r, headerMaxAttempts, 1, jobs.MaxMaxAttempts,
+		fmt.Sprintf("%s must be an integer from 1 to %d.", headerMaxAttempts, jobs.MaxMaxAttempts))
+	if err != nil {
+		return err
+	}
+	key, err := httpapi.IdempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	body, err := httpapi.ReadBody(w, r, a.MaxBody)
+	if err != nil {
+		return err
+	}
+	params, err := openaiapi.DecodeChat(body)
+	if err != nil {
+		return httpapi.About("decoding", err)
+	}
+	target, err := a.resolve(params.Model)
+	if err != nil {
+		return err
+	}
+	if err := a.Auth.Take(id); err != nil {
+		return err
+	}
+	chat := params.Chat
+	p := jobs.EnqueueParams{
+		OrgID: id.Org, CreatedBy: id.User, Chat: &chat, Profile: target.Profile,
+		ExecutionOptions: target.Options.JSON(), Priority: prio, MaxAttempts: attempts,
+	}
+	if a.Check != nil {
+		if err := a.Check(r.Context(), p); err != nil {
+			return httpapi.About("chat completion", err)
+		}
+	}
+	if key != "" {
+		p.IdempotencyKey, p.RequestHash = key, httpapi.Fingerprint(id.User, chatHash(params))
+	}
+	e, err := a.Store.Enqueue(r.Context(), p)
+	if err != nil {
+		return httpapi.About("chat completion", err)
+	}
+	a.Log.Debug("chat completion queued", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org, "existing", e.Existing)
+	w.Header().Set(headerPromptID, e.PromptID)
+	w.Header().Set(headerJobID, e.JobID)
+	// The answer may come far later than the server's write timeout.
+	deadline := time.Now().Add(a.chatTimeout())
+	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
+	if params.Stream {
+		a.streamChat(w, r, id, e, params.IncludeUsage, deadline)
+		return nil
+	}
+	j, err := a.awaitJob(r.Context(), id.Org, e, deadline, nil)
+	if err != nil {
+		return httpapi.About("chat completion", err)
+	}
+	status, v, err := a.chatOutcome(r.Context(), id, j)
+	if err != nil {
+		return httpapi.About("chat completion", err)
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", httpapi.RetryAfter(jobRateLimitRetryAfter))
+	}
+	httpapi.WriteJSON(w, status, v)
+	return nil
+}
+
+func (a *API) chatTimeout() time.Duration {
+	return cmp.Or(max(a.ChatTimeout, 0), DefaultChatTimeout)
+}
+
+// chatHash fingerprints a chat request for its Idempotency-Key: the model
+// and the conversation with its parameters. How the answer is delivered
+// (stream, include_usage) is left out, so a streamed retry of a plain
+// request finds the same job.
+func chatHash(p openaiapi.ChatParams) string {
+	c := p.Chat
+	c.Schema = httpapi.CanonicalJSON(c.Schema)
+	h, _ := httpapi.Hash(struct {
+		Model string           `json:"model"`
+		Chat  jobs.ChatRequest `json:"chat"`
+	}{p.Model, c}) // cannot fail: strings, numbers and valid JSON
+	return h
+}
+
+// awaitJob waits until the prompt's current job is terminal, the
+// deadline passes or the server closes, and returns the job as it then
+// is. With tick, it wakes at every KeepAlive to call it, and stops when
+// tick fails.
+func (a *API) awaitJob(ctx context.Context, org string, e jobs.Enqueued, deadline time.Time, tick func() error) (jobs.Job, error) {
+	jobID := e.JobID
+	for {
+		wait := time.Until(deadline)
+		if tick != nil {
+			wait = min(wait, a.KeepAlive)
+		}
+		j, err := rest.AwaitJob(ctx, a.Store, a.Hub, a.Serving, org, e.PromptID, jobID, max(wait, 0))
+		if err != nil {
+			return jobs.Job{}, err
+		}
+		if j.State.Terminal() || !time.Now().Before(deadline) || a.Serving.Err() != nil {
+			return j, nil
+		}
+		jobID = j.ID // perhaps a retry's
+		if tick != nil {
+			if err := tick(); err != nil {
+				return jobs.Job{}, err
+			}
+		}
+	}
+}
+
+// chatOutcome is the answer for a chat job as awaitJob left it: its
+// completion, its error, or (not terminal) a 504 after the chat timeout or
+// a 503 when the server is closing.
+func (a *API) chatOutcome(ctx context.Context, id auth.Identity, j jobs.Job) (int, any, error) {
+	switch {
+	case j.State == jobs.Succeeded:
+		resp, err := a.Store.GetResponse(ctx, id.Org, j.ResponseID)
+		if errors.Is(err, jobs.ErrNotFound) {
+			return http.StatusInternalServerError, openaiapi.NewError("The answer is no longer stored.", openaiapi.TypeAPI, "", "response_unavailable"), nil
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, openaiapi.Completion(j, resp), nil
+	case j.State.Terminal():
+		status, body := openaiapi.JobError(j)
+		return status, body, nil
+	case a.Serving.Err() != nil:
+		return http.StatusServiceUnavailable, openaiapi.NewError(
+			"The server is shutting down; the request is queued as prompt "+j.PromptID+": repeat it with the same Idempotency-Key, or fetch GET /v1/prompts/"+j.PromptID+".",
+			openaiapi.TypeServer, "", "server_shutting_down"), nil
+	}
+	return http.StatusGatewayTimeout, openaiapi.NewError(
+		"The answer took longer than the server waits; the job goes on: fetch GET /v1/prompts/"+j.PromptID+" for it.",
+		openaiapi.TypeServer, "", "timeout"), nil
+}
+
+// streamChat answers with Server-Sent Events: the headers at once,
+// keep-alive comments while the job runs, then the finished answer as
+// chat.completion.chunk events and data: [DONE]. A failure after the
+// headers is one data: {"error": {...}} event, which OpenAI's SDKs raise.
+func (a *API) streamChat(w http.ResponseWriter, r *http.Request, id auth.Identity, e jobs.Enqueued, includeUsage bool, deadline time.Time) {
+	// The write deadline is the chat's (set by Chat), not per flush.
+	sse, err := httpapi.StartSSE(w, 0)
+	if err != nil {
+		return
+	}
+	event := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		return sse.Event(0, "", b)
+	}
+	gone := false // a write failed: the client left
+	keepAlive := func() error {
+		err := sse.Comment("keep-alive")
+		if err == nil {
+			err = sse.Flush()
+		}
+		gone = err != nil
+		return err
+	}
+	j, err := a.awaitJob(r.Context(), id.Org, e, deadline, keepAlive)
+	if gone || r.Context().Err() != nil {
+		return // the client left; the job goes on
+	}
+	var status int
+	var v any
+	if err == nil {
+		status, v, err = a.chatOutcome(r.Context(), id, j)
+	}
+	if err != nil {
+		a.Log.Error("request failed", "route", r.Pattern, "op", "chat completion stream", "err", err)
+		_ = event(openaiapi.NewError("The server had an error while processing the request.", openaiapi.TypeAPI, "", "internal_error"))
+		_ = sse.Flush()
+		return
+	}
+	c, ok := v.(openaiapi.ChatCompletion)
+	if status != http.StatusOK || !ok {
+		_ = event(v)
+		_ = sse.Flush()
+		return
+	}
+	for _, ch := range openaiapi.Chunks(c, includeUsage) {
+		if event(ch) != nil {
+			return
+		}
+	}
+	_ = sse.Event(0, "", []byte("[DONE]"))
+	_ = sse.Flush()
+}
+
+// ModelList is the body of GET /v1/models.
+type ModelList struct {
+	Object string            `json:"object"`
+	Data   []openaiapi.Model `json:"data"`
+}
+
+// ListModels answers GET /v1/models.
+func (a *API) ListModels(w http.ResponseWriter, _ *http.Request) error {
+	out := ModelList{Object: "list", Data: []openaiapi.Model{}}
+	for _, m := range a.Engine.Models() {
+		out.Data = append(out.Data, openaiapi.NewModel(m))
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// GetModel answers GET /v1/models/{id}.
+func (a *API) GetModel(w http.ResponseWriter, r *http.Request) error {
+	m := r.PathValue("id")
+	if _, err := a.resolve(m); err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, openaiapi.NewModel(m))
+	return nil
+}

@@ -1,0 +1,295 @@
+// Package rest is promptkit's own API under /v1: prompts (submit, read,
+// list, retry, wait), jobs (read with history, cancel), recent changes and
+// profiles, in promptkit's JSON shapes (openapi.json describes them). Its
+// handlers run on the httpapi pipeline as the identity auth resolved, and
+// wait for jobs through the events hub.
+package rest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/events"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/page"
+)
+
+// API serves the REST resources.
+type API struct {
+	Store jobs.Store
+	Auth  *auth.Auth
+	Hub   *events.Hub
+	// Engine lists the profiles; nil: none.
+	Engine *promptkit.Engine
+	// Check refuses at submission what a worker could not run; nil: the
+	// store's own rules only.
+	Check jobs.CheckFunc
+	// MaxBody caps a request body; MaxWait caps ?wait=.
+	MaxBody int64
+	MaxWait time.Duration
+	// Serving ends when the server closes: waits then answer at once.
+	Serving context.Context
+	Log     *slog.Logger
+}
+
+// Submitted is the 202 answer to a submission or a retry.
+type Submitted struct {
+	PromptID string     `json:"prompt_id"`
+	JobID    string     `json:"job_id"`
+	State    jobs.State `json:"state"`
+}
+
+// PromptView is a prompt with its current job, its answer (null until it
+// has one) and every job it had, oldest first (retries supersede).
+type PromptView struct {
+	Prompt jobs.Prompt `json:"prompt"`
+	Job    jobs.Job    `json:"job"`
+	Answer *AnswerView `json:"answer"`
+	Jobs   []jobs.Job  `json:"jobs"`
+}
+
+// PromptState is one prompt in a listing or in /v1/recent: the prompt,
+// its current job and, when that job succeeded, its answer. A page of
+// them costs three queries, whatever its size (states).
+type PromptState struct {
+	PromptID string      `json:"prompt_id"`
+	Prompt   jobs.Prompt `json:"prompt"`
+	Job      jobs.Job    `json:"job"`
+	Answer   *AnswerView `json:"answer,omitempty"`
+}
+
+// AnswerView is a response as the API shows it: with its output rendered
+// as safe HTML (page.Render), which the browser page shows.
+type AnswerView struct {
+	jobs.Response
+	HTML string `json:"html"`
+}
+
+func newAnswer(r jobs.Response) *AnswerView { return &AnswerView{Response: r, HTML: page.Render(r)} }
+
+// decodeSubmission turns a POST /v1/prompts body into normalized enqueue
+// parameters (without org, user or key) and the request's fingerprint:
+// the same submission always has the same hash, whatever its key order
+// or spacing.
+func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
+	var req jobs.Submission
+	if err := httpapi.DecodeStrict(body, &req); err != nil {
+		return jobs.EnqueueParams{}, "", err
+	}
+	p, err := req.Params()
+	if err != nil {
+		return p, "", err
+	}
+	canon := p
+	canon.Inputs = httpapi.CanonicalJSON(p.Inputs)
+	canon.ExecutionOptions = httpapi.CanonicalJSON(p.ExecutionOptions)
+	hash, err := httpapi.Hash(canon)
+	return p, hash, err
+}
+
+// Submit answers POST /v1/prompts.
+func (a *API) Submit(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	wait, err := httpapi.Wait(r, a.MaxWait)
+	if err != nil {
+		return err
+	}
+	key, err := httpapi.IdempotencyKey(r)
+	if err != nil {
+		return err
+	}
+	body, err := httpapi.ReadBody(w, r, a.MaxBody)
+	if err != nil {
+		return err
+	}
+	p, hash, err := decodeSubmission(body)
+	if err != nil {
+		return err
+	}
+	if err := a.Auth.Take(id); err != nil {
+		return err
+	}
+	if a.Check != nil {
+		if err := a.Check(r.Context(), p); err != nil {
+			return httpapi.About("submission", err)
+		}
+	}
+	p.OrgID, p.CreatedBy, p.ReferenceUser = id.Org, id.User, id.CreatedBy()
+	if key != "" {
+		p.IdempotencyKey, p.RequestHash = key, httpapi.Fingerprint(id.User, hash)
+	}
+	e, err := a.Store.Enqueue(r.Context(), p)
+	if err != nil {
+		return httpapi.About("submission", err)
+	}
+	a.Log.Debug("prompt Submitted", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org, "existing", e.Existing)
+	return a.answerSubmitted(w, r, id, Submitted{PromptID: e.PromptID, JobID: e.JobID, State: e.State}, wait)
+}
+
+// answerSubmitted answers 202 with the ids, or, with a wait, holds the
+// request until the job is terminal (200 with the prompt and its answer)
+// or the wait ends (202).
+func (a *API) answerSubmitted(w http.ResponseWriter, r *http.Request, id auth.Identity, sub Submitted, wait time.Duration) error {
+	if wait > 0 && !sub.State.Terminal() {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
+		j, err := AwaitJob(r.Context(), a.Store, a.Hub, a.Serving, id.Org, sub.PromptID, sub.JobID, wait)
+		if err != nil {
+			return httpapi.About("waiting", err)
+		}
+		sub.State = j.State
+	}
+	if !sub.State.Terminal() {
+		httpapi.WriteJSON(w, http.StatusAccepted, sub)
+		return nil
+	}
+	v, err := a.promptView(r.Context(), id, sub.PromptID)
+	if err != nil {
+		return httpapi.About("prompt", err)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// AwaitJob waits up to wait for the job (or the retry superseding it) to
+// end, woken by the hub's events of its prompt; when serving ends (the
+// server closes) it looks once more and returns. Every wait of the
+// server for a job is this one.
+func AwaitJob(ctx context.Context, st jobs.Store, hub *events.Hub, serving context.Context, org, promptID, jobID string, wait time.Duration) (jobs.Job, error) {
+	wake, stop := hub.Wake(func(e jobs.Event) bool { return e.PromptID == promptID })
+	defer stop()
+	end, cancel := context.WithTimeout(serving, wait)
+	defer cancel()
+	return jobs.AwaitJob(ctx, st, org, jobID, wake, end.Done())
+}
+
+// promptView reads a prompt the identity may see, with its jobs and
+// answer.
+func (a *API) promptView(ctx context.Context, id auth.Identity, promptID string) (PromptView, error) {
+	p, err := a.Store.GetPrompt(ctx, id.Org, promptID)
+	if err != nil {
+		return PromptView{}, err
+	}
+	if !id.Owns(p.OrgID, p.CreatedBy) {
+		return PromptView{}, jobs.ErrNotFound
+	}
+	js, err := a.Store.PromptJobs(ctx, id.Org, promptID)
+	if err != nil {
+		return PromptView{}, err
+	}
+	if len(js) == 0 {
+		return PromptView{}, jobs.ErrNotFound // archived between the reads
+	}
+	v := PromptView{Prompt: p, Job: js[len(js)-1], Jobs: js}
+	v.Answer, err = a.answer(ctx, id.Org, v.Job)
+	return v, err
+}
+
+// answer reads a succeeded job's response; nil for any other job.
+func (a *API) answer(ctx context.Context, org string, j jobs.Job) (*AnswerView, error) {
+	if j.State != jobs.Succeeded || j.ResponseID == "" {
+		return nil, nil
+	}
+	resp, err := a.Store.GetResponse(ctx, org, j.ResponseID)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, nil // archived since
+	}
+	if err != nil {
+		return nil, err
+	}
+	return newAnswer(resp), nil
+}
+
+// GetPrompt answers GET /v1/prompts/{id}.
+func (a *API) GetPrompt(w http.ResponseWriter, r *http.Request) error {
+	v, err := a.promptView(r.Context(), auth.Of(r), r.PathValue("id"))
+	if err != nil {
+		return httpapi.About("prompt", err)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, v)
+	return nil
+}
+
+// ownedJob reads a job the identity may see.
+func (a *API) ownedJob(ctx context.Context, id auth.Identity, jobID string) (jobs.Job, error) {
+	j, err := a.Store.GetJob(ctx, id.Org, jobID)
+	if err != nil {
+		return j, err
+	}
+	if !id.Owns(j.OrgID, j.CreatedBy) {
+		return jobs.Job{}, jobs.ErrNotFound
+	}
+	return j, nil
+}
+
+// JobView is a job and its events, in order.
+type JobView struct {
+	Job    jobs.Job     `json:"job"`
+	Events []jobs.Event `json:"events"`
+}
+
+// GetJob answers GET /v1/jobs/{id}.
+func (a *API) GetJob(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	j, err := a.ownedJob(r.Context(), id, r.PathValue("id"))
+	if err != nil {
+		return httpapi.About("job", err)
+	}
+	evs, err := a.Store.JobEvents(r.Context(), id.Org, j.ID)
+	if err != nil {
+		return httpapi.About("job", err)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, JobView{Job: j, Events: httpapi.NonNil(evs)})
+	return nil
+}
+
+// CancelJob answers POST /v1/jobs/{id}/cancel.
+func (a *API) CancelJob(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	j, err := a.ownedJob(r.Context(), id, r.PathValue("id"))
+	if err != nil {
+		return httpapi.About("job", err)
+	}
+	j, err = a.Store.Cancel(r.Context(), jobs.CancelParams{OrgID: id.Org, JobID: j.ID})
+	if err != nil {
+		return httpapi.About("cancel", err)
+	}
+	a.Log.Info("job cancelled", "job_id", j.ID, "prompt_id", j.PromptID, "org", id.Org)
+	httpapi.WriteJSON(w, http.StatusOK, struct {
+		Job jobs.Job `json:"job"`
+	}{j})
+	return nil
+}
+
+// RetryRequest is the optional body of POST /v1/prompts/{id}/retry.
+type RetryRequest struct {
+	Priority *int `json:"priority,omitempty"`
+}
+
+// RetryPrompt answers POST /v1/prompts/{id}/retry.
+func (a *API) RetryPrompt(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	var req RetryRequest
+	if err := httpapi.ReadJSON(w, r, a.MaxBody, &req, true); err != nil {
+		return err
+	}
+	v, err := a.promptView(r.Context(), id, r.PathValue("id"))
+	if err != nil {
+		return httpapi.About("prompt", err)
+	}
+	if err := a.Auth.Take(id); err != nil {
+		return err
+	}
+	j, err := a.Store.Retry(r.Context(), jobs.RetryParams{OrgID: id.Org, JobID: v.Job.ID, Priority: req.Priority})
+	if err != nil {
+		return httpapi.About("retry", err)
+	}
+	a.Log.Info("prompt retried", "prompt_id", j.PromptID, "job_id", j.ID, "supersedes", j.Supersedes, "org", id.Org)
+	httpapi.WriteJSON(w, http.StatusAccepted, Submitted{PromptID: j.PromptID, JobID: j.ID, State: j.State})
+	return nil
+}
