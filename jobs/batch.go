@@ -3,6 +3,7 @@ package jobs
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -41,6 +42,29 @@ func (s BatchStatus) Valid() bool {
 		return true
 	}
 	return false
+}
+
+// CancelTo is what Store.CancelBatch does to a batch in status s: a
+// validating or in_progress batch moves to cancelling (returned); one
+// already cancelling or cancelled stays as it is (s is returned, and
+// nothing is written); any other is past cancelling (finalizing, or
+// finished) and gets an error matching ErrBatchChanged.
+func (s BatchStatus) CancelTo() (BatchStatus, error) {
+	switch s {
+	case BatchValidating, BatchInProgress:
+		return BatchCancelling, nil
+	case BatchCancelling, BatchCancelled:
+		return s, nil
+	}
+	return s, fmt.Errorf("%w: batch is %s", ErrBatchChanged, s)
+}
+
+// CountsLive reports whether a batch in status s shows the counts of its
+// jobs, read when the batch is read (BatchProgress.Counts), rather than
+// the counts stored with it: while its jobs may still change
+// (in_progress, finalizing, cancelling). See Batch.Counts.
+func (s BatchStatus) CountsLive() bool {
+	return s == BatchInProgress || s == BatchFinalizing || s == BatchCancelling
 }
 
 // Limits and defaults of files and batches.
@@ -134,10 +158,7 @@ type FileListParams struct {
 
 // Normalize fills Limit.
 func (p FileListParams) Normalize() (FileListParams, error) {
-	if p.Limit <= 0 {
-		p.Limit = DefaultListLimit
-	}
-	p.Limit = min(p.Limit, MaxListLimit)
+	p.Limit = pageLimit(p.Limit, DefaultListLimit)
 	return p, nil
 }
 
@@ -255,10 +276,7 @@ type BatchListParams struct {
 
 // Normalize fills Limit.
 func (p BatchListParams) Normalize() (BatchListParams, error) {
-	if p.Limit <= 0 {
-		p.Limit = DefaultListLimit
-	}
-	p.Limit = min(p.Limit, MaxListLimit)
+	p.Limit = pageLimit(p.Limit, DefaultListLimit)
 	return p, nil
 }
 
@@ -266,10 +284,20 @@ func (p BatchListParams) Normalize() (BatchListParams, error) {
 type MoveBatchParams struct {
 	ID       string
 	From, To BatchStatus
-	// Errors replace the batch's errors when non-nil (validation).
+	// Errors replace the batch's errors when non-nil (validation); empty
+	// but not nil, they clear them.
 	Errors []BatchError
 	// Counts replace the stored counts when non-nil.
 	Counts *BatchCounts
+}
+
+// Normalize checks the move: From and To must be batch statuses, and To
+// not validating, where no batch goes back to.
+func (p MoveBatchParams) Normalize() (MoveBatchParams, error) {
+	if !p.From.Valid() || !p.To.Valid() || p.To == BatchValidating {
+		return p, invalid("batch: cannot move %q to %q", p.From, p.To)
+	}
+	return p, nil
 }
 
 // FinishBatchParams end a batch: in one transaction the output and error
@@ -284,6 +312,15 @@ type FinishBatchParams struct {
 	Counts   BatchCounts
 }
 
+// Normalize checks the move: From must be a batch status and To a
+// terminal one.
+func (p FinishBatchParams) Normalize() (FinishBatchParams, error) {
+	if !p.From.Valid() || !p.To.Terminal() {
+		return p, invalid("batch: cannot finish %q as %q", p.From, p.To)
+	}
+	return p, nil
+}
+
 // BatchProgress counts a batch's current jobs (superseded ones left out)
 // by outcome.
 type BatchProgress struct {
@@ -295,13 +332,34 @@ type BatchProgress struct {
 	Unfinished int // queued or running
 }
 
+// Counts are the request_counts of a batch with this progress: its lines,
+// those whose job succeeded, and those whose job failed or was cancelled.
+func (p BatchProgress) Counts() BatchCounts {
+	return BatchCounts{Total: p.Lines, Completed: p.Succeeded, Failed: p.Failed + p.Cancelled}
+}
+
 // BatchResultsParams page through a batch's lines in prompt order.
 type BatchResultsParams struct {
 	BatchID string
 	// After is the prompt ID of the last line of the previous page.
 	After string
-	// Limit defaults to 500.
+	// Limit defaults to 500, at most 1000.
 	Limit int
+}
+
+// Normalize fills Limit.
+func (p BatchResultsParams) Normalize() (BatchResultsParams, error) {
+	p.Limit = pageLimit(p.Limit, 500)
+	return p, nil
+}
+
+// pageLimit is a page's size: def when limit is not positive, at most
+// MaxListLimit.
+func pageLimit(limit, def int) int {
+	if limit <= 0 {
+		return def
+	}
+	return min(limit, MaxListLimit)
 }
 
 // BatchResult is one line of a batch: its prompt, the job that stands for

@@ -95,3 +95,29 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 	}
 	return c, nil
 }
+
+// EncodeChat is the stored form of a prompt's chat request, the same on
+// every store: its JSON, nil when there is none. A request JSON cannot
+// hold (a NaN temperature) is ErrInvalid.
+func EncodeChat(c *ChatRequest) ([]byte, error) {
+	if c == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, invalid("chat: %v", err)
+	}
+	return b, nil
+}
+
+// DecodeChat reads EncodeChat's form: nil for none (empty).
+func DecodeChat(b []byte) (*ChatRequest, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var c ChatRequest
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("chat: %w", err)
+	}
+	return &c, nil
+}

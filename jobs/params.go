@@ -317,6 +317,15 @@ func (p RetryParams) Normalize() (RetryParams, error) {
 	return p, nil
 }
 
+// PriorityOf is the priority of the job that retries old: p.Priority
+// when set (0 included), else old's.
+func (p RetryParams) PriorityOf(old Job) int {
+	if p.Priority != nil {
+		return *p.Priority
+	}
+	return old.Priority
+}
+
 // Normalize fills the default thresholds for zero values (5 and 15
 // minutes) and refuses negative ones, or a ReclaimAfter that is not below
 // StuckAfter.

@@ -269,7 +269,7 @@ func (p *Processor) watch(ctx context.Context, b jobs.Batch) error {
 	if prog.Unfinished == 0 {
 		// Finished within the window, however late this look is: nothing
 		// was cut off, so the batch is completed, not expired.
-		counts := counts(prog)
+		counts := prog.Counts()
 		n := len(refused(b))
 		counts.Total, counts.Failed = counts.Total+n, counts.Failed+n
 		if _, err := st.MoveBatch(ctx, jobs.MoveBatchParams{ID: b.ID, From: jobs.BatchInProgress, To: jobs.BatchFinalizing, Counts: &counts}); err != nil {
@@ -302,10 +302,6 @@ func (p *Processor) cancel(ctx context.Context, b jobs.Batch) error {
 		return nil // a job enqueued meanwhile: the next step cancels it
 	}
 	return p.finalize(ctx, b, jobs.BatchCancelled)
-}
-
-func counts(prog jobs.BatchProgress) jobs.BatchCounts {
-	return jobs.BatchCounts{Total: prog.Lines, Completed: prog.Succeeded, Failed: prog.Failed + prog.Cancelled}
 }
 
 // finalize writes the batch's output and error files, one line per

@@ -52,6 +52,16 @@
 //     failing upload reader) leave Check passing, and store nothing.
 //   - MoveBatch to validating or to a status that does not exist, and
 //     FinishBatch to a status that is not terminal, are ErrInvalid.
+//     MoveBatch with Errors empty but not nil clears the batch's errors.
+//   - CancelBatch of a batch already cancelling or cancelled writes
+//     nothing and returns it as GetBatch would (its cancelling_at is the
+//     first cancel's).
+//   - A refused FinishBatch (ErrInvalid, ErrBatchChanged, ErrNotFound, a
+//     failing reader) stores nothing, neither a file nor a move; of
+//     concurrent FinishBatch calls from one status, one finishes the
+//     batch and the others are ErrBatchChanged.
+//   - A retry's priority is RetryParams.Priority when set (0 included),
+//     else the superseded job's.
 //   - A finished batch's output and error files are named
 //     "<batch ID>_output.jsonl" and "<batch ID>_error.jsonl".
 //   - BatchProgress of an unknown batch is ErrNotFound; BatchResults of
@@ -138,6 +148,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReclaimInvalid", testReclaimInvalid},
 		{"Cancel", testCancel},
 		{"Retry", testRetry},
+		{"RetryPriority", testRetryPriority},
 		{"PromptJobsAndEvents", testPromptJobsAndEvents},
 		{"BatchReads", testBatchReads},
 		{"ListJobsFilters", testListJobsFilters},
@@ -173,7 +184,12 @@ func Run(t *testing.T, h Harness) {
 		{"ListBatches", testListBatches},
 		{"MoveBatch", testMoveBatch},
 		{"CancelBatch", testCancelBatch},
+		{"CancelBatchEachStatus", testCancelBatchEachStatus},
+		{"MoveBatchRules", testMoveBatchRules},
 		{"FinishBatch", testFinishBatch},
+		{"FinishBatchRefusals", testFinishBatchRefusals},
+		{"FinishBatchOutcomes", testFinishBatchOutcomes},
+		{"FinishBatchConcurrent", testFinishBatchConcurrent},
 		{"BatchProgress", testBatchProgress},
 		{"CancelBatchJobs", testCancelBatchJobs},
 		{"BatchNotify", testBatchNotify},

@@ -517,3 +517,28 @@ func testRetry(t *testing.T, h Harness) {
 		t.Errorf("history states %s %s %s", hist[0].State, hist[1].State, hist[2].State)
 	}
 }
+
+// testRetryPriority checks the priority of a retry: the one given, 0
+// included, else the priority of the job it supersedes (not the enqueue
+// default).
+func testRetryPriority(t *testing.T, h Harness) {
+	f := setup(t, h)
+	e := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", Priority: ptr(30)})
+	id := e.JobID
+	for _, c := range []struct {
+		priority *int
+		want     int
+	}{{ptr(0), 0}, {nil, 0}, {ptr(70), 70}, {nil, 70}} {
+		if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: id}); err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+		n, err := f.store.Retry(f.ctx, jobs.RetryParams{JobID: id, Priority: c.priority})
+		if err != nil {
+			t.Fatalf("Retry: %v", err)
+		}
+		if n.Priority != c.want || f.job(n.ID).Priority != c.want {
+			t.Errorf("Retry of a job of priority %d with priority %v: %d, want %d", f.job(id).Priority, c.priority, n.Priority, c.want)
+		}
+		id = n.ID
+	}
+}

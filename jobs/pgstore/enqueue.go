@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 )
 
 // Enqueue inserts a prompt and its queued job in one transaction.
@@ -35,7 +34,7 @@ func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueue
 func normalize(p jobs.EnqueueParams) (jobs.EnqueueParams, error) {
 	p, err := p.Normalize()
 	if err == nil {
-		_, err = batchdb.EncodeChat(p.Chat)
+		_, err = jobs.EncodeChat(p.Chat)
 	}
 	return p, err
 }
@@ -233,7 +232,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		available: make([]time.Time, n), chat: make([]string, n), batch: make([]string, n), customID: make([]string, n),
 	}
 	for i, p := range ps {
-		chat, _ := batchdb.EncodeChat(p.Chat) // checked by normalize
+		chat, _ := jobs.EncodeChat(p.Chat) // checked by normalize
 		avail := now
 		if !p.AvailableAt.IsZero() {
 			avail = p.AvailableAt

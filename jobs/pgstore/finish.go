@@ -348,7 +348,7 @@ var retrySQL = named(`
 	), fresh AS (
 		INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options,
 			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
-		SELECT $new_id, prompt_id, 'queued', COALESCE($priority::int, priority), 1, max_attempts, execution_options,
+		SELECT $new_id, prompt_id, 'queued', $priority::int, 1, max_attempts, execution_options,
 			id, depends_on, org_id, created_by, $now, $now, $now
 		FROM old
 		RETURNING jobs.*
@@ -364,9 +364,9 @@ var retrySQL = named(`
 	"now", "old_id", "new_id", "priority", "from", "old_data", "new_data", "schema")
 
 // Retry supersedes a succeeded, failed or cancelled job with a new queued
-// one (same prompt, options and dependency; the old priority unless
-// overridden); any other state is a *jobs.TransitionError. See
-// jobs.Store.
+// one (same prompt, options and dependency; its priority is
+// jobs.RetryParams.PriorityOf the old job, read in the first trip); any
+// other state is a *jobs.TransitionError. See jobs.Store.
 func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error) {
 	p, err := p.Normalize()
 	if err != nil {
@@ -379,7 +379,7 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 	err = s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Superseded, &old)
 	}, func(ph *phase, now time.Time) {
-		ph.queryRow(retrySQL.q, retrySQL.args(now, p.JobID, newID, p.Priority, string(old.State),
+		ph.queryRow(retrySQL.q, retrySQL.args(now, p.JobID, newID, p.PriorityOf(old), string(old.State),
 			string(oldData), string(newData), s.schema), scanInto(&out))
 	})
 	s.wrote(ctx, "retry", err, err == nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/schema"
 )
 
@@ -28,7 +29,7 @@ const probeSQL = `
 	INSERT INTO readiness (store, at) VALUES ($1, $2)
 	ON CONFLICT (store) DO UPDATE SET at = excluded.at`
 
-// Check, in three steps:
+// Check, in three steps (health.Writes.Check):
 //
 //  1. reads goose's version table in the store's schema: a schema other
 //     than this build's is a *schema.VersionError naming both versions;
@@ -45,28 +46,25 @@ const probeSQL = `
 //
 // See jobs.Store.
 func (s *Store) Check(ctx context.Context) error {
-	want, err := latestVersion()
-	if err != nil {
-		return fmt.Errorf("pgstore: check: %w", err)
-	}
-	var have *int64
-	if err := s.pool.QueryRow(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&have); err != nil {
-		return fmt.Errorf("pgstore: check: %w", err)
-	}
-	var v int64
-	if have != nil {
-		v = *have
-	}
-	if err := schema.Check(v, want); err != nil {
-		return fmt.Errorf("pgstore: check: %w", err)
-	}
-	if _, err := s.pool.Exec(ctx, probeSQL, s.probeKey, s.clock()); err != nil {
-		return fmt.Errorf("pgstore: check: probe write: %w", err)
-	}
-	if err := s.health.Recent(s.now()); err != nil {
+	if err := s.health.Check(ctx, s.now, health.Probe{Want: latestVersion, Have: s.schemaVersion, Write: s.probe}); err != nil {
 		return fmt.Errorf("pgstore: check: %w", err)
 	}
 	return nil
+}
+
+// schemaVersion reads goose's version table in the store's schema.
+func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
+	var have *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&have); err != nil || have == nil {
+		return 0, err
+	}
+	return *have, nil
+}
+
+// probe is Check's write (probeSQL).
+func (s *Store) probe(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, probeSQL, s.probeKey, s.clock())
+	return err
 }
 
 // wrote records the outcome of a real write for Check: op names the method

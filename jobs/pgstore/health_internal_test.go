@@ -15,7 +15,7 @@ import (
 
 	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/health"
+	"github.com/promptkit/promptkit/jobs/internal/storetest"
 	"github.com/promptkit/promptkit/jobs/jobstest"
 )
 
@@ -68,70 +68,29 @@ func sqlState(err error) string {
 	return ""
 }
 
-// A real write that failed for a database reason keeps Check failing,
-// naming it, after the probe works again, until a write stores something
-// or the window passes. A write that stores nothing (an empty Claim poll,
-// which succeeds on a read-only database too), a refusal and Check itself
-// change nothing. While writes are refused, the probe fails too, and its
-// failure is not remembered.
+// While writes are refused, the probe fails too, and its failure is not
+// remembered. A real write that failed for a database reason keeps Check
+// failing once writes work again (storetest.FailedWrites).
 func TestCheckRemembersFailedWrites(t *testing.T) {
 	s, clock, _ := openOneConn(t)
 	ctx := t.Context()
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check on a new store: %v", err)
-	}
-	wantFailing := func(when string) {
-		t.Helper()
-		err := s.Check(ctx)
-		if sqlState(err) != readOnlySQLState || !strings.Contains(fmt.Sprint(err), "enqueue") {
-			t.Fatalf("Check %s = %v, want the enqueue's %s", when, err, readOnlySQLState)
-		}
-	}
-	p := jobs.EnqueueParams{CreatedBy: "u", Text: "x"}
-
+	refused := func(err error) bool { return sqlState(err) == readOnlySQLState }
 	setReadOnly(t, s, true)
-	if err := s.Check(ctx); sqlState(err) != readOnlySQLState || !strings.Contains(fmt.Sprint(err), "probe") {
+	if err := s.Check(ctx); !refused(err) || !strings.Contains(fmt.Sprint(err), "probe") {
 		t.Fatalf("Check on a read-only connection = %v, want the probe's %s", err, readOnlySQLState)
 	}
 	setReadOnly(t, s, false)
 	if err := s.Check(ctx); err != nil {
 		t.Fatalf("Check once writes work again (the probe's failure is not remembered): %v", err)
 	}
-
-	setReadOnly(t, s, true)
-	if _, err := s.Enqueue(ctx, p); sqlState(err) != readOnlySQLState {
-		t.Fatalf("Enqueue on a read-only connection = %v, want %s", err, readOnlySQLState)
-	}
-	if got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w"}); err != nil || len(got) != 0 {
-		t.Fatalf("empty Claim on a read-only connection = %v, %v; want nothing, no error", got, err)
-	}
-	setReadOnly(t, s, false)
-	wantFailing("after a failed enqueue and an empty Claim poll")
-	wantFailing("again")
-	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: jobs.NewID(), Worker: "w"}); !errors.Is(err, jobs.ErrNotClaimed) {
-		t.Fatalf("Succeed of an unknown job = %v, want ErrNotClaimed", err)
-	}
-	wantFailing("after a refused Succeed")
-
-	clock.Advance(health.Window - time.Microsecond)
-	wantFailing("just before the window ends")
-	clock.Advance(time.Microsecond)
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check once the window has passed without writes: %v", err)
-	}
-
-	setReadOnly(t, s, true)
-	if _, err := s.Enqueue(ctx, p); sqlState(err) != readOnlySQLState {
-		t.Fatalf("second Enqueue on a read-only connection = %v, want %s", err, readOnlySQLState)
-	}
-	setReadOnly(t, s, false)
-	wantFailing("after another failed enqueue")
-	if _, err := s.Enqueue(ctx, p); err != nil {
-		t.Fatalf("Enqueue once writes work: %v", err)
-	}
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check after a write stored something: %v", err)
-	}
+	storetest.FailedWrites{
+		Store:  s,
+		Clock:  clock,
+		Break:  func(t *testing.T) { setReadOnly(t, s, true) },
+		Mend:   func(t *testing.T) { setReadOnly(t, s, false) },
+		Failed: refused,
+		Write:  jobs.EnqueueParams{CreatedBy: "u", Text: "x"},
+	}.Run(t)
 }
 
 // Each store probes its own row, so probes never wait for one another:

@@ -2,9 +2,6 @@ package pgstore
 
 import (
 	"database/sql"
-	"errors"
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,7 +10,7 @@ import (
 
 	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/schema"
+	"github.com/promptkit/promptkit/jobs/internal/storetest"
 )
 
 // TestMigrationSideTablesBackfill upgrades a version-1 database holding a
@@ -165,28 +162,9 @@ func TestCheckSchemaVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check after Open: %v", err)
-	}
-	for _, c := range []struct {
-		what string
-		sql  string
-		have int64
-	}{
-		{"newer", `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1 + 1, true)`, latest + 1},
-		{"older", `DELETE FROM goose_db_version WHERE version_id >= $1`, latest - 1},
-	} {
-		if _, err := db.ExecContext(ctx, c.sql, latest); err != nil {
-			t.Fatal(err)
-		}
-		err := s.Check(ctx)
-		var ve *schema.VersionError
-		if !errors.As(err, &ve) || ve.Have != c.have || ve.Want != latest {
-			t.Errorf("Check on a %s schema = %v, want a VersionError %d ≠ %d", c.what, err, c.have, latest)
-		} else if msg := err.Error(); !strings.Contains(msg, fmt.Sprint(c.have)) || !strings.Contains(msg, fmt.Sprint(latest)) || !strings.Contains(msg, c.what) {
-			t.Errorf("Check on a %s schema: %q should say so and name both versions", c.what, msg)
-		}
-	}
+	storetest.SchemaVersions(t, s, db, latest,
+		`INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1 + 1, true)`,
+		`DELETE FROM goose_db_version WHERE version_id >= $1`)
 }
 
 // Migration 6 leaves the prompts stored before it without a request hash,
@@ -217,8 +195,5 @@ func TestMigrationTokensRequestHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	e, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "x", IdempotencyKey: "k", RequestHash: "h"})
-	if err != nil || !e.Existing || e.JobID != "j" {
-		t.Errorf("repeat of a key stored before migration 6 = %+v, %v; want job j", e, err)
-	}
+	storetest.KeyStoredBefore(t, s, "migration 6")
 }

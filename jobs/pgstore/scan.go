@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 )
 
 // jobCols is the column list scanJob reads, in order. JSON columns are
@@ -135,7 +134,7 @@ func scanPrompt(row pgx.Row) (jobs.Prompt, error) {
 		p.Inputs = json.RawMessage(inputs)
 	}
 	var err error
-	if p.Chat, err = batchdb.DecodeChat(chat); err != nil {
+	if p.Chat, err = jobs.DecodeChat(chat); err != nil {
 		return jobs.Prompt{}, err
 	}
 	p.BatchID, p.CustomID = str(batch), str(customID)

@@ -22,6 +22,7 @@ import (
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
 	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/notify"
+	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
 
 //go:embed migrations/*.sql
@@ -39,7 +40,19 @@ var _ jobs.Store = (*Store)(nil)
 
 // Store is a jobs.Store on PostgreSQL. It is safe for concurrent use by
 // many goroutines and by many processes sharing one database.
+//
+// The methods of jobs.Store on files, batches and tokens (CreateFile,
+// GetFile, ListFiles, ReadFile, DeleteFile, CreateBatch, GetBatch,
+// ListBatches, ActiveBatches, MoveBatch, CancelBatch, FinishBatch,
+// BatchProgress, BatchResults, CreateToken, ListTokens, RevokeToken,
+// TokenByHash, HasTokens) are written once for both stores and promoted
+// from an embedded field, so go doc does not list them here: see
+// jobs.Store.
 type Store struct {
+	// storeOps are the file, batch and token methods (see batches.go and
+	// tokens.go).
+	storeOps
+
 	pool    *pgxpool.Pool
 	now     func() time.Time
 	schema  string
@@ -64,6 +77,18 @@ type Store struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
+
+// storeOps names storeops.Ops as Store embeds it: an unexported field,
+// its methods Store's.
+type storeOps = storeops.Ops
+
+// opsDB is the Store as the storeOps it embeds run on it: a type of its
+// own, so that its methods are not the Store's.
+type opsDB Store
+
+var _ storeops.DB = (*opsDB)(nil)
+
+func (d *opsDB) store() *Store { return (*Store)(d) }
 
 // Open connects to the database at url (postgres:// or postgresql://),
 // applies pending migrations and returns a Store. A search_path query
@@ -101,6 +126,7 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 		bgCtx:     bg,
 		bgCancel:  cancel,
 	}
+	s.storeOps = storeops.NewOps("pgstore", (*opsDB)(s))
 	s.writes = groupcommit.New(writeBatchMax, (*writeReq).key, s.runWrites)
 	s.notify = notify.New(func() {
 		s.wg.Add(1)

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 )
 
 var (
@@ -69,7 +68,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 			return jobs.Enqueued{}, fmt.Errorf("depends_on lookup: %w", err)
 		}
 	}
-	chat, err := batchdb.EncodeChat(p.Chat)
+	chat, err := jobs.EncodeChat(p.Chat)
 	if err != nil {
 		return jobs.Enqueued{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/schema"
 )
 
@@ -21,7 +22,7 @@ const qSchemaVersion = `SELECT max(version_id) FROM goose_db_version`
 // with the transaction's time.
 var qProbe = wq(`INSERT INTO readiness (id, at) VALUES (1, ?1) ON CONFLICT (id) DO UPDATE SET at = excluded.at`)
 
-// Check implements jobs.Store, in three steps:
+// Check implements jobs.Store, in three steps (health.Writes.Check):
 //
 //  1. one read of goose's version table on the reader pool: a schema
 //     other than this build's is a *schema.VersionError naming both
@@ -40,28 +41,25 @@ var qProbe = wq(`INSERT INTO readiness (id, at) VALUES (1, ?1) ON CONFLICT (id) 
 //     stored anything since. The error names that write's error and wraps
 //     it.
 func (s *Store) Check(ctx context.Context) error {
-	want, err := latestVersion()
-	if err != nil {
-		return fmt.Errorf("sqlitestore: check: %w", err)
-	}
-	var have sql.NullInt64
-	if err := s.readRow(ctx, qSchemaVersion).Scan(&have); err != nil {
-		return fmt.Errorf("sqlitestore: check: %w", err)
-	}
-	if err := schema.Check(have.Int64, want); err != nil {
-		return fmt.Errorf("sqlitestore: check: %w", err)
-	}
-	err = s.tx(ctx, func(w *wtx) error {
-		_, err := w.exec(qProbe, w.now)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("sqlitestore: check: probe write: %w", err)
-	}
-	if err := s.health.Recent(s.now()); err != nil {
+	if err := s.health.Check(ctx, s.now, health.Probe{Want: latestVersion, Have: s.schemaVersion, Write: s.probe}); err != nil {
 		return fmt.Errorf("sqlitestore: check: %w", err)
 	}
 	return nil
+}
+
+// schemaVersion reads goose's version table on the reader pool.
+func (s *Store) schemaVersion(ctx context.Context) (int64, error) {
+	var have sql.NullInt64
+	err := s.readRow(ctx, qSchemaVersion).Scan(&have)
+	return have.Int64, err
+}
+
+// probe is Check's write (qProbe), in a transaction of its own.
+func (s *Store) probe(ctx context.Context) error {
+	return s.tx(ctx, func(w *wtx) error {
+		_, err := w.exec(qProbe, w.now)
+		return err
+	})
 }
 
 // wrote records the outcome of a real write for Check: op names the method

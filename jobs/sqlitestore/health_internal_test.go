@@ -14,7 +14,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/health"
+	"github.com/promptkit/promptkit/jobs/internal/storetest"
 	"github.com/promptkit/promptkit/jobs/jobstest"
 )
 
@@ -53,15 +53,10 @@ func writerPragma(t *testing.T, s *Store, pragma string) {
 // (max_page_count, a setting of the writer connection): an enqueue needs
 // new pages and fails with SQLITE_FULL, while the probe, which updates its
 // row in place, succeeds. Check fails all the same, naming the failed
-// write, until a write stores something or the window passes. A write
-// that stores nothing (an empty Claim poll commits on a full disk too), a
-// refusal and Check itself change nothing.
+// write (storetest.FailedWrites).
 func TestCheckRemembersFailedWrites(t *testing.T) {
 	s, clock, _ := openClocked(t)
 	ctx := t.Context()
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check on a new store: %v", err)
-	}
 	var pages, maxPages int64
 	if err := s.writer.QueryRowContext(ctx, "PRAGMA page_count").Scan(&pages); err != nil {
 		t.Fatal(err)
@@ -69,52 +64,23 @@ func TestCheckRemembersFailedWrites(t *testing.T) {
 	if err := s.writer.QueryRowContext(ctx, "PRAGMA max_page_count").Scan(&maxPages); err != nil {
 		t.Fatal(err)
 	}
-	writerPragma(t, s, fmt.Sprintf("max_page_count = %d", pages))
-	big := jobs.EnqueueParams{CreatedBy: "u", Text: strings.Repeat("x", 1<<20)}
-	if _, err := s.Enqueue(ctx, big); sqliteCode(err) != sqlite3.SQLITE_FULL {
-		t.Fatalf("Enqueue on a full file = %v, want SQLITE_FULL", err)
-	}
-	if err := s.tx(ctx, func(w *wtx) error { _, err := w.exec(qProbe, w.now); return err }); err != nil {
-		t.Fatalf("the probe alone on a full file: %v (the test needs it to pass)", err)
-	}
-	wantFailing := func(when string) {
-		t.Helper()
-		err := s.Check(ctx)
-		if sqliteCode(err) != sqlite3.SQLITE_FULL || !strings.Contains(fmt.Sprint(err), "enqueue") {
-			t.Fatalf("Check %s = %v, want the enqueue's SQLITE_FULL", when, err)
-		}
-	}
-	wantFailing("after a failed enqueue")
-	wantFailing("again")
-
-	if got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w"}); err != nil || len(got) != 0 {
-		t.Fatalf("empty Claim on a full file = %v, %v; want nothing, no error", got, err)
-	}
-	wantFailing("after an empty Claim poll")
-	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: jobs.NewID(), Worker: "w"}); !errors.Is(err, jobs.ErrNotClaimed) {
-		t.Fatalf("Succeed of an unknown job = %v, want ErrNotClaimed", err)
-	}
-	wantFailing("after a refused Succeed")
-
-	clock.Advance(health.Window - time.Microsecond)
-	wantFailing("just before the window ends")
-	clock.Advance(time.Microsecond)
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check once the window has passed without writes: %v", err)
-	}
-
-	if _, err := s.Enqueue(ctx, big); sqliteCode(err) != sqlite3.SQLITE_FULL {
-		t.Fatalf("second Enqueue on a full file = %v, want SQLITE_FULL", err)
-	}
-	wantFailing("after another failed enqueue")
-	writerPragma(t, s, fmt.Sprintf("max_page_count = %d", maxPages))
-	wantFailing("once there is room again, before any write")
-	if _, err := s.Enqueue(ctx, big); err != nil {
-		t.Fatalf("Enqueue once there is room: %v", err)
-	}
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check after a write stored something: %v", err)
-	}
+	full := func(err error) bool { return sqliteCode(err) == sqlite3.SQLITE_FULL }
+	storetest.FailedWrites{
+		Store:  s,
+		Clock:  clock,
+		Break:  func(t *testing.T) { writerPragma(t, s, fmt.Sprintf("max_page_count = %d", pages)) },
+		Mend:   func(t *testing.T) { writerPragma(t, s, fmt.Sprintf("max_page_count = %d", maxPages)) },
+		Failed: full,
+		Write:  jobs.EnqueueParams{CreatedBy: "u", Text: strings.Repeat("x", 1<<20)},
+		Broken: func(t *testing.T) {
+			if err := s.tx(ctx, func(w *wtx) error { _, err := w.exec(qProbe, w.now); return err }); err != nil {
+				t.Fatalf("the probe alone on a full file: %v (the test needs it to pass)", err)
+			}
+			if err := s.Check(ctx); !full(err) || !strings.Contains(fmt.Sprint(err), "enqueue") {
+				t.Fatalf("Check on a full file after a failed enqueue = %v, want the enqueue's SQLITE_FULL", err)
+			}
+		},
+	}.Run(t)
 }
 
 // The probe is a write: it stamps readiness's row with the store's clock,

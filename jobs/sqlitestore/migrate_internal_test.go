@@ -2,8 +2,6 @@ package sqlitestore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +9,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/schema"
+	"github.com/promptkit/promptkit/jobs/internal/storetest"
 )
 
 // Migration 2 moves a profile written into execution_options to the
@@ -94,28 +92,9 @@ func TestCheckSchemaVersion(t *testing.T) {
 	if v, err := latestVersion(); err != nil || v != latest {
 		t.Fatalf("latestVersion = %d, %v; want %d", v, err, latest)
 	}
-	if err := s.Check(ctx); err != nil {
-		t.Fatalf("Check after Open: %v", err)
-	}
-	for _, c := range []struct {
-		what string
-		sql  string
-		have int64
-	}{
-		{"newer", `INSERT INTO goose_db_version (version_id, is_applied) VALUES (?1 + 1, 1)`, latest + 1},
-		{"older", `DELETE FROM goose_db_version WHERE version_id >= ?1`, latest - 1},
-	} {
-		if _, err := s.writer.ExecContext(ctx, c.sql, latest); err != nil {
-			t.Fatal(err)
-		}
-		err := s.Check(ctx)
-		var ve *schema.VersionError
-		if !errors.As(err, &ve) || ve.Have != c.have || ve.Want != latest {
-			t.Errorf("Check on a %s schema = %v, want a VersionError %d ≠ %d", c.what, err, c.have, latest)
-		} else if msg := err.Error(); !strings.Contains(msg, fmt.Sprint(c.have)) || !strings.Contains(msg, fmt.Sprint(latest)) || !strings.Contains(msg, c.what) {
-			t.Errorf("Check on a %s schema: %q should say so and name both versions", c.what, msg)
-		}
-	}
+	storetest.SchemaVersions(t, s, s.writer, latest,
+		`INSERT INTO goose_db_version (version_id, is_applied) VALUES (?1 + 1, 1)`,
+		`DELETE FROM goose_db_version WHERE version_id >= ?1`)
 }
 
 // Migration 3 leaves the prompts stored before it without a request hash,
@@ -155,10 +134,7 @@ func TestMigrationTokensRequestHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	e, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "o", Text: "x", IdempotencyKey: "k", RequestHash: "h"})
-	if err != nil || !e.Existing || e.JobID != "j" {
-		t.Errorf("repeat of a key stored before migration 3 = %+v, %v; want job j", e, err)
-	}
+	storetest.KeyStoredBefore(t, s, "migration 3")
 }
 
 // The reads every API request makes, and the event and change readers',

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/batchdb"
 	"github.com/promptkit/promptkit/jobs/internal/listing"
 )
 
@@ -362,6 +361,21 @@ func eachRow(rows *sql.Rows, scan func() error) error {
 	return rows.Err()
 }
 
+// readAll runs q on the reader pool and scans every row of it.
+func readAll[T any](ctx context.Context, s *Store, scan func(scanner) (T, error), q string, args ...any) ([]T, error) {
+	rows, err := s.readQuery(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	err = eachRow(rows, func() error {
+		v, err := scan(rows)
+		out = append(out, v)
+		return err
+	})
+	return out, err
+}
+
 // Thread implements jobs.Store with one recursive query (qThread).
 func (s *Store) Thread(ctx context.Context, p jobs.ThreadParams) ([]jobs.Turn, error) {
 	p, err := p.Normalize()
@@ -564,7 +578,7 @@ func scanPrompt(r scanner) (jobs.Prompt, error) {
 	if inputs.Valid {
 		p.Inputs = json.RawMessage(inputs.String)
 	}
-	if p.Chat, err = batchdb.DecodeChat([]byte(chat.String)); err != nil {
+	if p.Chat, err = jobs.DecodeChat([]byte(chat.String)); err != nil {
 		return jobs.Prompt{}, err
 	}
 	p.BatchID, p.CustomID = batch.String, customID.String

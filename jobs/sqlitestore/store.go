@@ -71,6 +71,7 @@ import (
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
 	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/notify"
+	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
 
 var _ jobs.Store = (*Store)(nil)
@@ -98,7 +99,19 @@ const walSizeLimit = 16 << 20
 
 // Store is a jobs.Store on one SQLite file. Create it with Open; it is safe
 // for concurrent use, and several processes may open the same file.
+//
+// The methods of jobs.Store on files, batches and tokens (CreateFile,
+// GetFile, ListFiles, ReadFile, DeleteFile, CreateBatch, GetBatch,
+// ListBatches, ActiveBatches, MoveBatch, CancelBatch, FinishBatch,
+// BatchProgress, BatchResults, CreateToken, ListTokens, RevokeToken,
+// TokenByHash, HasTokens) are written once for both stores and promoted
+// from an embedded field, so go doc does not list them here: see
+// jobs.Store.
 type Store struct {
+	// storeOps are the file, batch and token methods (see batches.go and
+	// tokens.go).
+	storeOps
+
 	writer *sql.DB // exactly one connection: the only writer in this process
 	reader *sql.DB // query_only connections for reads
 	now    func() time.Time
@@ -126,6 +139,18 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// storeOps names storeops.Ops as Store embeds it: an unexported field,
+// its methods Store's.
+type storeOps = storeops.Ops
+
+// opsDB is the Store as the storeOps it embeds run on it: a type of its
+// own, so that its methods are not the Store's.
+type opsDB Store
+
+var _ storeops.DB = (*opsDB)(nil)
+
+func (d *opsDB) store() *Store { return (*Store)(d) }
 
 // watchInterval is how often the watcher asks SQLite whether another
 // connection committed: cheap (no lock, no I/O beyond the WAL index), and
@@ -314,6 +339,7 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 	}
 	s.writes = groupcommit.New(maxGroup, nil, s.commitGroup)
 	s.notify = notify.New(func() { go s.watch() })
+	s.storeOps = storeops.NewOps("sqlitestore", (*opsDB)(s))
 	for _, q := range writerQueries {
 		st, err := writer.PrepareContext(ctx, q)
 		if err != nil {

@@ -3,10 +3,13 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"fmt"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
+
+// The methods of jobs.Store on tokens are storeops.Ops' (embedded in
+// Store), which runs them over opsDB: the statements below.
 
 const tokenCols = `id, org_id, user_id, role, created_at, revoked_at`
 
@@ -46,83 +49,44 @@ func scanToken(r scanner) (jobs.Token, error) {
 	return t, nil
 }
 
-// CreateToken implements jobs.Store. A hash that is already stored (a
-// secret used twice) is ErrInvalid.
-func (s *Store) CreateToken(ctx context.Context, p jobs.CreateTokenParams) (jobs.Token, error) {
-	p, err := p.Normalize()
-	if err != nil {
-		return jobs.Token{}, fmt.Errorf("sqlitestore: create token: %w", err)
-	}
-	t := jobs.Token{ID: jobs.NewID(), OrgID: p.OrgID, UserID: p.UserID, Role: p.Role}
-	err = s.write(ctx, "create token", func(w *wtx) error {
-		res, err := w.exec(qInsertToken, t.ID, t.OrgID, t.UserID, string(t.Role), p.Hash, w.now)
+// TokenInsert writes in a transaction of its own; the token is made of
+// its row's values, which a conflict leaves unwritten.
+func (d *opsDB) TokenInsert(ctx context.Context, p storeops.TokenInsertParams) (jobs.Token, bool, error) {
+	t := jobs.Token{ID: p.ID, OrgID: p.OrgID, UserID: p.UserID, Role: p.Role}
+	inserted := false
+	err := d.store().tx(ctx, func(w *wtx) error {
+		res, err := w.exec(qInsertToken, p.ID, p.OrgID, p.UserID, string(p.Role), p.Hash, w.now)
 		if err != nil {
 			return err
 		}
 		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return fmt.Errorf("%w: a token with this hash exists", jobs.ErrInvalid)
-		}
-		t.CreatedAt = fromMicros(w.now)
-		return nil
-	})
-	s.wrote(ctx, "create token", err, err == nil)
-	if err != nil {
-		return jobs.Token{}, err
-	}
-	return t, nil
-}
-
-// ListTokens implements jobs.Store.
-func (s *Store) ListTokens(ctx context.Context, orgID string) ([]jobs.Token, error) {
-	rows, err := s.readQuery(ctx, qListTokens, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list tokens: %w", err)
-	}
-	var out []jobs.Token
-	err = eachRow(rows, func() error {
-		t, err := scanToken(rows)
-		out = append(out, t)
+		inserted, t.CreatedAt = n > 0, fromMicros(w.now)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: list tokens: %w", err)
-	}
-	return out, nil
+	return t, inserted && err == nil, err
 }
 
-// RevokeToken implements jobs.Store.
-func (s *Store) RevokeToken(ctx context.Context, id string) (jobs.Token, error) {
+func (d *opsDB) TokenRevoke(ctx context.Context, id string) (jobs.Token, error) {
 	var t jobs.Token
-	err := s.write(ctx, "revoke token", func(w *wtx) error {
+	err := d.store().tx(ctx, func(w *wtx) error {
 		var err error
 		t, err = scanToken(w.queryRow(qRevokeToken, w.now, id))
 		return notFound(err)
 	})
-	s.wrote(ctx, "revoke token", err, err == nil)
-	if err != nil {
-		return jobs.Token{}, err
-	}
-	return t, nil
+	return t, err
 }
 
-// TokenByHash implements jobs.Store.
-func (s *Store) TokenByHash(ctx context.Context, hash []byte) (jobs.Token, error) {
-	t, err := scanToken(s.readRow(ctx, qTokenByHash, hash))
-	if err != nil {
-		return jobs.Token{}, fmt.Errorf("sqlitestore: token by hash: %w", notFound(err))
-	}
-	return t, nil
+func (d *opsDB) TokenList(ctx context.Context, orgID string) ([]jobs.Token, error) {
+	return readAll(ctx, d.store(), scanToken, qListTokens, orgID)
 }
 
-// HasTokens implements jobs.Store.
-func (s *Store) HasTokens(ctx context.Context) (bool, error) {
+func (d *opsDB) TokenGetValid(ctx context.Context, hash []byte) (jobs.Token, error) {
+	t, err := scanToken(d.store().readRow(ctx, qTokenByHash, hash))
+	return t, notFound(err)
+}
+
+func (d *opsDB) TokenExistsValid(ctx context.Context) (bool, error) {
 	var has bool
-	if err := s.readRow(ctx, qHasTokens).Scan(&has); err != nil {
-		return false, fmt.Errorf("sqlitestore: has tokens: %w", err)
-	}
-	return has, nil
+	err := d.store().readRow(ctx, qHasTokens).Scan(&has)
+	return has, err
 }

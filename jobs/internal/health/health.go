@@ -1,9 +1,9 @@
-// Package health is the write-failure record both stores keep for
-// jobs.Store.Check: a small probe write can succeed where real writes fail
-// (on a full disk SQLite's WAL reuses its space, an update in place needs
-// no new page, an enqueue needs both), so Check also fails while the
-// latest real write failed for a database reason, recently, and none has
-// stored anything since.
+// Package health is jobs.Store.Check as both stores run it, and the
+// write-failure record they keep for it: a small probe write can succeed
+// where real writes fail (on a full disk SQLite's WAL reuses its space, an
+// update in place needs no new page, an enqueue needs both), so Check also
+// fails while the latest real write failed for a database reason,
+// recently, and none has stored anything since.
 package health
 
 import (
@@ -15,6 +15,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
+	"github.com/promptkit/promptkit/jobs/internal/schema"
 )
 
 // Window is how long, on the store's clock, a failed real write keeps
@@ -112,4 +113,41 @@ func (w *Writes) Recent(now time.Time) error {
 	}
 	return fmt.Errorf("writes are failing: the latest write (%s, %s ago) failed and none has stored anything since: %w",
 		f.op, max(age, 0).Round(time.Millisecond), f.err)
+}
+
+// Probe is what a store's Check reads and writes.
+type Probe struct {
+	// Want returns the schema version this build migrates to.
+	Want func() (int64, error)
+	// Have reads the database's schema version: 0 when no migration was
+	// applied.
+	Have func(ctx context.Context) (int64, error)
+	// Write is the probe write: it fails when the database refuses
+	// writes, and waits its turn behind the store's writes.
+	Write func(ctx context.Context) error
+}
+
+// Check is jobs.Store.Check, in three steps:
+//
+//  1. the database's schema version must be this build's, else a
+//     *schema.VersionError naming both;
+//  2. the probe write must succeed;
+//  3. no real write may have failed recently (Recent, at now's reading
+//     once the probe is done).
+func (w *Writes) Check(ctx context.Context, now func() time.Time, p Probe) error {
+	want, err := p.Want()
+	if err != nil {
+		return err
+	}
+	have, err := p.Have(ctx)
+	if err != nil {
+		return err
+	}
+	if err := schema.Check(have, want); err != nil {
+		return err
+	}
+	if err := p.Write(ctx); err != nil {
+		return fmt.Errorf("probe write: %w", err)
+	}
+	return w.Recent(now())
 }
