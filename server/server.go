@@ -264,7 +264,7 @@ func (s *Server) Open(ctx context.Context) error {
 		return fmt.Errorf("server: starting the event reader: %w", err)
 	}
 	if s.metricsLn, err = s.openMetrics(); err != nil {
-		s.hub.Stop()
+		_ = s.hub.Stop(ctx)
 		ln.Close()
 		return err
 	}
@@ -317,7 +317,7 @@ func (s *Server) Close() error {
 			s.closeErr = s.http.Shutdown(ctx)
 		}
 		s.closeErr = errors.Join(s.closeErr, s.metricsLn.close())
-		s.hub.Stop()
+		s.closeErr = errors.Join(s.closeErr, s.hub.Stop(context.Background()))
 		s.bg.Wait()
 	})
 	return s.closeErr

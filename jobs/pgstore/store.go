@@ -66,15 +66,12 @@ type Store struct {
 	// Succeed can name its response (see promptCache).
 	prompts promptCache
 	// notify feeds the Notify channels; its first subscription starts the
-	// LISTEN goroutine, which runs until bgCtx ends.
+	// LISTEN loop (listen), which Close stops.
 	notify *notify.Hub
 	// probeKey is this store's row of readiness (see Check); health
 	// remembers the latest failed write (see wrote).
 	probeKey  string
 	health    health.Writes
-	bgCtx     context.Context
-	bgCancel  context.CancelFunc
-	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
@@ -115,7 +112,6 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	bg, cancel := context.WithCancel(context.Background())
 	s := &Store{
 		pool:      pool,
 		now:       now,
@@ -123,15 +119,10 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 		lockKey:   eventLockKey(schema),
 		listenCfg: cfg.ConnConfig.Copy(),
 		probeKey:  jobs.NewID(),
-		bgCtx:     bg,
-		bgCancel:  cancel,
 	}
 	s.storeOps = storeops.NewOps("pgstore", (*opsDB)(s))
 	s.writes = groupcommit.New(writeBatchMax, (*writeReq).key, s.runWrites)
-	s.notify = notify.New(func() {
-		s.wg.Add(1)
-		go s.listen()
-	})
+	s.notify = notify.New(s.listen)
 	return s, nil
 }
 
@@ -254,9 +245,7 @@ func eventLockKey(schema string) int64 {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.writes.Close()
-		s.notify.Close()
-		s.bgCancel()
-		s.wg.Wait()
+		_ = s.notify.Close(context.Background()) // the LISTEN loop ends at once
 		s.pool.Close()
 	})
 	return nil
@@ -274,25 +263,24 @@ func (s *Store) clock() time.Time {
 // It is closed when ctx ends or the store closes.
 func (s *Store) Notify(ctx context.Context) <-chan struct{} { return s.notify.Subscribe(ctx) }
 
-// listen keeps one LISTEN connection open until the store closes,
-// reconnecting with capped exponential backoff.
-func (s *Store) listen() {
-	defer s.wg.Done()
+// listen keeps one LISTEN connection open until ctx ends (the store
+// closes), reconnecting with capped exponential backoff.
+func (s *Store) listen(ctx context.Context) error {
 	const minBackoff, maxBackoff = 50 * time.Millisecond, 5 * time.Second
 	backoff := minBackoff
 	for {
-		connected, _ := s.listenOnce(s.bgCtx)
-		if s.bgCtx.Err() != nil {
-			return
+		connected, _ := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
 		}
 		if connected {
 			backoff = minBackoff
 		}
 		t := time.NewTimer(backoff)
 		select {
-		case <-s.bgCtx.Done():
+		case <-ctx.Done():
 			t.Stop()
-			return
+			return nil
 		case <-t.C:
 		}
 		backoff = min(2*backoff, maxBackoff)

@@ -131,11 +131,6 @@ type Store struct {
 	// health remembers the latest failed write for Check (see wrote).
 	health health.Writes
 
-	// The watcher notices commits by other processes (see watch); the hub
-	// starts it with the first Notify.
-	stopWatch chan struct{}
-	watchDone chan struct{}
-
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -326,19 +321,19 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 		return nil, fmt.Errorf("sqlitestore: open: %w", err)
 	}
 	s := &Store{
-		writer:    writer,
-		reader:    reader,
-		now:       opts.Now,
-		wstmts:    make(map[string]*sql.Stmt, len(writerQueries)),
-		rstmts:    make(map[string]*sql.Stmt),
-		stopWatch: make(chan struct{}),
-		watchDone: make(chan struct{}),
+		writer: writer,
+		reader: reader,
+		now:    opts.Now,
+		wstmts: make(map[string]*sql.Stmt, len(writerQueries)),
+		rstmts: make(map[string]*sql.Stmt),
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	s.writes = groupcommit.New(maxGroup, nil, s.commitGroup)
-	s.notify = notify.New(func() { go s.watch() })
+	// The watcher notices commits by other processes; the hub starts it
+	// with the first Notify and stops it at Close.
+	s.notify = notify.New(s.watch)
 	s.storeOps = storeops.NewOps("sqlitestore", (*opsDB)(s))
 	for _, q := range writerQueries {
 		st, err := writer.PrepareContext(ctx, q)
@@ -358,10 +353,7 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.writes.Close()
-		if s.notify.Close() {
-			close(s.stopWatch)
-			<-s.watchDone
-		}
+		_ = s.notify.Close(context.Background()) // the watcher ends within a tick
 		s.closeErr = errors.Join(s.reader.Close(), s.writer.Close())
 	})
 	return s.closeErr
@@ -667,13 +659,14 @@ func notFound(err error) error {
 // process on the same file, such as `promptkit submit` next to a running
 // serve — commits. PRAGMA data_version changes exactly when a different
 // connection has committed since the last call on this one, so it needs a
-// dedicated connection, held until Close.
-func (s *Store) watch() {
-	defer close(s.watchDone)
-	ctx := context.Background() // each query is quick; Close ends the loop
-	conn, err := s.reader.Conn(ctx)
+// dedicated connection, held until ctx ends (the store closes).
+func (s *Store) watch(ctx context.Context) error {
+	// Each query is quick and runs to its end: the loop stops between
+	// them, and a query cancelled halfway would spoil the connection.
+	qctx := context.WithoutCancel(ctx)
+	conn, err := s.reader.Conn(qctx)
 	if err != nil {
-		return // the store is closing, or the file is gone: polling remains
+		return nil // the store is closing, or the file is gone: polling remains
 	}
 	defer conn.Close()
 	t := time.NewTicker(watchInterval)
@@ -682,13 +675,13 @@ func (s *Store) watch() {
 	for first := true; ; first = false {
 		if !first {
 			select {
-			case <-s.stopWatch:
-				return
+			case <-ctx.Done():
+				return nil
 			case <-t.C:
 			}
 		}
 		var v int64
-		if err := conn.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err != nil {
+		if err := conn.QueryRowContext(qctx, "PRAGMA data_version").Scan(&v); err != nil {
 			continue
 		}
 		// The first reading wakes too: a commit may have landed between

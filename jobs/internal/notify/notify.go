@@ -1,28 +1,38 @@
 // Package notify is the fan-out behind jobs.Store.Notify: subscribers get
-// a channel each, and a broadcast wakes them all without blocking.
+// a channel each, and a broadcast wakes them all without blocking. A hub
+// may own a watcher (a store's LISTEN connection, or its poll of other
+// processes' commits): a background loop of the one lifecycle
+// (internal/lifecycle), started by the first subscription and stopped by
+// Close.
 package notify
 
 import (
 	"context"
 	"sync"
+
+	"github.com/promptkit/promptkit/internal/lifecycle"
 )
 
 // Hub holds the subscribers of one store. Create it with New; it is safe
 // for concurrent use.
 type Hub struct {
-	start func()
+	watch *lifecycle.Loop // nil: no watcher
 
-	mu      sync.Mutex
-	subs    map[chan struct{}]func() bool // channel → stops its context.AfterFunc
-	started bool
-	closed  bool
+	mu     sync.Mutex
+	subs   map[chan struct{}]func() bool // channel → stops its context.AfterFunc
+	closed bool
 }
 
-// New returns a hub that calls start on the first subscription (with the
-// hub's lock held, so it must not block): stores use it to begin watching
-// for other processes' changes only once someone listens.
-func New(start func()) *Hub {
-	return &Hub{start: start, subs: map[chan struct{}]func() bool{}}
+// New returns a hub whose first subscription starts watch (nil: none) as
+// a background loop, until Close: stores use it to begin watching for
+// other processes' changes only once someone listens. watch broadcasts
+// what it sees, and returns once its context ends.
+func New(watch func(ctx context.Context) error) *Hub {
+	h := &Hub{subs: map[chan struct{}]func() bool{}}
+	if watch != nil {
+		h.watch = lifecycle.New(watch)
+	}
+	return h
 }
 
 // Subscribe returns a channel with a buffer of one, so wake-ups coalesce
@@ -36,11 +46,10 @@ func (h *Hub) Subscribe(ctx context.Context) <-chan struct{} {
 		close(ch)
 		return ch
 	}
-	if !h.started {
-		h.started = true
-		if h.start != nil {
-			h.start()
-		}
+	if h.watch != nil {
+		// Only the first start counts; later ones are refused, harmlessly.
+		// Start spawns the loop and returns: safe under the lock.
+		_ = h.watch.Start(context.Background())
 	}
 	// AfterFunc instead of a goroutine per subscriber; it runs after we
 	// release the lock even if ctx ends right now.
@@ -70,18 +79,21 @@ func (h *Hub) Broadcast() {
 	}
 }
 
-// Close closes every channel; later subscriptions get a closed channel
-// and never call start. It reports whether start was called, so the owner
-// knows whether to stop what start began. Calling it again does nothing
-// (and reports the same).
-func (h *Hub) Close() (started bool) {
+// Close closes every channel, so later subscriptions get a closed one and
+// start nothing, then stops the watcher and waits for it, as long as ctx
+// allows. Calling it again is safe.
+func (h *Hub) Close(ctx context.Context) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.closed = true
 	for ch, stop := range h.subs {
 		stop()
 		delete(h.subs, ch)
 		close(ch)
 	}
-	return h.started
+	h.mu.Unlock()
+	if h.watch == nil {
+		return nil
+	}
+	// Not under the lock: the watcher broadcasts until it stops.
+	return h.watch.Stop(ctx)
 }

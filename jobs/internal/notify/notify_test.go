@@ -2,8 +2,13 @@ package notify
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // closed reports whether ch is closed, draining at most one pending value.
 func closed(ch <-chan struct{}) bool {
@@ -20,13 +25,21 @@ func closed(ch <-chan struct{}) bool {
 }
 
 func TestHub(t *testing.T) {
-	starts := 0
-	h := New(func() { starts++ })
+	var starts atomic.Int32
+	watching := make(chan struct{})
+	var h *Hub
+	h = New(func(ctx context.Context) error {
+		starts.Add(1)
+		close(watching)
+		<-ctx.Done() // until Close
+		return ctx.Err()
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	a := h.Subscribe(ctx)
 	b := h.Subscribe(context.Background())
-	if starts != 1 {
-		t.Fatalf("start ran %d times, want once", starts)
+	<-watching
+	if n := starts.Load(); n != 1 {
+		t.Fatalf("the watcher started %d times, want once", n)
 	}
 
 	// Wake-ups coalesce and never block.
@@ -58,8 +71,12 @@ func TestHub(t *testing.T) {
 		t.Error("Subscribe with an ended context returned an open channel")
 	}
 
-	if !h.Close() || !h.Close() {
-		t.Error("Close does not report that start ran")
+	// Close stops the watcher (goleak checks it is gone) and is safe twice.
+	if err := h.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := h.Close(context.Background()); err != nil {
+		t.Errorf("Close again: %v", err)
 	}
 	if !closed(b) {
 		t.Error("Close left a channel open")
@@ -68,12 +85,15 @@ func TestHub(t *testing.T) {
 		t.Error("Subscribe after Close returned an open channel")
 	}
 	h.Broadcast() // no subscribers, no panic
+	if n := starts.Load(); n != 1 {
+		t.Errorf("the watcher started %d times, want once", n)
+	}
 }
 
 func TestCloseBeforeStart(t *testing.T) {
-	h := New(func() { t.Error("start ran") })
-	if h.Close() {
-		t.Error("Close reports a start that never happened")
+	h := New(func(context.Context) error { t.Error("the watcher ran"); return nil })
+	if err := h.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
 	}
 	if !closed(h.Subscribe(context.Background())) {
 		t.Error("Subscribe after Close returned an open channel")

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/lifecycle"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/auth"
 )
@@ -55,8 +56,8 @@ type Hub struct {
 	// last is the Seq of the newest event handed out.
 	last int64
 
-	stopRun context.CancelFunc
-	done    chan struct{}
+	// loop is the reader (run): one lifecycle for every background loop.
+	loop *lifecycle.Loop
 }
 
 type subscriber struct {
@@ -88,33 +89,26 @@ type published struct {
 
 // New builds a Hub; nothing runs until Start.
 func New(cfg Config) *Hub {
-	return &Hub{cfg: cfg, st: cfg.Store, subs: map[*subscriber]struct{}{}}
+	h := &Hub{cfg: cfg, st: cfg.Store, subs: map[*subscriber]struct{}{}}
+	h.loop = lifecycle.NewSetup(func(ctx context.Context) (func() error, error) {
+		// Reading starts after the newest event: a stream replays older
+		// ones from the store itself.
+		last, err := h.st.LatestEventSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.last = last
+		return func() error { h.run(ctx); return nil }, nil
+	})
+	return h
 }
 
 // Start begins reading after the newest event.
-func (h *Hub) Start(ctx context.Context) error {
-	last, err := h.st.LatestEventSeq(ctx)
-	if err != nil {
-		return err
-	}
-	h.last = last
-	run, cancel := context.WithCancel(context.Background())
-	h.stopRun, h.done = cancel, make(chan struct{})
-	go func() {
-		defer close(h.done)
-		h.run(run)
-	}()
-	return nil
-}
+func (h *Hub) Start(ctx context.Context) error { return h.loop.Start(ctx) }
 
-// Stop ends the reader and waits for it; safe when never started, and
-// twice.
-func (h *Hub) Stop() {
-	if h.stopRun != nil {
-		h.stopRun()
-		<-h.done
-	}
-}
+// Stop ends the reader and waits for it, as long as ctx allows; safe
+// when never started, and twice.
+func (h *Hub) Stop(ctx context.Context) error { return h.loop.Stop(ctx) }
 
 func (h *Hub) run(ctx context.Context) {
 	notify := h.st.Notify(ctx)

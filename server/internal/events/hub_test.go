@@ -27,7 +27,12 @@ func startHub(t *testing.T) (jobs.Store, *Hub) {
 	if err := h.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Stop(); st.Close() })
+	t.Cleanup(func() {
+		if err := h.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+		st.Close()
+	})
 	return st, h
 }
 
