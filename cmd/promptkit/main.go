@@ -1,5 +1,6 @@
-// Command promptkit runs prompts, serves a fake provider and (later) runs
-// the durable job service. See README.md.
+// Command promptkit runs prompts, the durable job service (serve, worker)
+// and its operator commands, and a fake provider for trying it out. Every
+// command lives in internal/cli; see README.md.
 package main
 
 import "github.com/promptkit/promptkit/internal/cli"
