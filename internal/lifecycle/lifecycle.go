@@ -1,6 +1,7 @@
 // Package lifecycle is the one lifecycle of promptkit's background loops
 // (the worker and its heartbeat, the reclaimer, the archiver, the batch
-// processor): a Loop runs one function in a goroutine it owns, from Start
+// processor, the server's event reader, the stores' notification
+// watchers): a Loop runs one function in a goroutine it owns, from Start
 // until Stop. Stop cancels the function's context and waits for it to
 // return, for as long as Stop's own context allows; stopping twice, or
 // before Start, is safe and returns the same result; a Loop starts once.
