@@ -25,7 +25,7 @@ func chatEngine(t *testing.T, repairBudget int, structured *bool) (*providertest
 	eng, err := promptkit.New(promptkit.Config{
 		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL}},
 		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m1", System: "You are terse.",
-			Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"STOP"},
+			Sampling:     promptkit.Sampling{Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"STOP"}},
 			RepairBudget: repairBudget, StructuredOutput: structured}},
 		Prompts: []promptkit.Prompt{
 			{ID: "summarize", Template: "Summarize: {{.text}}", OutputSchema: json.RawMessage(summarySchema)},
@@ -113,7 +113,7 @@ func TestRunSamplingOverrides(t *testing.T) {
 	srv, eng := chatEngine(t, 0, nil)
 	zero, topP, maxTok, seed := 0.0, 0.25, 7, int64(42)
 	_, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "hi",
-		Temperature: &zero, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"END", "\n\n"}, Seed: &seed})
+		Sampling: promptkit.Sampling{Temperature: &zero, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"END", "\n\n"}, Seed: &seed}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestRunChatInjectedClientAndRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := int64(7)
-	res, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "hi", Seed: &seed, JSONObject: true})
+	res, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "hi", Sampling: promptkit.Sampling{Seed: &seed}, JSONObject: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,10 +308,10 @@ func TestRunChatInjectedClientAndRefusals(t *testing.T) {
 		"schema refers outside":            {Text: "secret-text", OutputSchema: json.RawMessage(`{"$ref":"https://secret-value.example/s.json"}`)},
 		"name without schema":              {Text: "secret-text", OutputSchemaName: "n"},
 		"bad schema name":                  {Text: "secret-text", OutputSchema: json.RawMessage(citySchema), OutputSchemaName: "secret value"},
-		"temperature NaN":                  {Text: "secret-text", Temperature: &nan},
-		"temperature too high":             {Text: "secret-text", Temperature: &hot},
-		"top_p too high":                   {Text: "secret-text", TopP: &wide},
-		"max_tokens zero":                  {Text: "secret-text", MaxTokens: &none},
+		"temperature NaN":                  {Text: "secret-text", Sampling: promptkit.Sampling{Temperature: &nan}},
+		"temperature too high":             {Text: "secret-text", Sampling: promptkit.Sampling{Temperature: &hot}},
+		"top_p too high":                   {Text: "secret-text", Sampling: promptkit.Sampling{TopP: &wide}},
+		"max_tokens zero":                  {Text: "secret-text", Sampling: promptkit.Sampling{MaxTokens: &none}},
 	} {
 		for _, run := range []func() error{
 			func() error { _, err := eng.Prepare(context.Background(), req); return err },
@@ -371,7 +371,7 @@ func TestPromptHashCanonicalForm(t *testing.T) {
 	}
 	seed := int64(1)
 	hashes := map[string]bool{}
-	for _, req := range []promptkit.RunRequest{{Text: "hi"}, {Text: "hi", Seed: &seed}, {Text: "hi", JSONObject: true}} {
+	for _, req := range []promptkit.RunRequest{{Text: "hi"}, {Text: "hi", Sampling: promptkit.Sampling{Seed: &seed}}, {Text: "hi", JSONObject: true}} {
 		hashes[prep(req)] = true
 	}
 	if len(hashes) != 3 {

@@ -110,12 +110,11 @@ type Profile struct {
 	Backend string `yaml:"backend" json:"backend"`
 	// Model is sent as the request's model. Required.
 	Model string `yaml:"model" json:"model"`
-	// Temperature, TopP, MaxTokens and Stop are sent when set; a
-	// RunRequest may override each of them.
-	Temperature *float64 `yaml:"temperature" json:"temperature,omitempty"`
-	TopP        *float64 `yaml:"top_p" json:"top_p,omitempty"`
-	MaxTokens   *int     `yaml:"max_tokens" json:"max_tokens,omitempty"`
-	Stop        []string `yaml:"stop" json:"stop,omitempty"`
+	// Sampling (Temperature, TopP, MaxTokens, Stop) is sent when set; a
+	// RunRequest may override each of them. Seed is a RunRequest's: a
+	// config file has no seed key, and one set here in code is the
+	// default of the profile's runs, like the others.
+	Sampling `yaml:",inline"`
 	// System is sent as the first (system) message when non-empty.
 	System string `yaml:"system" json:"system,omitempty"`
 	// Validate turns output-schema validation on or off. Defaults to on.
@@ -129,6 +128,15 @@ type Profile struct {
 	// json_object. Defaults to on; turn it off for backends that reject
 	// response_format (outputs are still validated).
 	StructuredOutput *bool `yaml:"structured_output" json:"structured_output,omitempty"`
+}
+
+// clone returns a deep copy of p, so that the engine's profile and a
+// caller's cannot change each other.
+func (p Profile) clone() Profile {
+	p.Sampling = p.Sampling.Clone()
+	p.Validate = clonePtr(p.Validate)
+	p.StructuredOutput = clonePtr(p.StructuredOutput)
+	return p
 }
 
 // Prompt is a named, versioned prompt template.

@@ -90,14 +90,10 @@ type RunRequest struct {
 	// backend must serve the request's model: some profile uses it with
 	// that model; otherwise the request is ErrInvalidRequest.
 	Backend string `json:"backend,omitempty"`
-	// Temperature, TopP, MaxTokens and Stop override the profile's values
-	// when set (Stop when non-empty), within the same bounds. Seed asks
-	// the provider for deterministic sampling.
-	Temperature *float64 `json:"temperature,omitempty"`
-	TopP        *float64 `json:"top_p,omitempty"`
-	MaxTokens   *int     `json:"max_tokens,omitempty"`
-	Stop        []string `json:"stop,omitempty"`
-	Seed        *int64   `json:"seed,omitempty"`
+	// Sampling (Temperature, TopP, MaxTokens, Stop, Seed) overrides the
+	// profile's values when set (Stop when non-empty), within the same
+	// bounds. Seed asks the provider for deterministic sampling.
+	Sampling
 	// OutputSchema is an ad-hoc output JSON Schema (an object) for a Text
 	// or Messages request, compiled for this run. The output is validated,
 	// repaired within the profile's RepairBudget and sent as
@@ -197,13 +193,7 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 		}}
 	}
 	for _, p := range cfg.Profiles {
-		p.Stop = append([]string(nil), p.Stop...)
-		p.Temperature = clonePtr(p.Temperature)
-		p.TopP = clonePtr(p.TopP)
-		p.MaxTokens = clonePtr(p.MaxTokens)
-		p.Validate = clonePtr(p.Validate)
-		p.StructuredOutput = clonePtr(p.StructuredOutput)
-		e.profiles[p.ID] = p
+		e.profiles[p.ID] = p.clone()
 	}
 	switch {
 	case cfg.DefaultProfile != "":
@@ -366,17 +356,10 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		p.output = objectSchema
 	}
 	p.request = GenerateRequest{
-		BackendID:   backendID,
-		Model:       model,
-		Messages:    msgs,
-		Temperature: cmp.Or(req.Temperature, profile.Temperature),
-		TopP:        cmp.Or(req.TopP, profile.TopP),
-		MaxTokens:   cmp.Or(req.MaxTokens, profile.MaxTokens),
-		Stop:        profile.Stop,
-		Seed:        req.Seed,
-	}
-	if len(req.Stop) > 0 {
-		p.request.Stop = req.Stop
+		BackendID: backendID,
+		Model:     model,
+		Messages:  msgs,
+		Sampling:  req.Sampling.Or(profile.Sampling),
 	}
 	if profile.StructuredOutput == nil || *profile.StructuredOutput {
 		switch {
@@ -591,12 +574,8 @@ func hashRequest(r GenerateRequest) string {
 // client receives cannot change the engine's request.
 func cloneRequest(r GenerateRequest) GenerateRequest {
 	r.Messages = append([]Message(nil), r.Messages...)
-	r.Temperature = clonePtr(r.Temperature)
-	r.TopP = clonePtr(r.TopP)
-	r.MaxTokens = clonePtr(r.MaxTokens)
-	r.Stop = append([]string(nil), r.Stop...)
+	r.Sampling = r.Sampling.Clone()
 	r.OutputSchema = bytes.Clone(r.OutputSchema)
-	r.Seed = clonePtr(r.Seed)
 	return r
 }
 
@@ -607,13 +586,7 @@ func (e *Engine) Profile(id string) (Profile, bool) {
 	if !ok {
 		return Profile{}, false
 	}
-	p.Stop = slices.Clone(p.Stop)
-	p.Temperature = clonePtr(p.Temperature)
-	p.TopP = clonePtr(p.TopP)
-	p.MaxTokens = clonePtr(p.MaxTokens)
-	p.Validate = clonePtr(p.Validate)
-	p.StructuredOutput = clonePtr(p.StructuredOutput)
-	return p, true
+	return p.clone(), true
 }
 
 // Profiles returns the ids of the engine's profiles, sorted: the values
@@ -948,7 +921,7 @@ func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outc
 		return llm.Outcome{Err: &injectedError{cause: err}}
 	}
 	if resp == nil {
-		return llm.Outcome{Err: &llm.Failure{Kind: ErrMalformedResponse, Cause: errors.New("injected client returned a nil response")}}
+		return llm.Outcome{Err: &llm.AttemptError{Kind: ErrMalformedResponse, Cause: errors.New("injected client returned a nil response")}}
 	}
 	return llm.Outcome{Response: resp, Usage: resp.Usage, Presence: resp.Presence()}
 }

@@ -38,7 +38,7 @@ func setup(t *testing.T, o setupOpts, popts ...providertest.Option) bundle {
 	t.Cleanup(srv.Close)
 	eng, err := promptkit.New(promptkit.Config{
 		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL, MaxActive: o.maxActive, APIKeyEnv: o.apiKeyEnv}},
-		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m1", System: "You are terse.", RepairBudget: o.repairBudget, Validate: o.validate, MaxTokens: o.maxTokens}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "m1", System: "You are terse.", RepairBudget: o.repairBudget, Validate: o.validate, Sampling: promptkit.Sampling{MaxTokens: o.maxTokens}}},
 		Prompts: []promptkit.Prompt{
 			{ID: "summarize", Version: "3", Template: "Summarize: {{.text}}",
 				InputSchema:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","maxLength":100}},"required":["text"]}`),

@@ -82,7 +82,7 @@ func ExampleEngine_Run_conversation() {
 			{Role: promptkit.RoleSystem, Content: "Answer in JSON."},
 			{Role: promptkit.RoleUser, Content: "What is the capital of France?"},
 		},
-		Temperature:      &temperature,
+		Sampling:         promptkit.Sampling{Temperature: &temperature},
 		OutputSchema:     json.RawMessage(`{"type":"object","required":["city"],"properties":{"city":{"type":"string"}}}`),
 		OutputSchemaName: "capital",
 	})

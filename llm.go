@@ -20,9 +20,10 @@ type LLMClient interface {
 	Generate(ctx context.Context, req GenerateRequest) (*GenerateResponse, error)
 }
 
-// Requests, responses and usage are pktype's.
+// Requests, their sampling parameters, responses and usage are pktype's.
 type (
 	Message            = pktype.Message
+	Sampling           = pktype.Sampling
 	GenerateRequest    = pktype.GenerateRequest
 	GenerateResponse   = pktype.GenerateResponse
 	TokenUsage         = pktype.TokenUsage

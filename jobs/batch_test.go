@@ -100,7 +100,7 @@ func TestChatStoredForm(t *testing.T) {
 		t.Errorf("DecodeChat(nil) = %+v, %v", c, err)
 	}
 	temp := 0.5
-	c := &jobs.ChatRequest{Messages: []pktype.Message{{Role: pktype.RoleUser, Content: "hi"}}, Temperature: &temp,
+	c := &jobs.ChatRequest{Messages: []pktype.Message{{Role: pktype.RoleUser, Content: "hi"}}, Sampling: pktype.Sampling{Temperature: &temp},
 		ResponseFormat: jobs.FormatJSONSchema, Schema: []byte(`{"type":"object","required":["b","a"]}`)}
 	b, err := jobs.EncodeChat(c)
 	if err != nil {

@@ -24,25 +24,33 @@ const (
 type ChatRequest struct {
 	// Messages is the conversation, sent as given after the profile's
 	// system text (when it has one).
-	Messages    []pktype.Message `json:"messages"`
-	Temperature *float64         `json:"temperature,omitempty"`
-	TopP        *float64         `json:"top_p,omitempty"`
-	MaxTokens   *int             `json:"max_tokens,omitempty"`
-	Stop        []string         `json:"stop,omitempty"`
-	Seed        *int64           `json:"seed,omitempty"`
+	Messages []pktype.Message `json:"messages"`
+	pktype.Sampling
 	// ResponseFormat is FormatText, FormatJSONObject (the answer must be
 	// a JSON object) or FormatJSONSchema (the answer must satisfy Schema,
 	// named SchemaName; promptkit validates and repairs it).
 	ResponseFormat string          `json:"response_format,omitempty"`
 	SchemaName     string          `json:"schema_name,omitempty"`
 	Schema         json.RawMessage `json:"schema,omitempty"`
+
+	// normalized marks a request Normalize returned (see Normalize).
+	normalized bool
 }
 
 // Normalize checks c: at least one message, each with a known role and
 // the last not empty; a format promptkit knows, with a schema exactly
 // when it is json_schema, which must be a JSON object within the limits
 // of pktype.CheckSchemaShape.
+//
+// A request is checked once, where it is decoded (internal/openaiapi):
+// the request Normalize returns is marked as checked, and normalizing it
+// again (EnqueueParams.Normalize, in the store) returns it as it is,
+// since the schema is the costly part. So change a request by making a
+// new one, not by editing one Normalize returned.
 func (c ChatRequest) Normalize() (ChatRequest, error) {
+	if c.normalized {
+		return c, nil
+	}
 	if len(c.Messages) == 0 {
 		return c, invalid("chat: messages is empty")
 	}
@@ -93,6 +101,7 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 	if c.MaxTokens != nil && *c.MaxTokens < 1 {
 		return c, invalid("chat: max_tokens must be at least 1")
 	}
+	c.normalized = true
 	return c, nil
 }
 

@@ -155,12 +155,6 @@ const (
 	KindUnstorable ErrorKind = "unstorable"
 )
 
-// ErrorKinds returns every non-empty kind.
-func ErrorKinds() []ErrorKind {
-	return []ErrorKind{KindTimeout, KindRateLimit, KindProvider5xx, KindProvider4xx, KindParse, KindAuth,
-		KindWorkerCrash, KindStuck, KindTransport, KindUnknown, KindInvalidRequest, KindDependencyFailed, KindUnstorable}
-}
-
 // Errors returned by stores. Match them with errors.Is.
 var (
 	// ErrNotFound: no prompt, job or response has that ID (in that org).
@@ -210,28 +204,28 @@ type Prompt struct {
 
 // Job is one execution of a prompt. Zero times mean "not set".
 type Job struct {
-	ID               string          `json:"id"`
-	PromptID         string          `json:"prompt_id"`
-	State            State           `json:"state"`
-	Priority         int             `json:"priority"`
-	Attempt          int             `json:"attempt"`
-	MaxAttempts      int             `json:"max_attempts"`
-	ExecutionOptions json.RawMessage `json:"execution_options,omitempty"`
-	WorkerClaim      string          `json:"worker_claim,omitempty"`
-	ClaimedAt        time.Time       `json:"claimed_at,omitzero"`
-	StartedAt        time.Time       `json:"started_at,omitzero"`
-	HeartbeatAt      time.Time       `json:"running_heartbeat_at,omitzero"`
-	FinishedAt       time.Time       `json:"finished_at,omitzero"`
-	ResponseID       string          `json:"response_id,omitempty"`
-	ErrorKind        ErrorKind       `json:"error_kind,omitempty"`
-	ErrorMessage     string          `json:"error_message,omitempty"`
-	Supersedes       string          `json:"supersedes,omitempty"`
-	DependsOn        string          `json:"depends_on,omitempty"`
-	OrgID            string          `json:"org_id"`
-	CreatedBy        string          `json:"created_by"`
-	CreatedAt        time.Time       `json:"created_at"`
-	UpdatedAt        time.Time       `json:"updated_at"`
-	AvailableAt      time.Time       `json:"available_at"`
+	ID               string           `json:"id"`
+	PromptID         string           `json:"prompt_id"`
+	State            State            `json:"state"`
+	Priority         int              `json:"priority"`
+	Attempt          int              `json:"attempt"`
+	MaxAttempts      int              `json:"max_attempts"`
+	ExecutionOptions ExecutionOptions `json:"execution_options"`
+	WorkerClaim      string           `json:"worker_claim,omitempty"`
+	ClaimedAt        time.Time        `json:"claimed_at,omitzero"`
+	StartedAt        time.Time        `json:"started_at,omitzero"`
+	HeartbeatAt      time.Time        `json:"running_heartbeat_at,omitzero"`
+	FinishedAt       time.Time        `json:"finished_at,omitzero"`
+	ResponseID       string           `json:"response_id,omitempty"`
+	ErrorKind        ErrorKind        `json:"error_kind,omitempty"`
+	ErrorMessage     string           `json:"error_message,omitempty"`
+	Supersedes       string           `json:"supersedes,omitempty"`
+	DependsOn        string           `json:"depends_on,omitempty"`
+	OrgID            string           `json:"org_id"`
+	CreatedBy        string           `json:"created_by"`
+	CreatedAt        time.Time        `json:"created_at"`
+	UpdatedAt        time.Time        `json:"updated_at"`
+	AvailableAt      time.Time        `json:"available_at"`
 }
 
 // Response is a job's answer. Its ID is ResponseID(PromptID, JobID), so a

@@ -174,11 +174,20 @@ func checkPriority(p int) error {
 }
 
 // Normalize checks p and fills its defaults: priority 50, three attempts,
-// execution options {} (or the given ones, re-encoded compactly), and
-// AvailableAt at microsecond precision. Exactly one of Text (not blank),
-// PromptRef and Chat (see ChatRequest.Normalize) must be set; Inputs go
-// with PromptRef and must be a JSON object; BatchID and CustomID go
-// together; ExecutionOptions must parse (see ParseExecutionOptions).
+// and AvailableAt at microsecond precision. Exactly one of Text (not
+// blank), PromptRef and Chat (see ChatRequest.Normalize) must be set;
+// Inputs go with PromptRef and must be a JSON object; BatchID and
+// CustomID go together; ExecutionOptions.Depth is 0 to MaxDepth.
+//
+// A submission is normalized once, where it is made (Submission.Params,
+// the front door, a batch line, the CLI), and checked with that
+// (CheckFunc) before it is stored. The store normalizes again to defend
+// itself, but the params Normalize returns are marked: their repeat skips
+// Inputs (and the chat skips itself, see ChatRequest.Normalize), the
+// parts whose checks cost in proportion to their size, and re-checks the
+// small fields, such as the org, user and idempotency key a submitter
+// sets after normalizing. So change Inputs or Chat only on params that
+// are normalized again from scratch.
 func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 	set := 0
 	for _, ok := range []bool{p.PromptRef != "", p.Text != "", p.Chat != nil} {
@@ -205,11 +214,15 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 			return p, err
 		}
 	}
-	if err := checkJSONText("inputs", p.Inputs); err != nil {
-		return p, err
+	if !p.normalized {
+		if err := checkJSONText("inputs", p.Inputs); err != nil {
+			return p, err
+		}
 	}
-	if err := checkJSONText("execution_options", p.ExecutionOptions); err != nil {
-		return p, err
+	for _, v := range []string{p.ExecutionOptions.Model, p.ExecutionOptions.PreferProvider} {
+		if err := checkText("execution_options", v); err != nil {
+			return p, err
+		}
 	}
 	if p.Chat != nil {
 		c, err := p.Chat.Normalize()
@@ -218,7 +231,7 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 		}
 		p.Chat = &c
 	}
-	if len(p.Inputs) > 0 {
+	if len(p.Inputs) > 0 && !p.normalized {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(p.Inputs, &obj); err != nil || obj == nil {
 			return p, invalid("inputs are not a JSON object")
@@ -238,14 +251,13 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 	if err := CheckMaxAttempts(p.MaxAttempts); err != nil {
 		return p, err
 	}
-	opts, err := ParseExecutionOptions(p.ExecutionOptions)
-	if err != nil {
+	if err := p.ExecutionOptions.checkDepth(); err != nil {
 		return p, err
 	}
-	p.ExecutionOptions = opts.JSON()
 	if !p.AvailableAt.IsZero() {
 		p.AvailableAt = p.AvailableAt.UTC().Truncate(time.Microsecond)
 	}
+	p.normalized = true
 	return p, nil
 }
 
@@ -466,23 +478,44 @@ func (d TransitionData) JSON() json.RawMessage {
 }
 
 // ExecutionOptions are a job's execution_options: how the worker runs it.
+// Its fields are in the order of their JSON names, so its encoding is
+// canonical (a submission's fingerprint encodes it with the request).
 type ExecutionOptions struct {
-	// Model overrides the profile's model.
-	Model string `json:"model,omitempty"`
 	// Depth is how many ancestor prompts (parent_id) are sent as history;
 	// nil uses the worker's default, 0 sends none.
 	Depth *int `json:"depth,omitempty"`
+	// Model overrides the profile's model.
+	Model string `json:"model,omitempty"`
 	// PreferProvider runs the job on this backend instead of the
 	// profile's; the backend must serve the model (a profile uses it with
 	// that model).
 	PreferProvider string `json:"prefer_provider,omitempty"`
 }
 
-// ParseExecutionOptions decodes execution_options strictly: an unknown key
-// or a bad value matches ErrInvalid and names the key. Empty input means
-// no options. router_model is refused:
-// promptkit has no routing step that a router model could drive.
+// checkDepth refuses a depth outside 0–MaxDepth.
+func (o ExecutionOptions) checkDepth() error {
+	if o.Depth != nil && (*o.Depth < 0 || *o.Depth > MaxDepth) {
+		return invalidField("execution_options.depth", "must be from 0 to %d", MaxDepth)
+	}
+	return nil
+}
+
+// ParseExecutionOptions decodes the execution_options of a submission
+// (Submission) strictly: an unknown key or a bad value matches ErrInvalid
+// and names the key. Empty input means no options. router_model is
+// refused: promptkit has no routing step that a router model could
+// drive. A NUL in model or prefer_provider is left for
+// EnqueueParams.Normalize to refuse.
 func ParseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
+	o, err := parseExecutionOptions(raw)
+	if err != nil && jsonNUL(raw) >= 0 {
+		// Refused as a NUL, so that no error names a key holding one.
+		return o, invalidField("execution_options", msgNUL)
+	}
+	return o, err
+}
+
+func parseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
 	var o ExecutionOptions
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return o, nil
@@ -499,9 +532,10 @@ func ParseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
 		case "prefer_provider":
 			err = json.Unmarshal(v, &o.PreferProvider)
 		case "depth":
-			err = json.Unmarshal(v, &o.Depth)
-			if err == nil && o.Depth != nil && (*o.Depth < 0 || *o.Depth > MaxDepth) {
-				return o, invalidField("execution_options.depth", "must be from 0 to %d", MaxDepth)
+			if err = json.Unmarshal(v, &o.Depth); err == nil {
+				if err := o.checkDepth(); err != nil {
+					return o, err
+				}
 			}
 		case "router_model":
 			return o, invalid("execution_options.router_model is not supported: promptkit does not route prompts between models; set model, or prefer_provider to choose the backend")
@@ -517,10 +551,21 @@ func ParseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
 	return o, nil
 }
 
-// JSON encodes the options compactly, {} when there are none.
+// JSON encodes the options compactly, {} when there are none: the form
+// the stores keep in their execution_options column.
 func (o ExecutionOptions) JSON() json.RawMessage {
 	b, _ := json.Marshal(o) // cannot fail: strings and an int
 	return b
+}
+
+// DecodeExecutionOptions reads the stored form (JSON); a key this build
+// does not know is ignored, as stored data may be older.
+func DecodeExecutionOptions(b []byte) (ExecutionOptions, error) {
+	var o ExecutionOptions
+	if err := json.Unmarshal(b, &o); err != nil {
+		return o, fmt.Errorf("execution_options: %w", err)
+	}
+	return o, nil
 }
 
 // Submission is one prompt to queue, written as JSON: the body of
@@ -538,17 +583,20 @@ type Submission struct {
 	ScheduledFor *time.Time      `json:"scheduled_for,omitempty"`
 	// MaxAttempts, when set, is 1 to MaxMaxAttempts (an explicit 0 is
 	// refused, not taken as the default).
-	MaxAttempts      *int            `json:"max_attempts,omitempty"`
+	MaxAttempts *int `json:"max_attempts,omitempty"`
+	// ExecutionOptions is decoded by Params (ParseExecutionOptions), so
+	// that its errors name the key at fault.
 	ExecutionOptions json.RawMessage `json:"execution_options,omitempty"`
 }
 
 // Params is s as normalized enqueue parameters, without org, user or
-// idempotency key; a JSON null for inputs or options means none.
+// idempotency key; a JSON null for inputs or options means none. The
+// options are decoded here, and their errors come after the other
+// parameters', as they always have.
 func (s Submission) Params() (EnqueueParams, error) {
 	p := EnqueueParams{
 		Text: s.Text, PromptRef: s.Prompt, Inputs: nullToNil(s.Inputs), Priority: s.Priority,
 		Profile: s.Profile, ParentID: s.ParentID, DependsOn: s.DependsOn,
-		ExecutionOptions: nullToNil(s.ExecutionOptions),
 	}
 	if s.MaxAttempts != nil {
 		if err := CheckMaxAttempts(*s.MaxAttempts); err != nil {
@@ -559,7 +607,15 @@ func (s Submission) Params() (EnqueueParams, error) {
 	if s.ScheduledFor != nil {
 		p.AvailableAt = *s.ScheduledFor
 	}
-	return p.Normalize()
+	opts, optsErr := ParseExecutionOptions(nullToNil(s.ExecutionOptions))
+	if optsErr == nil {
+		p.ExecutionOptions = opts
+	}
+	p, err := p.Normalize()
+	if err != nil {
+		return p, err
+	}
+	return p, optsErr
 }
 
 func nullToNil(raw json.RawMessage) json.RawMessage {

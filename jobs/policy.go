@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/promptkit/promptkit/pktype"
@@ -20,6 +21,7 @@ import (
 //	every HTTP 5xx                                provider_5xx       yes, with backoff
 //	any other HTTP 4xx                            provider_4xx       no
 //	per-attempt timeout, job deadline             timeout            yes, with backoff
+//	the provider could not be reached             transport          yes, with backoff
 //	malformed response                            parse              no
 //	output still invalid after repair             parse              no
 //	unknown prompt or profile, bad inputs,        invalid_request    no
@@ -28,50 +30,80 @@ import (
 //	worker died (heartbeat lost)                  worker_crash       yes: requeued by Reclaim
 //	worker died, attempts spent or ran too long   stuck              no
 //	the store refused the result (a NUL, …)       unstorable         no
-//	anything else (transport failure, …)          unknown            yes, with backoff
+//	anything else (cancelled, capacity, …)        unknown            yes, with backoff
+
+// errorKinds is the failure policy's one table: every job error kind, in
+// ErrorKinds order, with the engine's failure kinds (pktype.Classify) it
+// stands for, whether it may heal by itself, and what it means in words.
+// A provider status is told apart by its code instead (statusKind): rate
+// limit, auth, provider 4xx and 5xx.
+var errorKinds = [...]struct {
+	kind        ErrorKind
+	engine      []pktype.ExecutionFailureKind
+	retryable   bool
+	description string
+}{
+	{KindTimeout, []pktype.ExecutionFailureKind{pktype.ExecutionFailureDeadline}, true, "the attempt timed out"},
+	{KindRateLimit, nil, true, "the provider rate-limited it"},
+	{KindProvider5xx, nil, true, "the provider failed (HTTP 5xx)"},
+	{KindProvider4xx, nil, false, "the provider refused the request (HTTP 4xx)"},
+	{KindParse, []pktype.ExecutionFailureKind{pktype.ExecutionFailureMalformed}, false, "the answer could not be parsed or did not validate"},
+	{KindAuth, nil, false, "the provider refused the credentials, or none is set"},
+	{KindWorkerCrash, nil, true, "its worker stopped heart-beating (crashed or cut off)"},
+	{KindStuck, nil, false, "its worker died on the last attempt, or it ran too long"},
+	{KindTransport, []pktype.ExecutionFailureKind{pktype.ExecutionFailureTransport}, true, "the provider could not be reached"},
+	{KindUnknown, []pktype.ExecutionFailureKind{pktype.ExecutionFailureCanceled, pktype.ExecutionFailureCapacity,
+		pktype.ExecutionFailureValidation, pktype.ExecutionFailureGeneration, pktype.ExecutionFailureOther}, true, "an unexpected error"},
+	{KindInvalidRequest, []pktype.ExecutionFailureKind{pktype.ExecutionFailureInvalidConfig, pktype.ExecutionFailureInvalidRequest,
+		pktype.ExecutionFailurePromptNotFound, pktype.ExecutionFailureProfileNotFound, pktype.ExecutionFailurePromptRender}, false, "the request cannot be run as given"},
+	{KindDependencyFailed, nil, false, "the job it depends on failed or was cancelled"},
+	{KindUnstorable, nil, false, "the database refused to store its result"},
+}
+
+// ErrorKinds returns every non-empty kind.
+func ErrorKinds() []ErrorKind {
+	out := make([]ErrorKind, len(errorKinds))
+	for i, r := range errorKinds {
+		out[i] = r.kind
+	}
+	return out
+}
 
 // Retryable reports whether a failure of this kind may heal by itself, so
 // that another attempt (while attempts remain) is worth making.
 func (k ErrorKind) Retryable() bool {
-	switch k {
-	case KindTimeout, KindRateLimit, KindProvider5xx, KindWorkerCrash, KindTransport, KindUnknown:
-		return true
+	for _, r := range errorKinds {
+		if r.kind == k {
+			return r.retryable
+		}
 	}
 	return false
 }
 
 // Description says in words what happened, for people reading a job's
-// error: "the provider could not be reached", not "transport".
+// error: "the provider could not be reached", not "transport". A kind
+// this build does not know is described as unknown.
 func (k ErrorKind) Description() string {
-	switch k {
-	case KindTimeout:
-		return "the attempt timed out"
-	case KindRateLimit:
-		return "the provider rate-limited it"
-	case KindProvider5xx:
-		return "the provider failed (HTTP 5xx)"
-	case KindProvider4xx:
-		return "the provider refused the request (HTTP 4xx)"
-	case KindParse:
-		return "the answer could not be parsed or did not validate"
-	case KindAuth:
-		return "the provider refused the credentials, or none is set"
-	case KindWorkerCrash:
-		return "its worker stopped heart-beating (crashed or cut off)"
-	case KindStuck:
-		return "its worker died on the last attempt, or it ran too long"
-	case KindTransport:
-		return "the provider could not be reached"
-	case KindInvalidRequest:
-		return "the request cannot be run as given"
-	case KindDependencyFailed:
-		return "the job it depends on failed or was cancelled"
-	case KindUnstorable:
-		return "the database refused to store its result"
-	case KindNone:
+	if k == KindNone {
 		return ""
 	}
-	return "an unexpected error"
+	for _, r := range errorKinds {
+		if r.kind == k {
+			return r.description
+		}
+	}
+	return KindUnknown.Description()
+}
+
+// engineKind is the job error kind the engine's failure kind stands for;
+// unknown for one errorKinds does not list.
+func engineKind(f pktype.ExecutionFailureKind) ErrorKind {
+	for _, r := range errorKinds {
+		if slices.Contains(r.engine, f) {
+			return r.kind
+		}
+	}
+	return KindUnknown
 }
 
 // Failure is a failed job attempt as the policy sees it.
@@ -82,10 +114,10 @@ type Failure struct {
 }
 
 // Classify maps an engine error to the failure policy (see the table
-// above): the engine's own classification (pktype.Classify) decides, with
-// the provider's status for a provider answer and the missing credential
-// told apart from other invalid requests. It reads the error's
-// identities, never its text.
+// above): the engine's own classification (pktype.Classify) decides,
+// through errorKinds, with the provider's status for a provider answer
+// and the missing credential told apart from other invalid requests. It
+// reads the error's identities, never its text.
 func Classify(err error) Failure {
 	if errors.Is(err, pktype.ErrMissingCredential) {
 		return Failure{Kind: KindAuth}
@@ -93,22 +125,13 @@ func Classify(err error) Failure {
 	if errors.Is(err, ErrInvalid) { // a stored job the worker cannot use
 		return Failure{Kind: KindInvalidRequest}
 	}
-	switch pktype.Classify(err) {
-	case pktype.ExecutionFailureProviderStatus:
+	k := pktype.Classify(err)
+	if k == pktype.ExecutionFailureProviderStatus {
 		var ge *pktype.GenerationError
 		errors.As(err, &ge) // also inside a RetryExhaustedError
 		return Failure{Kind: statusKind(ge.StatusCode()), RetryAfter: ge.RetryAfter()}
-	case pktype.ExecutionFailureDeadline:
-		return Failure{Kind: KindTimeout}
-	case pktype.ExecutionFailureTransport:
-		return Failure{Kind: KindTransport}
-	case pktype.ExecutionFailureMalformed:
-		return Failure{Kind: KindParse}
-	case pktype.ExecutionFailureInvalidConfig, pktype.ExecutionFailureInvalidRequest, pktype.ExecutionFailurePromptNotFound,
-		pktype.ExecutionFailureProfileNotFound, pktype.ExecutionFailurePromptRender:
-		return Failure{Kind: KindInvalidRequest}
 	}
-	return Failure{Kind: KindUnknown}
+	return Failure{Kind: engineKind(k)}
 }
 
 // statusKind is the kind of a provider's HTTP status.

@@ -117,6 +117,9 @@ func TestClassifyOtherErrors(t *testing.T) {
 		{fmt.Errorf("%w: x", promptkit.ErrInvalidConfig), jobs.KindInvalidRequest},
 		{fmt.Errorf("%w: x", jobs.ErrInvalid), jobs.KindInvalidRequest},
 		{fmt.Errorf("%w: x", promptkit.ErrMissingCredential), jobs.KindAuth},
+		{fmt.Errorf("%w: x", promptkit.ErrTransport), jobs.KindTransport},
+		{fmt.Errorf("%w: x", promptkit.ErrCapacity), jobs.KindUnknown},
+		{fmt.Errorf("attempt: %w", context.Canceled), jobs.KindUnknown},
 		{errors.New("something else"), jobs.KindUnknown},
 	}
 	for _, c := range cases {

@@ -266,9 +266,9 @@ type EnqueueParams struct {
 	Priority *int
 	// MaxAttempts defaults to 3 when 0.
 	MaxAttempts int
-	// ExecutionOptions is a JSON object of ExecutionOptions (model, depth,
-	// prefer_provider). Defaults to {}.
-	ExecutionOptions json.RawMessage
+	// ExecutionOptions say how the worker runs the job; the store keeps
+	// their JSON (ExecutionOptions.JSON). Defaults to none.
+	ExecutionOptions ExecutionOptions
 	// AvailableAt delays the job (scheduled_for). Defaults to now.
 	AvailableAt time.Time
 	// DependsOn names a job that must be terminal before this one is
@@ -286,6 +286,9 @@ type EnqueueParams struct {
 	// repeat whose RequestHash differs from the first call's (both set)
 	// is ErrIdempotencyConflict and stores nothing.
 	RequestHash string
+
+	// normalized marks params Normalize returned (see Normalize).
+	normalized bool
 }
 
 // Enqueued are the IDs of an enqueued prompt and job.

@@ -20,20 +20,16 @@ const (
 // client receives.
 type GenerateRequest struct {
 	// BackendID and Model say where the request is meant to go.
-	BackendID   string    `json:"backend_id"`
-	Model       string    `json:"model"`
-	Messages    []Message `json:"messages"`
-	Temperature *float64  `json:"temperature,omitempty"`
-	TopP        *float64  `json:"top_p,omitempty"`
-	MaxTokens   *int      `json:"max_tokens,omitempty"`
-	Stop        []string  `json:"stop,omitempty"`
+	BackendID string    `json:"backend_id"`
+	Model     string    `json:"model"`
+	Messages  []Message `json:"messages"`
+	// Sampling is sent as the request's parameters, each when set.
+	Sampling
 	// OutputSchema is the prompt's output JSON Schema, when it has one and
 	// the profile asks for structured output. OutputSchemaName names it in
 	// OpenAI's response_format (letters, digits, '_' and '-', at most 64).
 	OutputSchema     json.RawMessage `json:"output_schema,omitempty"`
 	OutputSchemaName string          `json:"output_schema_name,omitempty"`
-	// Seed asks the provider for deterministic sampling, when set.
-	Seed *int64 `json:"seed,omitempty"`
 	// JSONObject asks for any JSON object as the answer (OpenAI's
 	// response_format type json_object). It excludes OutputSchema.
 	JSONObject bool `json:"json_object,omitempty"`

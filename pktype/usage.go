@@ -3,6 +3,7 @@ package pktype
 import (
 	"bytes"
 	"encoding/json"
+	"iter"
 )
 
 // TokenUsage holds the five token counts OpenAI-compatible providers report.
@@ -50,8 +51,8 @@ type Usage struct {
 	Known TokenUsagePresence
 }
 
-// usageFields lists the five counts with their JSON names, so the encoder
-// and decoder cannot disagree on a name.
+// fields lists the five counts with their JSON names, so the encoder,
+// the decoder and Reported cannot disagree on a name.
 func (u *Usage) fields() [5]struct {
 	name  string
 	value *int
@@ -126,6 +127,18 @@ func (u *Usage) UnmarshalJSON(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// Reported yields the counts the provider reported, by their JSON names,
+// in field order: what a record that keeps only known counts stores.
+func (u Usage) Reported() iter.Seq2[string, int] {
+	return func(yield func(string, int) bool) {
+		for _, f := range u.fields() {
+			if *f.known && !yield(f.name, *f.value) {
+				return
+			}
+		}
+	}
 }
 
 func itoa(n int) string {

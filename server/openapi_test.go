@@ -766,15 +766,15 @@ var (
 func oasSampleJobs() (old, cur jobs.Job) {
 	old = jobs.Job{
 		ID: oasJob1, PromptID: oasPromptA, State: jobs.Superseded, Priority: 50, Attempt: 3, MaxAttempts: 3,
-		ExecutionOptions: json.RawMessage(`{"model":"gpt-x","depth":2}`), WorkerClaim: "host-1/42/1",
+		ExecutionOptions: jobs.ExecutionOptions{Model: "gpt-x", Depth: new(2)}, WorkerClaim: "host-1/42/1",
 		ClaimedAt: oasT0.Add(time.Second), StartedAt: oasT0.Add(time.Second), HeartbeatAt: oasT0.Add(2 * time.Second),
 		FinishedAt: oasT0.Add(3 * time.Second), ErrorKind: jobs.KindProvider5xx, ErrorMessage: "HTTP 503 from the provider",
 		OrgID: "default", CreatedBy: "local", CreatedAt: oasT0, UpdatedAt: oasT0.Add(4 * time.Second), AvailableAt: oasT0,
 	}
 	cur = jobs.Job{
 		ID: oasJob2, PromptID: oasPromptA, State: jobs.Succeeded, Priority: 10, Attempt: 1, MaxAttempts: 3,
-		ExecutionOptions: json.RawMessage(`{}`), WorkerClaim: "host-2/7/1",
-		ClaimedAt: oasT0.Add(5 * time.Second), StartedAt: oasT0.Add(5 * time.Second), HeartbeatAt: oasT0.Add(5 * time.Second),
+		WorkerClaim: "host-2/7/1",
+		ClaimedAt:   oasT0.Add(5 * time.Second), StartedAt: oasT0.Add(5 * time.Second), HeartbeatAt: oasT0.Add(5 * time.Second),
 		FinishedAt: oasT0.Add(6 * time.Second), ResponseID: jobs.ResponseID(oasPromptA, oasJob2), Supersedes: oasJob1,
 		DependsOn: "0190f4d5-0000-7a3e-9c1d-2f4e6a8b0c00", OrgID: "default", CreatedBy: "local", CreatedAt: oasT0.Add(4 * time.Second), UpdatedAt: oasT0.Add(6 * time.Second),
 		AvailableAt: oasT0.Add(4 * time.Second),

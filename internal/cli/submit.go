@@ -64,14 +64,17 @@ func newSubmitCmd(g *globals) *cobra.Command {
 			if cmd.Flags().Changed("depth") {
 				o.Depth = &depth
 			}
-			p := jobs.EnqueueParams{
+			p, err := jobs.EnqueueParams{
 				OrgID: org, CreatedBy: user, Text: text, Profile: profile, ParentID: parent,
-				Priority: &priority, MaxAttempts: maxAttempts, ExecutionOptions: o.JSON(),
+				Priority: &priority, MaxAttempts: maxAttempts, ExecutionOptions: o,
 				AvailableAt: at, DependsOn: dependsOn, IdempotencyKey: key,
-			}
+			}.Normalize()
 			// Checked before the database is opened: a refused submission
 			// leaves nothing behind, not even a new database file.
-			if err := check(cmd.Context(), p); err != nil {
+			if err == nil {
+				err = check(cmd.Context(), p)
+			}
+			if err != nil {
 				return usageError{err}
 			}
 			return withNewStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
@@ -320,10 +323,15 @@ func eachLine(r io.Reader, path, org, user string, fn func(lineNo int, p jobs.En
 			return fmt.Errorf("%s:%d: not a valid prompt line (%s)", path, lineNo, jsonReason(err))
 		}
 		p, err := l.Params()
+		if err == nil {
+			// The line's own key is checked with the rest (a repeat
+			// normalization only checks what is cheap to check).
+			p.OrgID, p.CreatedBy, p.IdempotencyKey = org, user, l.Key
+			p, err = p.Normalize()
+		}
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", path, lineNo, err)
 		}
-		p.OrgID, p.CreatedBy, p.IdempotencyKey = org, user, l.Key
 		if err := fn(lineNo, p); err != nil {
 			return err
 		}

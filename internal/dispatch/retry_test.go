@@ -227,9 +227,9 @@ func TestRetryStatusTable(t *testing.T) {
 		})
 	}
 	others := map[string]llm.Outcome{
-		"transport":           {Err: &llm.Failure{Kind: pktype.ErrTransport, Cause: errors.New("connection refused")}},
-		"transport_deadline":  {Err: &llm.Failure{Kind: pktype.ErrTransport, Cause: context.DeadlineExceeded}},
-		"malformed":           {Err: &llm.Failure{Kind: pktype.ErrMalformedResponse}, StatusCode: 200},
+		"transport":           {Err: &llm.AttemptError{Kind: pktype.ErrTransport, Cause: errors.New("connection refused")}},
+		"transport_deadline":  {Err: &llm.AttemptError{Kind: pktype.ErrTransport, Cause: context.DeadlineExceeded}},
+		"malformed":           {Err: &llm.AttemptError{Kind: pktype.ErrMalformedResponse}, StatusCode: 200},
 		"arbitrary":           {Err: errors.New("injected client failed")},
 		"arbitrary_status503": {Err: errors.New("not a StatusError"), StatusCode: 503},
 	}

@@ -1,6 +1,6 @@
 // Package llm holds what the wire client, the scheduler and the engine
-// pass between them for one attempt: its Outcome, and the Failure that
-// wraps a transport or malformed-response cause. The values they carry
+// pass between them for one attempt: its Outcome, and the AttemptError
+// that wraps a transport or malformed-response cause. The values they carry
 // (requests, responses, usage, errors) are pktype's.
 package llm
 
@@ -52,12 +52,14 @@ type Budget struct {
 	Reset     time.Duration
 }
 
-// Failure wraps a transport or malformed-response cause so that errors.Is
-// matches pktype.ErrLLMGenerate, Kind (pktype.ErrTransport or
+// AttemptError is an attempt that got no usable answer. It wraps a
+// transport or malformed-response cause so that errors.Is matches
+// pktype.ErrLLMGenerate, Kind (pktype.ErrTransport or
 // pktype.ErrMalformedResponse) and the cause (for example
 // context.DeadlineExceeded), while Error prints only Kind: the cause's
-// text may hold URLs.
-type Failure struct {
+// text may hold URLs. (A failed job attempt, as the job policy sees it,
+// is jobs.Failure.)
+type AttemptError struct {
 	Kind  error
 	Cause error
 	// Reason is a fixed phrase safe to print, such as "connection
@@ -65,7 +67,7 @@ type Failure struct {
 	Reason string
 }
 
-func (e *Failure) Error() string {
+func (e *AttemptError) Error() string {
 	if e == nil {
 		return "<nil>"
 	}
@@ -82,7 +84,7 @@ func (e *Failure) Error() string {
 }
 
 // GoString keeps %#v from printing the cause.
-func (e *Failure) GoString() string { return e.Error() }
+func (e *AttemptError) GoString() string { return e.Error() }
 
 // Unwrap exposes both the kind and the cause.
-func (e *Failure) Unwrap() []error { return []error{pktype.ErrLLMGenerate, e.Kind, e.Cause} }
+func (e *AttemptError) Unwrap() []error { return []error{pktype.ErrLLMGenerate, e.Kind, e.Cause} }

@@ -26,7 +26,7 @@ var (
 )
 
 func malformed(cause error) error {
-	return &llm.Failure{Kind: pktype.ErrMalformedResponse, Cause: cause}
+	return &llm.AttemptError{Kind: pktype.ErrMalformedResponse, Cause: cause}
 }
 
 // count is a token count that remembers whether it was present. Only plain

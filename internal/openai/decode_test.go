@@ -140,9 +140,9 @@ func TestDecodeErrorNeverQuotesBody(t *testing.T) {
 		if err == nil {
 			t.Fatalf("no error for %q", body)
 		}
-		var f *llm.Failure
+		var f *llm.AttemptError
 		if !errors.As(err, &f) {
-			t.Fatalf("err %T is not *llm.Failure", err)
+			t.Fatalf("err %T is not *llm.AttemptError", err)
 		}
 		if strings.Contains(err.Error(), marker) || strings.Contains(f.Cause.Error(), marker) {
 			t.Errorf("error text quotes body: %v / %v", err, f.Cause)

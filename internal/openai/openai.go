@@ -94,14 +94,12 @@ type wireResponseFormat struct {
 	JSONSchema *wireJSONSchema `json:"json_schema,omitempty"`
 }
 
+// wireRequest is OpenAI's chat completion request: the sampling
+// parameters have the same names on the wire as everywhere in promptkit.
 type wireRequest struct {
-	Model          string              `json:"model"`
-	Messages       []pktype.Message    `json:"messages"`
-	Temperature    *float64            `json:"temperature,omitempty"`
-	TopP           *float64            `json:"top_p,omitempty"`
-	MaxTokens      *int                `json:"max_tokens,omitempty"`
-	Stop           []string            `json:"stop,omitempty"`
-	Seed           *int64              `json:"seed,omitempty"`
+	Model    string           `json:"model"`
+	Messages []pktype.Message `json:"messages"`
+	pktype.Sampling
 	ResponseFormat *wireResponseFormat `json:"response_format,omitempty"`
 }
 
@@ -181,15 +179,7 @@ func encodeRequest(req pktype.GenerateRequest) ([]byte, error) {
 	if len(req.Messages) == 0 {
 		return nil, invalid("no messages")
 	}
-	w := wireRequest{
-		Model:       req.Model,
-		Messages:    req.Messages,
-		Temperature: req.Temperature,
-		TopP:        req.TopP,
-		MaxTokens:   req.MaxTokens,
-		Stop:        req.Stop,
-		Seed:        req.Seed,
-	}
+	w := wireRequest{Model: req.Model, Messages: req.Messages, Sampling: req.Sampling}
 	for i, m := range req.Messages {
 		if m.Role == "" {
 			return nil, invalid("message %d has an empty role", i)
@@ -291,7 +281,7 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		// A body cut short by our own deadline is a transport problem, not
 		// the provider's fault.
 		if ctxErr := attemptCtx.Err(); ctxErr != nil {
-			out.Err = &llm.Failure{Kind: pktype.ErrTransport, Cause: ctxErr}
+			out.Err = &llm.AttemptError{Kind: pktype.ErrTransport, Cause: ctxErr}
 		} else {
 			out.Err = err
 		}
@@ -306,13 +296,13 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 // unwrapped because its text embeds the URL.
 func transportFailure(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
-		return &llm.Failure{Kind: pktype.ErrTransport, Cause: ctxErr}
+		return &llm.AttemptError{Kind: pktype.ErrTransport, Cause: ctxErr}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) && ue.Err != nil {
 		err = ue.Err
 	}
-	return &llm.Failure{Kind: pktype.ErrTransport, Cause: err, Reason: transportReason(err)}
+	return &llm.AttemptError{Kind: pktype.ErrTransport, Cause: err, Reason: transportReason(err)}
 }
 
 // transportReason names common transport failures with fixed phrases, so

@@ -81,10 +81,7 @@ func TestRequestEncodingFull(t *testing.T) {
 	req := pktype.GenerateRequest{
 		Model:        "m",
 		Messages:     []pktype.Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "a<b"}},
-		Temperature:  &temp,
-		TopP:         &topP,
-		MaxTokens:    &maxTok,
-		Stop:         []string{"\n\n", "END"},
+		Sampling:     pktype.Sampling{Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"\n\n", "END"}},
 		OutputSchema: []byte(`{"type":"object","properties":{"x":{"type":"integer"}}}`),
 	}
 	ep := Endpoint{BaseURL: srv.URL + "/v1/", APIKeyEnv: "KEY", Getenv: func(string) string { return "k-123" }}
@@ -567,7 +564,7 @@ func TestTransportErrorHidesURL(t *testing.T) {
 			t.Errorf("error text leaks URL: %q", s)
 		}
 	}
-	var f *llm.Failure
+	var f *llm.AttemptError
 	if errors.As(out.Err, &f) && strings.Contains(f.Cause.Error(), "SECRET-MARKER-123") {
 		t.Errorf("cause leaks URL: %q", f.Cause)
 	}

@@ -129,7 +129,8 @@ func decodeInt(raw json.RawMessage, param string) (int64, error) {
 // DecodeChat decodes an OpenAI chat completion request body. What
 // promptkit cannot honour (n > 1, tools, audio, images, ...) is a
 // *RequestError naming the parameter, never silently dropped; so is a
-// parameter it does not know. Every error is a *RequestError.
+// parameter it does not know. Every error is a *RequestError. The chat
+// request comes normalized (jobs.ChatRequest.Normalize).
 //
 // Accepted and honoured: model, messages (roles system, developer — sent
 // as system —, user and assistant; content a string or text parts,
@@ -250,7 +251,10 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 			return out, err
 		}
 	}
-	if _, err := out.Chat.Normalize(); err != nil {
+	// The request is checked here, once: what Normalize returns is marked
+	// as checked, so the store does not check it again.
+	chat, err := out.Chat.Normalize()
+	if err != nil {
 		// A rule Normalize names a parameter for (a NUL, a schema over
 		// pktype's limits) is reported on that parameter; the checks above
 		// leave one it does not name: an empty last message.
@@ -260,6 +264,7 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 		return out, reqErr(fmt.Sprintf("%smessages[%d].content", prefix, len(out.Chat.Messages)-1), CodeInvalidValue,
 			"The last message must not be empty.")
 	}
+	out.Chat = chat
 	return out, nil
 }
 

@@ -45,11 +45,12 @@ func TestDecodeChatFull(t *testing.T) {
 				{Role: "assistant", Content: "Hi."},
 				{Role: "user", Content: "Name a colour."},
 			},
-			Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"END"}, Seed: &seed,
+			Sampling:       pktype.Sampling{Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"END"}, Seed: &seed},
 			ResponseFormat: jobs.FormatJSONSchema, SchemaName: "colour", Schema: json.RawMessage(`{"type": "object"}`),
 		},
 		Stream: true, IncludeUsage: true, User: "u-1", Metadata: map[string]string{"k": "v"},
 	}
+	want.Chat, _ = want.Chat.Normalize() // a decoded chat comes checked
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}

@@ -598,7 +598,8 @@ func lineOf(p jobs.EnqueueParams) string {
 }
 
 // line parses and checks one input line as OpenAI does and returns its
-// job, or why the line is refused. Messages never quote the line.
+// job's params, normalized (the store's rules), or why the line is
+// refused. Messages never quote the line.
 func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) (jobs.EnqueueParams, *jobs.BatchError) {
 	bad := func(code, param, msg string) (jobs.EnqueueParams, *jobs.BatchError) {
 		return jobs.EnqueueParams{}, &jobs.BatchError{Code: code, Param: param, Message: msg, Line: no}
@@ -635,19 +636,21 @@ func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) 
 	if !ok {
 		return bad(CodeModelNotFound, "body.model", "The model is not a profile or a model of a configured backend (see GET /v1/models).")
 	}
-	opts, err := json.Marshal(t.Options)
-	if err != nil {
-		return bad(CodeInvalid, "body.model", "The model's execution options cannot be encoded.")
-	}
 	prio := b.Priority
 	chat := l.Body.Chat
-	return jobs.EnqueueParams{
+	params, err := jobs.EnqueueParams{
 		OrgID: b.OrgID, CreatedBy: b.CreatedBy,
-		Chat: &chat, Profile: t.Profile, ExecutionOptions: opts,
+		Chat: &chat, Profile: t.Profile, ExecutionOptions: t.Options,
 		BatchID: b.ID, CustomID: l.CustomID,
 		Priority: &prio, MaxAttempts: p.cfg.MaxAttempts,
 		IdempotencyKey: fmt.Sprintf("%s%s/%d", batchKeyPrefix, b.ID, no),
-	}, nil
+	}.Normalize()
+	if err != nil {
+		// What the store would refuse, refused here instead of failing
+		// the enqueue of a whole chunk.
+		return params, lineError(no, err)
+	}
+	return params, nil
 }
 
 // tooLarge refuses a line whose body is over MaxBodyBytes, naming the
@@ -674,25 +677,24 @@ func (p *Processor) tooLarge(no int, raw []byte) *jobs.BatchError {
 			no, id, len(m["body"]), p.cfg.MaxBodyBytes)}
 }
 
-// vet refuses, naming the line, a job the store or the engine would
-// refuse, instead of failing the enqueue of a whole chunk or every
-// attempt of the job.
+// vet refuses, naming the line, a job (normalized by line) the engine
+// would refuse, instead of failing every attempt of the job.
 func (p *Processor) vet(ctx context.Context, no int, params jobs.EnqueueParams) *jobs.BatchError {
-	bad := func(err error) *jobs.BatchError {
-		if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
-			return &jobs.BatchError{Code: cmp.Or(re.Code, CodeInvalid), Param: re.Param, Message: re.Message, Line: no}
-		}
-		return &jobs.BatchError{Code: CodeInvalid, Param: "body", Message: jobs.InvalidMessage(err), Line: no}
-	}
-	if _, err := params.Normalize(); err != nil {
-		return bad(err)
-	}
 	if p.cfg.Check != nil {
 		if err := p.cfg.Check(ctx, params); err != nil {
-			return bad(err)
+			return lineError(no, err)
 		}
 	}
 	return nil
+}
+
+// lineError is the error of line no refused by the store's rules or the
+// engine.
+func lineError(no int, err error) *jobs.BatchError {
+	if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
+		return &jobs.BatchError{Code: cmp.Or(re.Code, CodeInvalid), Param: re.Param, Message: re.Message, Line: no}
+	}
+	return &jobs.BatchError{Code: CodeInvalid, Param: "body", Message: jobs.InvalidMessage(err), Line: no}
 }
 
 // eachLine calls fn with each line of r (1-based, without its line

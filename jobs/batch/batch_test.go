@@ -303,10 +303,7 @@ func TestValidBatchEnqueuesEveryLineAtTheBatchPriority(t *testing.T) {
 			if r.Prompt.Chat == nil || len(r.Prompt.Chat.Messages) != 1 {
 				t.Errorf("line %s: chat %+v, want the line's one message", r.Prompt.CustomID, r.Prompt.Chat)
 			}
-			var opts jobs.ExecutionOptions
-			if err := json.Unmarshal(r.Job.ExecutionOptions, &opts); err != nil {
-				t.Fatal(err)
-			}
+			opts := r.Job.ExecutionOptions
 			if want := map[string]string{"a": "", "b": "big-model", "c": ""}[r.Prompt.CustomID]; opts.Model != want {
 				t.Errorf("line %s: execution model %q, want %q", r.Prompt.CustomID, opts.Model, want)
 			}

@@ -17,7 +17,7 @@ func testEnqueueAndGet(t *testing.T, h Harness) {
 	now := f.now()
 	e := f.enqueue(jobs.EnqueueParams{
 		OrgID: "org-a", CreatedBy: "alice", Text: "hello", Profile: "fast", CorrelationID: "corr-1",
-		Priority: ptr(20), MaxAttempts: 5, ExecutionOptions: json.RawMessage(`{"model": "m1", "depth": 2}`),
+		Priority: ptr(20), MaxAttempts: 5, ExecutionOptions: jobs.ExecutionOptions{Model: "m1", Depth: ptr(2)},
 		IdempotencyKey: "key-1",
 	})
 	if e.PromptID == "" || e.JobID == "" || e.PromptID == e.JobID || e.State != jobs.Queued || e.Existing {
@@ -44,8 +44,8 @@ func testEnqueueAndGet(t *testing.T, h Harness) {
 		j.Supersedes != "" || j.DependsOn != "" {
 		t.Errorf("GetJob = %+v", j)
 	}
-	if !jsonEqual(j.ExecutionOptions, []byte(`{"depth":2,"model":"m1"}`)) {
-		t.Errorf("ExecutionOptions = %s", j.ExecutionOptions)
+	if !jsonEqual(j.ExecutionOptions.JSON(), []byte(`{"depth":2,"model":"m1"}`)) {
+		t.Errorf("ExecutionOptions = %s", j.ExecutionOptions.JSON())
 	}
 	for name, tm := range map[string]time.Time{"ClaimedAt": j.ClaimedAt, "StartedAt": j.StartedAt,
 		"HeartbeatAt": j.HeartbeatAt, "FinishedAt": j.FinishedAt} {
@@ -84,8 +84,8 @@ func testEnqueueAndGet(t *testing.T, h Harness) {
 	// Defaults.
 	d := f.enqueue(jobs.EnqueueParams{OrgID: "org-a"})
 	dj := f.job(d.JobID)
-	if dj.Priority != 50 || dj.MaxAttempts != 3 || !jsonEqual(dj.ExecutionOptions, []byte(`{}`)) {
-		t.Errorf("defaults: priority %d, max_attempts %d, options %s; want 50, 3, {}", dj.Priority, dj.MaxAttempts, dj.ExecutionOptions)
+	if dj.Priority != 50 || dj.MaxAttempts != 3 || !jsonEqual(dj.ExecutionOptions.JSON(), []byte(`{}`)) {
+		t.Errorf("defaults: priority %d, max_attempts %d, options %s; want 50, 3, {}", dj.Priority, dj.MaxAttempts, dj.ExecutionOptions.JSON())
 	}
 
 	// A named prompt with inputs, continuing the first prompt's thread and
@@ -123,13 +123,10 @@ func testEnqueueInvalid(t *testing.T, h Harness) {
 		"inputs with text":                 {Inputs: json.RawMessage(`{"a": 1}`)},
 		"inputs not an object":             {PromptRef: "summarize", Inputs: json.RawMessage(`[1]`)},
 		"inputs not JSON":                  {PromptRef: "summarize", Inputs: json.RawMessage(`{"a":`)},
-		"execution_options not JSON":       {ExecutionOptions: json.RawMessage(`{"a":`)},
-		"execution_options not an object":  {ExecutionOptions: json.RawMessage(`"fast"`)},
-		"execution_options unknown key":    {ExecutionOptions: json.RawMessage(`{"modle": "m1"}`)},
-		"execution_options router_model":   {ExecutionOptions: json.RawMessage(`{"router_model": "m1"}`)},
-		"execution_options profile":        {ExecutionOptions: json.RawMessage(`{"profile": "fast"}`)},
-		"execution_options depth negative": {ExecutionOptions: json.RawMessage(`{"depth": -1}`)},
-		"execution_options model not text": {ExecutionOptions: json.RawMessage(`{"model": 3}`)},
+		"execution_options depth negative": {ExecutionOptions: jobs.ExecutionOptions{Depth: ptr(-1)}},
+		"execution_options depth too deep": {ExecutionOptions: jobs.ExecutionOptions{Depth: ptr(jobs.MaxDepth + 1)}},
+		"execution_options model NUL":      {ExecutionOptions: jobs.ExecutionOptions{Model: "m\x00"}},
+		"execution_options provider NUL":   {ExecutionOptions: jobs.ExecutionOptions{PreferProvider: "b\x00"}},
 	}
 	for name, p := range refused {
 		p.OrgID, p.CreatedBy = "org-a", "u"
@@ -155,7 +152,7 @@ func testEnqueueInvalid(t *testing.T, h Harness) {
 	// Boundaries are valid.
 	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(0), MaxAttempts: 1, ParentID: mine.PromptID, DependsOn: mine.JobID})
 	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(100),
-		ExecutionOptions: json.RawMessage(`{"model": "m", "depth": 0, "prefer_provider": "b"}`)})
+		ExecutionOptions: jobs.ExecutionOptions{Model: "m", Depth: ptr(0), PreferProvider: "b"}})
 	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", PromptRef: "summarize"})
 	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{})
 	if err != nil {

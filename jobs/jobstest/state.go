@@ -448,7 +448,7 @@ func testCancel(t *testing.T, h Harness) {
 func testRetry(t *testing.T, h Harness) {
 	f := setup(t, h)
 	e := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", CreatedBy: "alice", Priority: ptr(30), MaxAttempts: 4,
-		ExecutionOptions: []byte(`{"model":"m2"}`)})
+		ExecutionOptions: jobs.ExecutionOptions{Model: "m2"}})
 	f.claimID("w1", e.JobID)
 	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: "w1", Kind: jobs.KindParse, Message: "bad json"}); err != nil {
 		t.Fatal(err)
@@ -469,7 +469,7 @@ func testRetry(t *testing.T, h Harness) {
 	}
 	if n1.ID == e.JobID || n1.PromptID != e.PromptID || n1.State != jobs.Queued || n1.Attempt != 1 ||
 		n1.Priority != 30 || n1.MaxAttempts != 4 || n1.Supersedes != e.JobID || n1.OrgID != "org-1" ||
-		n1.CreatedBy != "alice" || n1.WorkerClaim != "" || n1.ErrorKind != "" || !jsonEqual(n1.ExecutionOptions, []byte(`{"model":"m2"}`)) {
+		n1.CreatedBy != "alice" || n1.WorkerClaim != "" || n1.ErrorKind != "" || !jsonEqual(n1.ExecutionOptions.JSON(), []byte(`{"model":"m2"}`)) {
 		t.Errorf("retry job = %+v", n1)
 	}
 	sameTime(t, "retry CreatedAt", n1.CreatedAt, now)

@@ -241,7 +241,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.org[i], r.by[i], r.parent[i], r.corr[i] = p.OrgID, p.CreatedBy, p.ParentID, p.CorrelationID
 		r.refUser[i] = p.ReferenceUser
 		r.text[i], r.ref[i], r.inputs[i], r.profile[i] = p.Text, p.PromptRef, string(p.Inputs), p.Profile
-		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions), p.DependsOn
+		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions.JSON()), p.DependsOn
 		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
 		r.chat[i], r.batch[i], r.customID[i] = string(chat), p.BatchID, p.CustomID
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""

@@ -39,7 +39,9 @@ func scanJob(row pgx.Row, extra ...any) (jobs.Job, error) {
 		return jobs.Job{}, err
 	}
 	j.State = jobs.State(state)
-	j.ExecutionOptions = json.RawMessage(opts)
+	if j.ExecutionOptions, err = jobs.DecodeExecutionOptions(opts); err != nil {
+		return jobs.Job{}, err
+	}
 	j.WorkerClaim = str(claim)
 	j.ClaimedAt = tm(claimed)
 	j.StartedAt = tm(started)

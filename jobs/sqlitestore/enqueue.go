@@ -83,7 +83,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 		availableAt = p.AvailableAt.UnixMicro()
 	}
 	jobID := jobs.NewID()
-	if err := w.insertJob(jobID, promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions, "", p.DependsOn,
+	if err := w.insertJob(jobID, promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions.JSON(), "", p.DependsOn,
 		p.OrgID, p.CreatedBy, availableAt); err != nil {
 		return jobs.Enqueued{}, err
 	}

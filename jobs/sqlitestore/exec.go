@@ -223,7 +223,7 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 		}
 		id := jobs.NewID()
 		w.transition(old, old.State, jobs.Superseded, jobs.TransitionData{SupersededBy: id}.JSON())
-		if err := w.insertJob(id, old.PromptID, p.PriorityOf(old), old.MaxAttempts, old.ExecutionOptions, old.ID, old.DependsOn,
+		if err := w.insertJob(id, old.PromptID, p.PriorityOf(old), old.MaxAttempts, old.ExecutionOptions.JSON(), old.ID, old.DependsOn,
 			old.OrgID, old.CreatedBy, w.now); err != nil {
 			return err
 		}

@@ -59,7 +59,7 @@ func TestCommitGroupOneTransaction(t *testing.T) {
 		enqueue(2, jobs.EnqueueParams{Text: "bad", DependsOn: jobs.NewID()}),
 		enqueue(3, jobs.EnqueueParams{Text: "c", IdempotencyKey: "k"}),
 		func(w *wtx) error { // writes, then fails
-			e, err := w.enqueueOne(jobs.EnqueueParams{Text: "broken", Priority: new(int), MaxAttempts: 1, ExecutionOptions: []byte(`{}`)})
+			e, err := w.enqueueOne(jobs.EnqueueParams{Text: "broken", Priority: new(int), MaxAttempts: 1})
 			brokenJob = e.JobID
 			if err != nil {
 				return err

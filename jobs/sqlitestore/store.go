@@ -618,7 +618,9 @@ func scanJob(r scanner) (jobs.Job, error) {
 	}
 	j.State = jobs.State(state)
 	j.ErrorKind = jobs.ErrorKind(kind)
-	j.ExecutionOptions = []byte(opts)
+	if j.ExecutionOptions, err = jobs.DecodeExecutionOptions([]byte(opts)); err != nil {
+		return jobs.Job{}, err
+	}
 	j.WorkerClaim = claim.String
 	j.ClaimedAt = nullTime(claimedAt)
 	j.StartedAt = nullTime(startedAt)

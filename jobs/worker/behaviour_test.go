@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -252,9 +251,9 @@ func TestThreadHistory(t *testing.T) {
 		f.runOnce(w, 1)
 		f.enqueue(jobs.EnqueueParams{Text: "question three", ParentID: p2.PromptID})
 		f.runOnce(w, 1)
-		f.enqueue(jobs.EnqueueParams{Text: "question four", ParentID: p2.PromptID, ExecutionOptions: json.RawMessage(`{"depth":1}`)})
+		f.enqueue(jobs.EnqueueParams{Text: "question four", ParentID: p2.PromptID, ExecutionOptions: jobs.ExecutionOptions{Depth: ptr(1)}})
 		f.runOnce(w, 1)
-		f.enqueue(jobs.EnqueueParams{Text: "question five", ParentID: p2.PromptID, ExecutionOptions: json.RawMessage(`{"depth":0}`)})
+		f.enqueue(jobs.EnqueueParams{Text: "question five", ParentID: p2.PromptID, ExecutionOptions: jobs.ExecutionOptions{Depth: ptr(0)}})
 		f.runOnce(w, 1)
 
 		want := [][]string{

@@ -37,7 +37,8 @@ func TestRequestFromChat(t *testing.T) {
 	t.Parallel()
 	temp, topP, maxTok, seed := 0.0, 0.5, 9, int64(11)
 	msgs := []pktype.Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}
-	base := jobs.ChatRequest{Messages: msgs, Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"x"}, Seed: &seed}
+	sampling := pktype.Sampling{Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"x"}, Seed: &seed}
+	base := jobs.ChatRequest{Messages: msgs, Sampling: sampling}
 	opts := jobs.ExecutionOptions{Model: "other", PreferProvider: "fake"}
 
 	text := base
@@ -46,7 +47,7 @@ func TestRequestFromChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := promptkit.RunRequest{Messages: msgs, ProfileID: "chat", Model: "other", Backend: "fake",
-		Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"x"}, Seed: &seed}
+		Sampling: sampling}
 	if !reflect.DeepEqual(req, want) {
 		t.Fatalf("Request =\n%+v\nwant\n%+v", req, want)
 	}
@@ -83,7 +84,7 @@ func TestChatPromptRuns(t *testing.T) {
 				{Role: "system", Content: "Be brief."},
 				{Role: "user", Content: "Capital of France?"},
 			},
-			Seed: &seed, MaxTokens: &maxTok,
+			Sampling: pktype.Sampling{Seed: &seed, MaxTokens: &maxTok},
 		}})
 		f.runOnce(w, 1)
 

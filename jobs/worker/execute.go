@@ -9,6 +9,7 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // execute runs one claimed job: prepare builds the engine request, run
@@ -73,10 +74,7 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest,
 	if err != nil {
 		return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
 	}
-	opts, err := jobs.ParseExecutionOptions(j.ExecutionOptions)
-	if err != nil {
-		return promptkit.RunRequest{}, outcome{err: err}
-	}
+	opts := j.ExecutionOptions
 	req, err := Request(p, opts)
 	if err != nil {
 		return promptkit.RunRequest{}, outcome{err: err}
@@ -106,8 +104,7 @@ func Request(p jobs.Prompt, opts jobs.ExecutionOptions) (promptkit.RunRequest, e
 	req := promptkit.RunRequest{Text: p.Text, PromptID: p.PromptRef, ProfileID: p.Profile,
 		Model: opts.Model, Backend: opts.PreferProvider}
 	if c := p.Chat; c != nil {
-		req.Messages = c.Messages
-		req.Temperature, req.TopP, req.MaxTokens, req.Stop, req.Seed = c.Temperature, c.TopP, c.MaxTokens, c.Stop, c.Seed
+		req.Messages, req.Sampling = c.Messages, c.Sampling
 		switch c.ResponseFormat {
 		case jobs.FormatJSONObject:
 			req.JSONObject = true
@@ -195,7 +192,7 @@ func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
 		JobAttempt: l.job.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
 		StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
 		CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
-		Model: ev.Model, Usage: observedUsage(ev.Usage),
+		Model: ev.Model, Usage: attemptUsage(ev.Usage.Usage()),
 	}
 	if l.w.cfg.KeepProviderDetail && ev.Dispatched && ev.StatusCode != 0 && ev.Outcome == promptkit.ExecutionOutcomeError {
 		l.held = &d
@@ -238,39 +235,42 @@ func (l *attemptLog) write(d attemptData) {
 
 // attemptData is the JSON of an attempt event.
 type attemptData struct {
-	JobAttempt     int                       `json:"job_attempt"`
-	Generation     uint64                    `json:"generation"`
-	Attempt        uint64                    `json:"attempt"`
-	Dispatched     bool                      `json:"dispatched"`
-	StatusCode     int                       `json:"status_code,omitempty"`
-	Outcome        string                    `json:"outcome"`
-	Failure        string                    `json:"failure,omitempty"`
-	CapacityWaitMS int64                     `json:"capacity_wait_ms"`
-	GenerationMS   int64                     `json:"generation_ms"`
-	Model          string                    `json:"model,omitempty"`
-	Usage          map[string]*observedCount `json:"usage,omitempty"`
+	JobAttempt     int    `json:"job_attempt"`
+	Generation     uint64 `json:"generation"`
+	Attempt        uint64 `json:"attempt"`
+	Dispatched     bool   `json:"dispatched"`
+	StatusCode     int    `json:"status_code,omitempty"`
+	Outcome        string `json:"outcome"`
+	Failure        string `json:"failure,omitempty"`
+	CapacityWaitMS int64  `json:"capacity_wait_ms"`
+	GenerationMS   int64  `json:"generation_ms"`
+	Model          string `json:"model,omitempty"`
+	// Usage holds the counts the provider reported on this attempt; it is
+	// left out when it reported none.
+	Usage attemptUsage `json:"usage,omitzero"`
 	// Detail is the provider's own message, redacted, kept only with
 	// Config.KeepProviderDetail and only on the attempt that ended the run.
 	Detail string `json:"detail,omitempty"`
 }
 
-type observedCount struct {
-	Value int `json:"value"`
-}
+// attemptUsage is an attempt's usage as its event keeps it: each count
+// the provider reported, by its name, as {"value": n}.
+type attemptUsage pktype.Usage
 
-// observedUsage keeps only the counts the provider reported.
-func observedUsage(u promptkit.ObservedTokenUsage) map[string]*observedCount {
-	out := map[string]*observedCount{}
-	names := [5]string{"prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "reasoning_tokens"}
-	for i, c := range u.Counts() {
-		if c.Known {
-			out[names[i]] = &observedCount{Value: c.Value}
-		}
+// IsZero reports that the provider reported no count.
+func (u attemptUsage) IsZero() bool { return u.Known == pktype.TokenUsagePresence{} }
+
+// MarshalJSON writes {"cached_tokens": {"value": 0}, "prompt_tokens":
+// {"value": 12}, ...}, names sorted as events have always had them.
+func (u attemptUsage) MarshalJSON() ([]byte, error) {
+	type count struct {
+		Value int `json:"value"`
 	}
-	if len(out) == 0 {
-		return nil
+	m := map[string]count{}
+	for name, v := range pktype.Usage(u).Reported() {
+		m[name] = count{v}
 	}
-	return out
+	return json.Marshal(m)
 }
 
 // finalizeBackoff is the pause after the n-th failed try (from 0) of a

@@ -92,12 +92,12 @@ func TestExecutionOptionsHonoured(t *testing.T) {
 		}
 		w := f.worker("w1", func(c *worker.Config) { c.Engine = eng })
 
-		f.enqueue(jobs.EnqueueParams{Text: "with a model", ExecutionOptions: json.RawMessage(`{"model":"m-large"}`)})
+		f.enqueue(jobs.EnqueueParams{Text: "with a model", ExecutionOptions: jobs.ExecutionOptions{Model: "m-large"}})
 		f.runOnce(w, 1)
 		if r := f.srv.Requests(); len(r) != 1 || r[0].Model != "m-large" {
 			t.Fatalf("main saw %+v, want one request for m-large", r)
 		}
-		e := f.enqueue(jobs.EnqueueParams{Text: "elsewhere", ExecutionOptions: json.RawMessage(`{"prefer_provider":"other"}`)})
+		e := f.enqueue(jobs.EnqueueParams{Text: "elsewhere", ExecutionOptions: jobs.ExecutionOptions{PreferProvider: "other"}})
 		f.runOnce(w, 1)
 		if other.Count() != 1 || f.srv.Count() != 1 {
 			t.Fatalf("other saw %d requests, main %d; want the job on other", other.Count(), f.srv.Count())
@@ -107,7 +107,7 @@ func TestExecutionOptionsHonoured(t *testing.T) {
 		}
 		// A backend that does not serve the model is refused before any
 		// call, and the job fails for good.
-		bad := f.enqueue(jobs.EnqueueParams{Text: "nowhere", ExecutionOptions: json.RawMessage(`{"prefer_provider":"other","model":"m-large"}`)})
+		bad := f.enqueue(jobs.EnqueueParams{Text: "nowhere", ExecutionOptions: jobs.ExecutionOptions{PreferProvider: "other", Model: "m-large"}})
 		f.runOnce(w, 1)
 		if j := f.job(bad.JobID); j.State != jobs.Failed || j.ErrorKind != jobs.KindInvalidRequest {
 			t.Fatalf("job %s %s %q, want failed invalid_request", j.State, j.ErrorKind, j.ErrorMessage)

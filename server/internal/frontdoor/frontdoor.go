@@ -139,9 +139,12 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	chat := params.Chat
-	p := jobs.EnqueueParams{
+	p, err := jobs.EnqueueParams{
 		OrgID: id.Org, CreatedBy: id.User, Chat: &chat, Profile: target.Profile,
-		ExecutionOptions: target.Options.JSON(), Priority: prio, MaxAttempts: attempts,
+		ExecutionOptions: target.Options, Priority: prio, MaxAttempts: attempts,
+	}.Normalize()
+	if err != nil {
+		return httpapi.About("chat completion", err)
 	}
 	if a.Check != nil {
 		if err := a.Check(r.Context(), p); err != nil {

@@ -39,7 +39,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 		// Re-encode the accepted request and decode it again.
 		req := jobs.Submission{Text: p.Text, Prompt: p.PromptRef, Inputs: p.Inputs, Priority: p.Priority,
 			Profile: p.Profile, ParentID: p.ParentID, DependsOn: p.DependsOn, MaxAttempts: &p.MaxAttempts,
-			ExecutionOptions: p.ExecutionOptions}
+			ExecutionOptions: p.ExecutionOptions.JSON()}
 		if !p.AvailableAt.IsZero() {
 			req.ScheduledFor = &p.AvailableAt
 		}

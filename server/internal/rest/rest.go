@@ -76,7 +76,7 @@ func newAnswer(r jobs.Response) *AnswerView { return &AnswerView{Response: r, HT
 // decodeSubmission turns a POST /v1/prompts body into normalized enqueue
 // parameters (without org, user or key) and the request's fingerprint:
 // the same submission always has the same hash, whatever its key order
-// or spacing.
+// or spacing (the typed execution options encode canonically already).
 func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
 	var req jobs.Submission
 	if err := httpapi.DecodeStrict(body, &req); err != nil {
@@ -88,7 +88,6 @@ func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
 	}
 	canon := p
 	canon.Inputs = httpapi.CanonicalJSON(p.Inputs)
-	canon.ExecutionOptions = httpapi.CanonicalJSON(p.ExecutionOptions)
 	hash, err := httpapi.Hash(canon)
 	return p, hash, err
 }
