@@ -8,6 +8,8 @@
 //     files, batches), in OpenAI's shapes;
 //   - events: the one reader of the event log, the event stream (GET
 //     /v1/events, Server-Sent Events) and the wake-ups of every wait;
+//   - submit: how a request becomes a job (budget, admission check,
+//     idempotency, enqueue) and how the server waits for it;
 //   - auth: who a request acts as (tokens, local mode and its guard
 //     against web pages), the submission budget and stream tickets;
 //   - page: the browser page at / and its safe Markdown renderer;
@@ -44,6 +46,7 @@ import (
 	"github.com/promptkit/promptkit/server/internal/frontdoor"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 	"github.com/promptkit/promptkit/server/internal/rest"
+	"github.com/promptkit/promptkit/server/internal/submit"
 )
 
 // The identity of requests without a token in loopback mode. The CLI's
@@ -228,12 +231,13 @@ func New(cfg Config) (*Server, error) {
 		hub.Clients = cfg.Metrics.SSEClients
 	}
 	s.hub = events.New(hub)
-	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Engine: cfg.Engine, Check: cfg.Check,
-		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Serving: s.serving, Log: cfg.Logger}
-	s.openai = &frontdoor.API{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Engine: cfg.Engine, Check: cfg.Check,
+	work := submit.Jobs{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Check: cfg.Check, Serving: s.serving}
+	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Jobs: work, Engine: cfg.Engine,
+		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger}
+	s.openai = &frontdoor.API{Store: cfg.Store, Jobs: work, Engine: cfg.Engine,
 		FallbackProfile: cfg.FallbackProfile, MaxBody: cfg.MaxBodyBytes, MaxFile: cfg.MaxFileBytes,
 		ChatTimeout: cfg.ChatTimeout, MaxWait: cfg.MaxWait, KeepAlive: cfg.KeepAlive, BatchPriority: cfg.BatchPriority,
-		Serving: s.serving, Log: cfg.Logger}
+		Log: cfg.Logger}
 	s.handler = s.routes()
 	return s, nil
 }

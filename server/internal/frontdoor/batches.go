@@ -95,7 +95,7 @@ func (a *API) GetBatch(w http.ResponseWriter, r *http.Request) error {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
-		end, stop := context.WithTimeout(a.Serving, wait)
+		end, stop := context.WithTimeout(a.Jobs.Serving, wait)
 		defer stop()
 		// Subscribed before the first look, so no change is missed.
 		b, err = jobs.Await(ctx, a.Store.Notify(ctx), end.Done(), look)

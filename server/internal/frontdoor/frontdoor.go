@@ -22,9 +22,8 @@ import (
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/auth"
-	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
-	"github.com/promptkit/promptkit/server/internal/rest"
+	"github.com/promptkit/promptkit/server/internal/submit"
 )
 
 // Defaults of the OpenAI-compatible routes.
@@ -51,13 +50,10 @@ const (
 // API serves the OpenAI-compatible routes.
 type API struct {
 	Store jobs.Store
-	Auth  *auth.Auth
-	Hub   *events.Hub
+	// Jobs queues and waits for the jobs of requests.
+	Jobs submit.Jobs
 	// Engine resolves models; nil: none is known.
 	Engine *promptkit.Engine
-	// Check refuses at submission what a worker could not run; nil: the
-	// store's own rules only.
-	Check jobs.CheckFunc
 	// FallbackProfile runs a model that names nothing (see
 	// server.Config.FallbackProfile).
 	FallbackProfile string
@@ -69,9 +65,7 @@ type API struct {
 	KeepAlive time.Duration
 	// BatchPriority is the priority of batch lines; nil: the default.
 	BatchPriority *int
-	// Serving ends when the server closes: waits then answer at once.
-	Serving context.Context
-	Log     *slog.Logger
+	Log           *slog.Logger
 }
 
 // resolve is the target of a request's model, or a 404 problem.
@@ -135,9 +129,6 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Auth.Take(id); err != nil {
-		return err
-	}
 	chat := params.Chat
 	p, err := jobs.EnqueueParams{
 		OrgID: id.Org, CreatedBy: id.User, Chat: &chat, Profile: target.Profile,
@@ -146,17 +137,9 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("chat completion", err)
 	}
-	if a.Check != nil {
-		if err := a.Check(r.Context(), p); err != nil {
-			return httpapi.About("chat completion", err)
-		}
-	}
-	if key != "" {
-		p.IdempotencyKey, p.RequestHash = key, httpapi.Fingerprint(id.User, chatHash(params))
-	}
-	e, err := a.Store.Enqueue(r.Context(), p)
+	e, err := a.Jobs.Admit(r.Context(), id, p, key, chatHash(params), "chat completion")
 	if err != nil {
-		return httpapi.About("chat completion", err)
+		return err
 	}
 	a.Log.Debug("chat completion queued", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org, "existing", e.Existing)
 	w.Header().Set(headerPromptID, e.PromptID)
@@ -212,11 +195,11 @@ func (a *API) awaitJob(ctx context.Context, org string, e jobs.Enqueued, deadlin
 		if tick != nil {
 			wait = min(wait, a.KeepAlive)
 		}
-		j, err := rest.AwaitJob(ctx, a.Store, a.Hub, a.Serving, org, e.PromptID, jobID, max(wait, 0))
+		j, err := a.Jobs.AwaitJob(ctx, org, e.PromptID, jobID, max(wait, 0))
 		if err != nil {
 			return jobs.Job{}, err
 		}
-		if j.State.Terminal() || !time.Now().Before(deadline) || a.Serving.Err() != nil {
+		if j.State.Terminal() || !time.Now().Before(deadline) || a.Jobs.Serving.Err() != nil {
 			return j, nil
 		}
 		jobID = j.ID // perhaps a retry's
@@ -245,7 +228,7 @@ func (a *API) chatOutcome(ctx context.Context, id auth.Identity, j jobs.Job) (in
 	case j.State.Terminal():
 		status, body := openaiapi.JobError(j)
 		return status, body, nil
-	case a.Serving.Err() != nil:
+	case a.Jobs.Serving.Err() != nil:
 		return http.StatusServiceUnavailable, openaiapi.NewError(
 			"The server is shutting down; the request is queued as prompt "+j.PromptID+": repeat it with the same Idempotency-Key, or fetch GET /v1/prompts/"+j.PromptID+".",
 			openaiapi.TypeServer, "", "server_shutting_down"), nil

@@ -15,26 +15,22 @@ import (
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/auth"
-	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 	"github.com/promptkit/promptkit/server/internal/page"
+	"github.com/promptkit/promptkit/server/internal/submit"
 )
 
 // API serves the REST resources.
 type API struct {
 	Store jobs.Store
 	Auth  *auth.Auth
-	Hub   *events.Hub
+	// Jobs queues and waits for the jobs of requests.
+	Jobs submit.Jobs
 	// Engine lists the profiles; nil: none.
 	Engine *promptkit.Engine
-	// Check refuses at submission what a worker could not run; nil: the
-	// store's own rules only.
-	Check jobs.CheckFunc
 	// MaxBody caps a request body; MaxWait caps ?wait=.
 	MaxBody int64
 	MaxWait time.Duration
-	// Serving ends when the server closes: waits then answer at once.
-	Serving context.Context
 	Log     *slog.Logger
 }
 
@@ -111,23 +107,11 @@ func (a *API) Submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Auth.Take(id); err != nil {
+	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "submission")
+	if err != nil {
 		return err
 	}
-	if a.Check != nil {
-		if err := a.Check(r.Context(), p); err != nil {
-			return httpapi.About("submission", err)
-		}
-	}
-	p.OrgID, p.CreatedBy, p.ReferenceUser = id.Org, id.User, id.CreatedBy()
-	if key != "" {
-		p.IdempotencyKey, p.RequestHash = key, httpapi.Fingerprint(id.User, hash)
-	}
-	e, err := a.Store.Enqueue(r.Context(), p)
-	if err != nil {
-		return httpapi.About("submission", err)
-	}
-	a.Log.Debug("prompt Submitted", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org, "existing", e.Existing)
+	a.Log.Debug("prompt submitted", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org, "existing", e.Existing)
 	return a.answerSubmitted(w, r, id, Submitted{PromptID: e.PromptID, JobID: e.JobID, State: e.State}, wait)
 }
 
@@ -137,7 +121,7 @@ func (a *API) Submit(w http.ResponseWriter, r *http.Request) error {
 func (a *API) answerSubmitted(w http.ResponseWriter, r *http.Request, id auth.Identity, sub Submitted, wait time.Duration) error {
 	if wait > 0 && !sub.State.Terminal() {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
-		j, err := AwaitJob(r.Context(), a.Store, a.Hub, a.Serving, id.Org, sub.PromptID, sub.JobID, wait)
+		j, err := a.Jobs.AwaitJob(r.Context(), id.Org, sub.PromptID, sub.JobID, wait)
 		if err != nil {
 			return httpapi.About("waiting", err)
 		}
@@ -153,18 +137,6 @@ func (a *API) answerSubmitted(w http.ResponseWriter, r *http.Request, id auth.Id
 	}
 	httpapi.WriteJSON(w, http.StatusOK, v)
 	return nil
-}
-
-// AwaitJob waits up to wait for the job (or the retry superseding it) to
-// end, woken by the hub's events of its prompt; when serving ends (the
-// server closes) it looks once more and returns. Every wait of the
-// server for a job is this one.
-func AwaitJob(ctx context.Context, st jobs.Store, hub *events.Hub, serving context.Context, org, promptID, jobID string, wait time.Duration) (jobs.Job, error) {
-	wake, stop := hub.Wake(func(e jobs.Event) bool { return e.PromptID == promptID })
-	defer stop()
-	end, cancel := context.WithTimeout(serving, wait)
-	defer cancel()
-	return jobs.AwaitJob(ctx, st, org, jobID, wake, end.Done())
 }
 
 // promptView reads a prompt the identity may see, with its jobs and

@@ -1,0 +1,65 @@
+// Package submit is how a request becomes a job, and how the server
+// waits for one, for every API that queues work (promptkit's POST
+// /v1/prompts, OpenAI's chat completions): Admit spends the identity's
+// budget, applies the admission check and enqueues as the identity under
+// its Idempotency-Key; AwaitJob waits for the job through the events hub.
+package submit
+
+import (
+	"context"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/events"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+)
+
+// Jobs queues and waits for the jobs of requests.
+type Jobs struct {
+	Store jobs.Store
+	Auth  *auth.Auth
+	Hub   *events.Hub
+	// Check refuses what no worker could run; nil: the store's own rules
+	// only.
+	Check jobs.CheckFunc
+	// Serving ends when the server closes: waits then answer at once.
+	Serving context.Context
+}
+
+// Admit queues p (normalized) as the identity: one of its submissions is
+// spent, the admission check applied, and with an Idempotency-Key the
+// request's hash (of its meaning, without org or user) is stored with the
+// user, so a repeat finds the same job and another member reusing the key
+// gets a conflict. what names the operation in errors ("submission").
+func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams, key, hash, what string) (jobs.Enqueued, error) {
+	if err := s.Auth.Take(id); err != nil {
+		return jobs.Enqueued{}, err
+	}
+	if s.Check != nil {
+		if err := s.Check(ctx, p); err != nil {
+			return jobs.Enqueued{}, httpapi.About(what, err)
+		}
+	}
+	p.OrgID, p.CreatedBy, p.ReferenceUser = id.Org, id.User, id.CreatedBy()
+	if key != "" {
+		p.IdempotencyKey, p.RequestHash = key, httpapi.Fingerprint(id.User, hash)
+	}
+	e, err := s.Store.Enqueue(ctx, p)
+	if err != nil {
+		return e, httpapi.About(what, err)
+	}
+	return e, nil
+}
+
+// AwaitJob waits up to wait for the job (or the retry superseding it) to
+// end, woken by the hub's events of its prompt; when serving ends (the
+// server closes) it looks once more and returns. Every wait of the
+// server for a job is this one.
+func (s Jobs) AwaitJob(ctx context.Context, org, promptID, jobID string, wait time.Duration) (jobs.Job, error) {
+	wake, stop := s.Hub.Wake(func(e jobs.Event) bool { return e.PromptID == promptID })
+	defer stop()
+	end, cancel := context.WithTimeout(s.Serving, wait)
+	defer cancel()
+	return jobs.AwaitJob(ctx, s.Store, org, jobID, wake, end.Done())
+}
