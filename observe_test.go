@@ -369,7 +369,7 @@ func TestObserveUndispatchedAttempt(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r.clock.setHook(func(ctx context.Context, _ time.Duration) error {
+	r.clock.OnWait(func(ctx context.Context, _ time.Duration) error {
 		cancel() // the caller gives up while the run waits for pacing
 		return ctx.Err()
 	})

@@ -7,71 +7,14 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/providertest"
 )
-
-// seamClock is the fake clock, jitter and wait handed to NewWithSeams. Wait
-// records what it was asked for and advances the clock instead of
-// sleeping; an optional hook runs first (to cancel, block or change the
-// environment between attempts).
-type seamClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-	hook  func(ctx context.Context, d time.Duration) error
-}
-
-func newSeamClock() *seamClock {
-	return &seamClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *seamClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Jitter returns the top of its range, so backoff equals its base.
-func (c *seamClock) Jitter(n time.Duration) time.Duration { return n }
-
-func (c *seamClock) Wait(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	c.waits = append(c.waits, d)
-	hook := c.hook
-	c.mu.Unlock()
-	if hook != nil {
-		if err := hook(ctx, d); err != nil {
-			return err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	if d > 0 {
-		c.now = c.now.Add(d)
-	}
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *seamClock) setHook(h func(ctx context.Context, d time.Duration) error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.hook = h
-}
-
-func (c *seamClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.waits...)
-}
 
 const seamSummarySchema = `{"type":"object","properties":{"summary":{"type":"string","minLength":1}},"required":["summary"],"additionalProperties":false}`
 
@@ -90,7 +33,7 @@ type seamOpts struct {
 type seamRig struct {
 	srv   *providertest.Server
 	eng   *promptkit.Engine
-	clock *seamClock
+	clock *testkit.Clock // its Jitter, Wait and OnWait are the seams
 }
 
 func seamConfig(url string, o seamOpts) promptkit.Config {
@@ -114,7 +57,7 @@ func newSeamRig(t *testing.T, o seamOpts) seamRig {
 	t.Helper()
 	srv := providertest.NewServer()
 	t.Cleanup(srv.Close)
-	clock := newSeamClock()
+	clock := testkit.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	eng, err := promptkit.NewWithSeams(seamConfig(srv.URL, o), clock.Now, clock.Jitter, clock.Wait)
 	if err != nil {
 		t.Fatal(err)
@@ -391,7 +334,7 @@ func TestRetryWaitCanceledByCaller(t *testing.T) {
 	t.Parallel()
 	r := newSeamRig(t, seamOpts{retries: intp(2)})
 	waiting := make(chan struct{})
-	r.clock.setHook(func(ctx context.Context, _ time.Duration) error {
+	r.clock.OnWait(func(ctx context.Context, _ time.Duration) error {
 		close(waiting)
 		<-ctx.Done() // a real wait: only cancellation ends it
 		return ctx.Err()
@@ -457,7 +400,7 @@ func TestRetryFreezesRequest(t *testing.T) {
 	const env = "PROMPTKIT_TEST_RETRY_FREEZE_KEY"
 	t.Setenv(env, "key-one")
 	r := newSeamRig(t, seamOpts{retries: intp(1), apiKeyEnv: env})
-	r.clock.setHook(func(context.Context, time.Duration) error {
+	r.clock.OnWait(func(context.Context, time.Duration) error {
 		return os.Setenv(env, "key-two") // t.Setenv restores it at cleanup
 	})
 	r.srv.Enqueue(providertest.Status(503), providertest.Reply(validSummary))
@@ -477,7 +420,7 @@ func TestRetryFreezesRequest(t *testing.T) {
 		t.Errorf("retry body differs:\n%s\n%s", reqs[0].Body, reqs[1].Body)
 	}
 	// The change itself took effect: a new generation sequence sees it.
-	r.clock.setHook(nil)
+	r.clock.OnWait(nil)
 	if _, err := r.eng.Run(context.Background(), promptkit.RunRequest{Text: "again"}); err != nil {
 		t.Fatal(err)
 	}

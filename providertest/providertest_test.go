@@ -267,26 +267,8 @@ func TestMalformedAndMissingChoices(t *testing.T) {
 	}
 }
 
-// fakeClock is a settable clock for the rate limiter.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func TestRateLimit(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := newClock()
 	s := newServer(t, providertest.WithRateLimit(3), providertest.WithClock(clock.Now))
 	s.Enqueue(providertest.Reply("scripted"))
 	url := s.URL + "/chat/completions"
@@ -328,7 +310,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestRateLimitRetryAfterOverride(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := newClock()
 	s := newServer(t, providertest.WithRateLimit(1), providertest.WithClock(clock.Now), providertest.WithRetryAfter("7"))
 	url := s.URL + "/chat/completions"
 	post(t, url, chatBody)

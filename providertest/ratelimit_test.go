@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -25,9 +26,8 @@ func budgetOf(h http.Header, kind string) budgetHeaders {
 	}
 }
 
-func newClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
+// newClock returns the fake clock the rate limiter tests inject.
+func newClock() *testkit.Clock { return testkit.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 func TestRateLimitHeaders(t *testing.T) {
 	clock := newClock()

@@ -244,7 +244,7 @@ func TestStreamMissingChoices(t *testing.T) {
 // Errors, rate limiting and raw bodies are not streams: a client sees the
 // same JSON error it would for a plain request.
 func TestStreamErrorsAreJSON(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := newClock()
 	s := newServer(t, providertest.WithRateLimit(3), providertest.WithClock(clock.Now))
 	s.Enqueue(providertest.Status(500), providertest.Status(429).WithRetryAfter("2"), providertest.Malformed())
 	url := s.URL + "/chat/completions"

@@ -24,8 +24,9 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/sqlitestore"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
@@ -127,23 +128,10 @@ func newBrowserEnv(t *testing.T, browser context.Context) *browserEnv {
 	t.Helper()
 	prov := providertest.NewServer()
 	t.Cleanup(prov.Close)
-	eng, err := promptkit.New(promptkit.Config{
-		Backends: []promptkit.Backend{{ID: "fake", BaseURL: prov.URL}},
-		Profiles: []promptkit.Profile{
-			{ID: "default", Backend: "fake", Model: "fake-model"},
-			{ID: "quick", Backend: "fake", Model: "fake-model"},
-			{ID: "careful", Backend: "fake", Model: "fake-model"},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "page.db"), jobs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	eng := enginekit.Provider(t, prov.URL, func(c *promptkit.Config) { c.Profiles[0].Model = "fake-model" }, enginekit.Profiles("default", "quick", "careful"))
+	st := storekit.SQLite.New(t).Open(t, jobs.Options{})
 	e := &browserEnv{t: t, st: st, prov: prov, metrics: &routeCounter{n: map[string]int{}}, browser: browser}
+	var err error
 	e.srv, err = New(Config{Store: st, Engine: eng, Addr: "127.0.0.1:0", Metrics: e.metrics,
 		Check:  func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
 		Logger: slog.New(slog.DiscardHandler)})

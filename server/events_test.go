@@ -1,13 +1,12 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -80,33 +79,23 @@ func TestEventsReplayAndReconnect(t *testing.T) {
 func TestEventsOneReader(t *testing.T) {
 	t.Parallel()
 	base := setup(t).st
-	counting := &countingStore{Store: base}
+	counting := storekit.Count(base)
 	e := setupStore(t, counting, func(c *Config) { c.PollInterval = time.Hour })
 	const clients = 20
 	var streams []*stream
 	for range clients {
 		streams = append(streams, e.openStream("", ""))
 	}
-	before := counting.reads.Load()
+	before := counting.Calls("EventsAfter")
 	sub := e.submit("", map[string]any{"text": "x"})
 	for _, s := range streams {
 		if ev := s.mustNext(); ev.data.JobID != sub.JobID {
 			t.Fatalf("got %+v", ev.data)
 		}
 	}
-	if n := counting.reads.Load() - before; n >= clients {
+	if n := counting.Calls("EventsAfter") - before; n >= clients {
 		t.Fatalf("%d event-log reads for one change and %d clients", n, clients)
 	}
-}
-
-type countingStore struct {
-	jobs.Store
-	reads atomic.Int64
-}
-
-func (c *countingStore) EventsAfter(ctx context.Context, p jobs.EventsParams) ([]jobs.Event, error) {
-	c.reads.Add(1)
-	return c.Store.EventsAfter(ctx, p)
 }
 
 // TestCloseEndsStreams: Close ends open event streams cleanly instead of

@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,11 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/promptkit/promptkit"
-	"github.com/promptkit/promptkit/internal/pgtest"
-	"github.com/promptkit/promptkit/internal/simulate"
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/pgstore"
-	"github.com/promptkit/promptkit/jobs/sqlitestore"
 	"github.com/promptkit/promptkit/jobs/worker"
 )
 
@@ -35,61 +32,42 @@ type env struct {
 	st    jobs.Store
 	srv   *Server
 	eng   *promptkit.Engine
-	clock *clock
-	logs  *syncBuffer
+	clock *testkit.Clock
+	logs  *testkit.Logs
 }
 
 type option func(*Config)
 
-// setup starts a server on 127.0.0.1:0 over a fresh SQLite database (or
-// the store open returns) with the simulated engine; no worker runs
-// unless the test starts one.
+// setup starts a server on 127.0.0.1:0 over a fresh SQLite database with
+// the simulated engine; no worker runs unless the test starts one.
 func setup(t *testing.T, opts ...option) *env {
 	t.Helper()
-	st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "api.db"), jobs.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return setupStore(t, st, opts...)
+	return setupStore(t, storekit.SQLite.New(t).Open(t, jobs.Options{}), opts...)
 }
 
-// onStores runs fn in parallel on SQLite and on PostgreSQL (skipped
-// without PROMPTKIT_TEST_DATABASE_URL), each store opened with storeOpts.
+// onStores runs fn on a server over each store (storekit.Each: parallel
+// subtests, PostgreSQL skipped without PROMPTKIT_TEST_DATABASE_URL), each
+// store opened with storeOpts.
 func onStores(t *testing.T, storeOpts jobs.Options, fn func(t *testing.T, e *env), opts ...option) {
-	t.Parallel()
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		st, err := sqlitestore.Open(context.Background(), filepath.Join(t.TempDir(), "api.db"), storeOpts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(t, setupStore(t, st, opts...))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		st, err := pgstore.Open(context.Background(), pgtest.Schema(t), storeOpts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fn(t, setupStore(t, st, opts...))
+	storekit.Each(t, func(t *testing.T, db storekit.DB) {
+		fn(t, setupStore(t, db.Open(t, storeOpts), opts...))
 	})
 }
 
+// setupStore starts a server over st (see setup); the caller closes st.
 func setupStore(t *testing.T, st jobs.Store, opts ...option) *env {
 	t.Helper()
-	eng, err := promptkit.New(simulate.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, st: st, eng: eng, clock: &clock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}, logs: &syncBuffer{}}
+	eng := enginekit.Simulated(t)
+	e := &env{t: t, st: st, eng: eng, clock: testkit.NewClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)), logs: &testkit.Logs{}}
 	cfg := Config{
 		Store: st, Engine: eng, Addr: "127.0.0.1:0", Now: e.clock.Now,
 		Check:  func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
-		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger: e.logs.DebugLogger(),
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	var err error
 	e.srv, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -105,7 +83,6 @@ func setupStore(t *testing.T, st jobs.Store, opts ...option) *env {
 		if err := e.srv.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		st.Close()
 	})
 	return e
 }
@@ -321,40 +298,4 @@ func (s *stream) mustNext() sse {
 		s.t.Fatalf("the event stream ended: %v", s.lines.Err())
 	}
 	return ev
-}
-
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

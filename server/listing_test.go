@@ -1,67 +1,25 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
-// readCounter counts the store's prompt and response reads, single and
-// batched.
-type readCounter struct {
-	jobs.Store
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *readCounter) add(name string) {
-	c.mu.Lock()
-	c.n[name]++
-	c.mu.Unlock()
-}
-
-// take returns the counts so far and starts again from zero.
-func (c *readCounter) take() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.n
-	c.n = map[string]int{}
-	return n
-}
-
-func (c *readCounter) GetPrompt(ctx context.Context, org, id string) (jobs.Prompt, error) {
-	c.add("GetPrompt")
-	return c.Store.GetPrompt(ctx, org, id)
-}
-
-func (c *readCounter) GetResponse(ctx context.Context, org, id string) (jobs.Response, error) {
-	c.add("GetResponse")
-	return c.Store.GetResponse(ctx, org, id)
-}
-
-func (c *readCounter) GetPrompts(ctx context.Context, org string, ids []string) (map[string]jobs.Prompt, error) {
-	c.add("GetPrompts")
-	return c.Store.GetPrompts(ctx, org, ids)
-}
-
-func (c *readCounter) GetResponses(ctx context.Context, org string, ids []string) (map[string]jobs.Response, error) {
-	c.add("GetResponses")
-	return c.Store.GetResponses(ctx, org, ids)
-}
-
-func countReads(c *Config) { c.Store = &readCounter{Store: c.Store, n: map[string]int{}} }
+// countReads makes the server's store a storekit.Counting, to count its
+// prompt and response reads, single and batched.
+func countReads(c *Config) { c.Store = storekit.Count(c.Store) }
 
 // TestListingCarriesPromptsAndAnswers: the listing and /v1/recent give
 // each prompt with its text, parent and answer (with its html), reading
 // them with one batch read each, never one read per prompt.
 func TestListingCarriesPromptsAndAnswers(t *testing.T) {
 	onStores(t, jobs.Options{}, func(t *testing.T, e *env) {
-		reads := e.srv.st.(*readCounter)
+		reads := e.srv.st.(*storekit.Counting)
 		var subs []submitted
 		parent := ""
 		for i := range 6 {
@@ -111,11 +69,11 @@ func TestListingCarriesPromptsAndAnswers(t *testing.T) {
 					t.Errorf("%s: queued %s has an answer %+v", what, st.PromptID, st.Answer)
 				}
 			}
-			if n := reads.take(); n["GetPrompt"] != 0 || n["GetResponse"] != 0 || n["GetPrompts"] != 1 || n["GetResponses"] != 1 {
+			if n := reads.Take(); n["GetPrompt"] != 0 || n["GetResponse"] != 0 || n["GetPrompts"] != 1 || n["GetResponses"] != 1 {
 				t.Errorf("%s read %v; want one GetPrompts and one GetResponses", what, n)
 			}
 		}
-		reads.take()
+		reads.Take()
 		var page promptList
 		e.call("GET", "/v1/prompts", "", nil).decode(t, &page)
 		check("listing", page.Prompts)
@@ -128,7 +86,7 @@ func TestListingCarriesPromptsAndAnswers(t *testing.T) {
 		if len(page.Prompts) != 0 {
 			t.Errorf("failed: %+v", page.Prompts)
 		}
-		if n := reads.take(); n["GetPrompts"]+n["GetResponses"]+n["GetPrompt"]+n["GetResponse"] != 0 {
+		if n := reads.Take(); n["GetPrompts"]+n["GetResponses"]+n["GetPrompt"]+n["GetResponse"] != 0 {
 			t.Errorf("an empty listing read %v", n)
 		}
 	}, countReads)

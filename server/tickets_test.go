@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit"
-	"github.com/promptkit/promptkit/internal/simulate"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/auth"
 )
@@ -307,18 +307,5 @@ func TestProfiles(t *testing.T) {
 // and def as Config.DefaultProfile.
 func engineWith(t *testing.T, def string, ids ...string) *promptkit.Engine {
 	t.Helper()
-	cfg := simulate.Config()
-	base := cfg.Profiles[0]
-	cfg.Profiles = nil
-	for _, id := range ids {
-		p := base
-		p.ID = id
-		cfg.Profiles = append(cfg.Profiles, p)
-	}
-	cfg.DefaultProfile = def
-	eng, err := promptkit.New(cfg)
-	if err != nil {
-		t.Fatalf("engine with profiles %v: %v", ids, err)
-	}
-	return eng
+	return enginekit.Simulated(t, enginekit.Profiles(ids...), func(c *promptkit.Config) { c.DefaultProfile = def })
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/promptkit/promptkit/internal/testkit"
 )
 
 // TestNoWaitPastDeadlineReturnsAtOnce: with the option, a retry whose
@@ -12,7 +14,7 @@ import (
 // the status failure (with its not-before) comes back at once.
 func TestNoWaitPastDeadlineReturnsAtOnce(t *testing.T) {
 	t.Parallel()
-	c := &fakeClock{now: time.Now()} // deadlines are real: start the fake clock at real now
+	c := testkit.NewClock(time.Now()) // deadlines are real: start the fake clock at real now
 	epoch := c.Now()
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {NoPause: true}})
 	ctx, cancel := context.WithDeadline(context.Background(), epoch.Add(time.Minute))
@@ -34,7 +36,7 @@ func TestNoWaitPastDeadlineReturnsAtOnce(t *testing.T) {
 func TestNoWaitPastDeadlineStillWaitsWithinIt(t *testing.T) {
 	t.Parallel()
 	for _, opt := range []bool{true, false} {
-		c := &fakeClock{now: time.Now()} // deadlines are real: start the fake clock at real now
+		c := testkit.NewClock(time.Now()) // deadlines are real: start the fake clock at real now
 		epoch := c.Now()
 		s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {NoPause: true}})
 		ctx, cancel := context.WithDeadline(context.Background(), epoch.Add(time.Hour))
@@ -56,7 +58,7 @@ func TestNoWaitPastDeadlineStillWaitsWithinIt(t *testing.T) {
 // is refused at once with its end time, without dispatching.
 func TestNoWaitPastDeadlinePause(t *testing.T) {
 	t.Parallel()
-	c := &fakeClock{now: time.Now()} // deadlines are real: start the fake clock at real now
+	c := testkit.NewClock(time.Now()) // deadlines are real: start the fake clock at real now
 	epoch := c.Now()
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {}})
 	s.pause("b", epoch.Add(10*time.Minute))

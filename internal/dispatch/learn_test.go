@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/internal/testkit"
 )
 
 // These tests drive the pacer with one caller on a fake clock against an
@@ -17,7 +18,7 @@ import (
 // more than the limit.
 
 type simProvider struct {
-	c          *fakeClock
+	c          *testkit.Clock
 	limit      func(since time.Duration) int
 	latency    time.Duration
 	retryAfter bool // 429s carry a Retry-After to the window's end
@@ -73,7 +74,7 @@ func (st *secondStats) sums(from, to int) (ok, limited int) {
 }
 
 // drive runs one caller against p until d of fake time passed.
-func drive(t *testing.T, s *Scheduler, c *fakeClock, p *simProvider, d time.Duration) *secondStats {
+func drive(t *testing.T, s *Scheduler, c *testkit.Clock, p *simProvider, d time.Duration) *secondStats {
 	t.Helper()
 	st := &secondStats{}
 	for c.Now().Before(epoch.Add(d)) {
@@ -90,7 +91,7 @@ func drive(t *testing.T, s *Scheduler, c *fakeClock, p *simProvider, d time.Dura
 	return st
 }
 
-func learnSched(c *fakeClock, b Backend) *Scheduler {
+func learnSched(c *testkit.Clock, b Backend) *Scheduler {
 	return New(Config{Backends: map[string]Backend{"b": b}, Now: c.Now, Jitter: jitterNone, Wait: c.Wait})
 }
 
@@ -244,7 +245,7 @@ func TestLearnNoRateFromALone429(t *testing.T) {
 }
 
 // headerAnswer is a success whose headers report budgets at the fake now.
-func headerAnswer(c *fakeClock, req, tok llm.Budget) llm.Outcome {
+func headerAnswer(c *testkit.Clock, req, tok llm.Budget) llm.Outcome {
 	out := success()
 	out.Received = c.Now()
 	out.Limits = llm.RateLimits{Requests: req, Tokens: tok}
@@ -339,7 +340,7 @@ func TestHeaderTokenBudget(t *testing.T) {
 func TestHeaderBudgetPastDeadlineFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	c := &fakeClock{now: start} // deadlines are real: start the fake clock at real now
+	c := testkit.NewClock(start) // deadlines are real: start the fake clock at real now
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {}})
 	att, _ := outcomes(headerAnswer(c, llm.Budget{Known: true, Limit: 10, Remaining: 0, Reset: time.Hour}, llm.Budget{}))
 	s.Generate(context.Background(), Sequence{Backend: "b", Generation: 1, Attempt: att})
@@ -366,7 +367,7 @@ func TestHeaderBudgetHeldInFlightWaitsForAnAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The wait for the budget lasts until its context ends: the answer.
-	c.setHook(func(ctx context.Context, d time.Duration) error {
+	c.OnWait(func(ctx context.Context, d time.Duration) error {
 		<-ctx.Done()
 		return ctx.Err()
 	})

@@ -7,13 +7,13 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/internal/observe"
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/pktype"
 )
 
@@ -23,62 +23,17 @@ import (
 
 var epoch = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
-// fakeClock is a goroutine-safe fake clock whose Wait records the requested
-// duration and, unless a hook replaces it, advances the clock by it.
-type fakeClock struct {
-	mu    sync.Mutex
-	now   time.Time
-	waits []time.Duration
-	hook  func(ctx context.Context, d time.Duration) error
-}
-
-func newClock() *fakeClock { return &fakeClock{now: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) setHook(h func(ctx context.Context, d time.Duration) error) {
-	c.mu.Lock()
-	c.hook = h
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.waits)
-}
-
-func (c *fakeClock) Wait(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	c.waits = append(c.waits, d)
-	hook := c.hook
-	c.mu.Unlock()
-	if hook != nil {
-		return hook(ctx, d)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.Advance(d)
-	return nil
-}
+// newClock returns a fake clock at epoch; its Wait records the requested
+// duration and, unless a hook set with OnWait fails it, advances the clock
+// by it.
+func newClock() *testkit.Clock { return testkit.NewClock(epoch) }
 
 func jitterNone(time.Duration) time.Duration   { return 0 }
 func jitterFull(n time.Duration) time.Duration { return n }
 
 // fakeSched returns a scheduler on c whose blocking waits are announced on
 // the returned channel.
-func fakeSched(t *testing.T, c *fakeClock, jitter func(time.Duration) time.Duration, backends map[string]Backend) (*Scheduler, chan string) {
+func fakeSched(t *testing.T, c *testkit.Clock, jitter func(time.Duration) time.Duration, backends map[string]Backend) (*Scheduler, chan string) {
 	t.Helper()
 	s := New(Config{Backends: backends, Now: c.Now, Jitter: jitter, Wait: c.Wait})
 	ch := make(chan string, 64)
@@ -139,7 +94,7 @@ func success() llm.Outcome {
 
 // newRecorder returns a recorder on c; events are appended to the returned
 // slice (on the Generate goroutine) after also calling extra.
-func newRecorder(c *fakeClock, extra func(pktype.ExecutionEvent)) (*observe.Recorder, *[]pktype.ExecutionEvent) {
+func newRecorder(c *testkit.Clock, extra func(pktype.ExecutionEvent)) (*observe.Recorder, *[]pktype.ExecutionEvent) {
 	evs := new([]pktype.ExecutionEvent)
 	rec := observe.New(c.Now, nil, func(e pktype.ExecutionEvent) {
 		*evs = append(*evs, e)
@@ -441,7 +396,7 @@ func TestHugeRetryAfterSaturates(t *testing.T) {
 	far := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.setHook(func(ctx context.Context, d time.Duration) error {
+	c.OnWait(func(ctx context.Context, d time.Duration) error {
 		cancel()
 		<-ctx.Done()
 		return ctx.Err()
@@ -458,7 +413,7 @@ func TestHugeRetryAfterSaturates(t *testing.T) {
 	// The backend stays paused for everyone else, by the same saturated wait.
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	c.setHook(func(ctx context.Context, d time.Duration) error {
+	c.OnWait(func(ctx context.Context, d time.Duration) error {
 		cancel2()
 		return ctx.Err()
 	})
@@ -478,7 +433,7 @@ func TestCancelDuringRetryWait(t *testing.T) {
 	c := newClock()
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {MaxActive: 1}})
 	inWait := make(chan time.Duration, 1)
-	c.setHook(func(ctx context.Context, d time.Duration) error {
+	c.OnWait(func(ctx context.Context, d time.Duration) error {
 		inWait <- d
 		<-ctx.Done()
 		return ctx.Err()
@@ -625,13 +580,12 @@ func TestBackoffFreesPermit(t *testing.T) {
 	inWait := make(chan struct{})
 	resume := make(chan struct{})
 	var waitCalls atomic.Int32
-	c.setHook(func(ctx context.Context, d time.Duration) error {
+	c.OnWait(func(ctx context.Context, d time.Duration) error {
 		if waitCalls.Add(1) == 1 { // A's retry wait
 			close(inWait)
 			<-resume
 		}
-		c.Advance(d)
-		return nil
+		return nil // then Wait advances the clock by d
 	})
 	ctxB, cancelB := context.WithCancel(context.Background())
 	defer cancelB()
@@ -710,7 +664,7 @@ func TestCanceledPauseWait(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.setHook(func(ctx context.Context, d time.Duration) error {
+	c.OnWait(func(ctx context.Context, d time.Duration) error {
 		c.Advance(4 * time.Second)
 		cancel()
 		return ctx.Err()
@@ -864,7 +818,7 @@ func TestCanceledPacingWaitReturnsReservation(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c.setHook(func(ctx context.Context, d time.Duration) error {
+	c.OnWait(func(ctx context.Context, d time.Duration) error {
 		cancel()
 		return ctx.Err()
 	})
@@ -874,7 +828,7 @@ func TestCanceledPacingWaitReturnsReservation(t *testing.T) {
 		t.Fatalf("err = %v, want a canceled backend pacing CapacityError", err)
 	}
 
-	c.setHook(nil)
+	c.OnWait(nil)
 	release, err = s.acquire(context.Background(), "b", 1, false) // clock unchanged
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/providertest"
 )
@@ -47,12 +48,12 @@ func TestBatchKill(t *testing.T) {
 	t.Cleanup(srv.Close)
 	cfg := writeConfig(t, dir, srv.URL)
 
-	args := []string{"serve", "--database", d.dsn, "--config", cfg, "--addr", "127.0.0.1:0",
+	args := []string{"serve", "--database", d.DSN, "--config", cfg, "--addr", "127.0.0.1:0",
 		"--workers", fmt.Sprint(killWorkers),
 		"--heartbeat-interval", killHeartbeat.String(),
 		"--reclaim-after", killReclaimAfter.String(),
 		"--stuck-after", "1h", "--shutdown-grace", "10s"}
-	first := startProc(t, dir, "serve-1", args)
+	first := startProc(t, "serve-1", args)
 	all := []*proc{first}
 	defer func() {
 		if t.Failed() {
@@ -88,10 +89,10 @@ func TestBatchKill(t *testing.T) {
 
 	// Kill serve once half the lines are done, while the rest are queued
 	// or running.
-	waitFor(t, time.Until(deadlineOf(ctx)), "half the batch to complete", func() (bool, string) {
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "half the batch to complete", func() (bool, string) {
 		b = api.batch(batchID, "")
 		return b.Counts.Completed >= killLines/2, fmt.Sprintf("%s %+v", b.Status, b.Counts)
-	})
+	}, d.store)
 	first.kill()
 	killedAt := b.Counts
 	if killedAt.Completed >= killLines {
@@ -99,15 +100,15 @@ func TestBatchKill(t *testing.T) {
 	}
 
 	// A new serve on the same database finishes the batch.
-	second := startProc(t, dir, "serve-2", args)
+	second := startProc(t, "serve-2", args)
 	all = append(all, second)
 	api.base = serveURL(t, ctx, second)
 	// Each read waits on serve (?wait=) until the batch is terminal, so
-	// the test polls only until the new serve answers.
-	waitFor(t, time.Until(deadlineOf(ctx)), "the batch to complete", func() (bool, string) {
+	// the test looks again only until the new serve answers.
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "the batch to complete", func() (bool, string) {
 		b = api.batch(batchID, "30s")
 		return b.Status.Terminal(), fmt.Sprintf("%s %+v", b.Status, b.Counts)
-	})
+	}, d.store)
 	if b.Status != jobs.BatchCompleted || b.Counts != (jobs.BatchCounts{Total: killLines, Completed: killLines}) {
 		t.Fatalf("batch %s with counts %+v, want completed with %d of %d", b.Status, b.Counts, killLines, killLines)
 	}
@@ -186,11 +187,12 @@ func TestBatchKill(t *testing.T) {
 // listening matches serve's startup line, which names its address.
 var listening = regexp.MustCompile(`msg="promptkit serve listening[^"]*" addr=(\S+)`)
 
-// serveURL waits for p's startup line and returns its base URL.
+// serveURL waits for p's startup line, woken by p's output and its exit,
+// and returns its base URL.
 func serveURL(t *testing.T, ctx context.Context, p *proc) string {
 	t.Helper()
 	var url string
-	waitFor(t, time.Until(deadlineOf(ctx)), p.name+" to listen", func() (bool, string) {
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), p.name+" to listen", func() (bool, string) {
 		select {
 		case <-p.done:
 			t.Fatalf("%s exited (%v):\n%s", p.name, p.err, tail(p.output(), 20))
@@ -202,7 +204,7 @@ func serveURL(t *testing.T, ctx context.Context, p *proc) string {
 		}
 		url = m[1]
 		return true, ""
-	})
+	}, p.out, testkit.Chan(p.done))
 	return url
 }
 
@@ -316,7 +318,7 @@ func (a *batchAPI) upload(name string, content []byte) string {
 
 // batch reads a batch, held with a non-empty wait until it is terminal
 // (?wait=); a transport error (serve just killed, or not yet up) reads
-// as an empty batch, for waitFor to try again.
+// as an empty batch, for testkit.WaitFor to try again.
 func (a *batchAPI) batch(id, wait string) batchObject {
 	url := a.base + "/v1/batches/" + id
 	if wait != "" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -52,14 +53,14 @@ func crashLoop(t *testing.T, d *database) {
 	byText := map[string]string{}
 	ids := enqueueJobs(t, ctx, d.store, 0, crashJobs, byText)
 
-	args := []string{"worker", "--database", d.dsn, "--config", cfg,
+	args := []string{"worker", "--database", d.DSN, "--config", cfg,
 		"--workers", fmt.Sprint(crashConcurrency),
 		"--heartbeat-interval", crashHeartbeat.String(),
 		"--reclaim-after", crashReclaimAfter.String(),
 		"--stuck-after", "1h", "--shutdown-grace", "10s"}
 	var all []*proc
 	spawn := func() *proc {
-		p := startProc(t, dir, fmt.Sprintf("worker-%d", len(all)+1), args)
+		p := startProc(t, fmt.Sprintf("worker-%d", len(all)+1), args)
 		all = append(all, p)
 		return p
 	}
@@ -83,7 +84,7 @@ func crashLoop(t *testing.T, d *database) {
 	kills := 0
 	for kills < crashKills {
 		pace := time.Second + time.Duration(rng.Int64N(int64(time.Second)))
-		if poll(pace, func() bool { ok, _ := drained(); return ok }) {
+		if testkit.Until(ctx, pace, func() bool { ok, _ := drained(); return ok }, d.store) {
 			break
 		}
 		i := rng.IntN(len(live))
@@ -94,7 +95,7 @@ func crashLoop(t *testing.T, d *database) {
 	killsDone := time.Since(start)
 
 	// The surviving workers finish the queue.
-	waitFor(t, time.Until(deadlineOf(ctx)), "every job to finish", drained)
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish", drained, d.store)
 	drainedAt := time.Since(start)
 	for _, p := range live {
 		code, err := p.stop(15 * time.Second)
@@ -107,16 +108,16 @@ func crashLoop(t *testing.T, d *database) {
 	a := auditJobs(t, ctx, d, ids)
 	c := providerCalls(t, srv, byText)
 	checkCalls(t, c, a)
-	t.Logf("%s: %d jobs, %d workers × %d slots, provider latency %v, seed %d", d.name, crashJobs, crashWorkers, crashConcurrency, crashLatency, seed)
-	t.Logf("%s: %d kills in %v (%d killed mid-call); queue drained at %v", d.name, kills, killsDone.Round(time.Millisecond), c.cancelled, drainedAt.Round(time.Millisecond))
-	t.Logf("%s: %d succeeded, others %s; %d attempt events, %d interrupted attempts (reclaims)", d.name, a.succeeded, sortedCounts(a.others), a.attempts, a.interrupted)
+	t.Logf("%s: %d jobs, %d workers × %d slots, provider latency %v, seed %d", d.name(), crashJobs, crashWorkers, crashConcurrency, crashLatency, seed)
+	t.Logf("%s: %d kills in %v (%d killed mid-call); queue drained at %v", d.name(), kills, killsDone.Round(time.Millisecond), c.cancelled, drainedAt.Round(time.Millisecond))
+	t.Logf("%s: %d succeeded, others %s; %d attempt events, %d interrupted attempts (reclaims)", d.name(), a.succeeded, sortedCounts(a.others), a.attempts, a.interrupted)
 	t.Logf("%s: provider calls %d (%.3f per job; jobs by calls made %s), answers lost %d, duplicate responses %d",
-		d.name, c.total, float64(c.total)/float64(crashJobs), c.histogram(ids), c.completed()-a.succeeded, a.duplicates)
+		d.name(), c.total, float64(c.total)/float64(crashJobs), c.histogram(ids), c.completed()-a.succeeded, a.duplicates)
 	var outs []string
 	for _, p := range all {
 		outs = append(outs, p.output())
 	}
-	t.Logf("%s: worker warnings and errors: %s", d.name, logSummary(outs...))
+	t.Logf("%s: worker warnings and errors: %s", d.name(), logSummary(outs...))
 	if kills == 0 {
 		t.Errorf("the queue drained before the first kill: the test proved nothing (make it longer)")
 	}

@@ -5,18 +5,20 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
@@ -50,27 +52,26 @@ func TestDatabaseRestart(t *testing.T) {
 	c := startCluster(t)
 	ctx, cancel := context.WithTimeout(t.Context(), restartDeadline)
 	defer cancel()
-	d := openPostgres(t, c.dsn())
+	d := openDatabase(t, storekit.DB{Kind: storekit.Postgres, DSN: c.dsn()})
 	srv := providertest.NewServer(providertest.WithLatency(restartLatency))
 	t.Cleanup(srv.Close)
 
-	var logs logBuf
+	var logs testkit.Logs
 	defer func() {
 		if t.Failed() {
 			t.Logf("worker log (tail):\n%s", tail(logs.String(), 40))
-			b, _ := os.ReadFile(c.logFile)
-			t.Logf("postgres log (tail):\n%s", tail(string(b), 20))
+			t.Logf("postgres log (tail):\n%s", tail(c.log.String(), 20))
 		}
 	}()
 	w, err := worker.New(worker.Config{
 		Store: d.store, Engine: newEngine(t, srv.URL), Concurrency: restartConcurrency,
 		PollInterval: 100 * time.Millisecond, HeartbeatInterval: restartHeartbeat,
-		Logger: logs.logger(),
+		Logger: logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: restartReclaimAfter, StuckAfter: time.Hour, HeartbeatInterval: restartHeartbeat, Logger: logs.logger()})
+	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: restartReclaimAfter, StuckAfter: time.Hour, HeartbeatInterval: restartHeartbeat, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,17 +81,17 @@ func TestDatabaseRestart(t *testing.T) {
 	defer stop()
 
 	// Mid-run, kill the server, leave it down, start it again.
-	waitFor(t, time.Minute, "a quarter of the jobs to succeed", atLeast(ctx, d.store, restartJobs/4))
+	testkit.WaitFor(t, time.Minute, "a quarter of the jobs to succeed", atLeast(ctx, d.store, restartJobs/4), d.store)
 	before, _ := counts(ctx, d.store)
 	down := time.Now()
 	c.kill(t)
 	// The outage lasts until the worker has met it where it matters: a
 	// finished answer whose write failed is being held, and a heartbeat
 	// has failed.
-	waitFor(t, time.Minute, "the worker to hold a result and miss a heartbeat", func() (bool, string) {
-		held, beats := logs.count("job finalization failing"), logs.count("heartbeat failing")
+	testkit.WaitFor(t, time.Minute, "the worker to hold a result and miss a heartbeat", func() (bool, string) {
+		held, beats := logs.Count("job finalization failing"), logs.Count("heartbeat failing")
 		return held > 0 && beats > 0, fmt.Sprintf("%d results held, %d heartbeat failures logged", held, beats)
-	})
+	}, &logs)
 	// ...and past reclaim_after: the outage's length is the test's input,
 	// not a wait for something to happen.
 	select {
@@ -101,21 +102,21 @@ func TestDatabaseRestart(t *testing.T) {
 	c.restart(t)
 	outage := time.Since(down)
 
-	waitFor(t, time.Until(deadlineOf(ctx)), "every job to finish after the restart", settled(ctx, d.store, restartJobs))
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish after the restart", settled(ctx, d.store, restartJobs), d.store)
 	total := time.Since(start)
 	stop()
 
 	a := auditJobs(t, ctx, d, ids)
 	calls := providerCalls(t, srv, byText)
 	thrownAway := calls.total - restartJobs
-	t.Logf("restart: %d jobs, %d slots, provider latency %v; killed the postmaster with jobs at %s; outage %v (until pg_ctl start returned)",
+	t.Logf("restart: %d jobs, %d slots, provider latency %v; killed the postmaster with jobs at %s; outage %v (until the restarted server was ready)",
 		restartJobs, restartConcurrency, restartLatency, sortedCounts(before), outage.Round(time.Millisecond))
 	t.Logf("restart: %d succeeded, others %s; %d attempt events (%d provider calls without one), %d reclaims; total %v",
 		a.succeeded, sortedCounts(a.others), a.attempts, calls.total-a.attempts, a.interrupted, total.Round(time.Millisecond))
 	t.Logf("restart: provider calls %d (jobs by calls made %s), answers thrown away %d, duplicate responses %d",
 		calls.total, calls.histogram(ids), thrownAway, a.duplicates)
 	t.Logf("restart: worker log: %d finalizations made after the database recovered; warnings and errors: %s",
-		logs.count("job finalized after the database recovered"), logSummary(logs.String()))
+		logs.Count("job finalized after the database recovered"), logSummary(logs.String()))
 	if thrownAway != 0 {
 		t.Errorf("%d answers thrown away: the provider was called %d times for %d jobs", thrownAway, calls.total, restartJobs)
 	}
@@ -150,21 +151,40 @@ func startAll(t *testing.T, ss ...service) (stop func()) {
 	return stop
 }
 
-// cluster is a throwaway PostgreSQL server the test owns.
+// cluster is a throwaway PostgreSQL cluster the test owns, and the
+// servers (postmasters) it ran on its data directory, the last one
+// current. Each server is a child process of the test with its output on
+// a pipe, so what a wait looks for signals it: the log line that says
+// the server is ready, the postmaster's exit, and the pipe's end, which
+// comes once every process of that server (the postmaster, and the
+// backends that inherited its output) has exited.
 type cluster struct {
-	pgCtl   string
-	base    string // owned by the server's user: data, socket, log
-	data    string
-	logFile string
-	port    int
-	// runAs is the user the server runs as when the test runs as root
-	// (PostgreSQL refuses root); empty otherwise.
-	runAs string
+	postgres string
+	base     string // owned by the server's user: data, socket
+	data     string
+	port     int
+	// cred is the user the server runs as when the test runs as root
+	// (PostgreSQL refuses root); nil otherwise.
+	cred *syscall.Credential
+	// log is every server's output.
+	log     testkit.Logs
+	servers []*server
 }
+
+// server is one run of the postmaster.
+type server struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the postmaster has been reaped
+	gone   chan struct{} // closed at the end of its output: all its processes have exited
+}
+
+// readyLine is what the postmaster logs once it accepts connections,
+// after crash recovery too.
+const readyLine = "database system is ready to accept connections"
 
 // startCluster creates and starts a cluster on a free loopback port with
 // trust authentication, stopped when the test ends. It skips the test
-// when initdb or pg_ctl is missing, or when running as root without a
+// when initdb or postgres is missing, or when running as root without a
 // postgres user.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
@@ -172,16 +192,16 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Skip("initdb not found on PATH: skipping the PostgreSQL restart test")
 	}
-	pgCtl, err := exec.LookPath("pg_ctl")
+	postgres, err := exec.LookPath("postgres")
 	if err != nil {
-		t.Skip("pg_ctl not found on PATH: skipping the PostgreSQL restart test")
+		t.Skip("postgres not found on PATH: skipping the PostgreSQL restart test")
 	}
 	base, err := os.MkdirTemp("", "promptkit-faults-pg-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	c := &cluster{pgCtl: pgCtl, base: base, data: filepath.Join(base, "data"), logFile: filepath.Join(base, "postgres.log")}
+	c := &cluster{postgres: postgres, base: base, data: filepath.Join(base, "data")}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -192,27 +212,23 @@ func startCluster(t *testing.T) *cluster {
 		if err := os.Chown(base, uid, gid); err != nil {
 			t.Fatal(err)
 		}
-		c.runAs = "postgres"
+		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
 	if out, err := c.command(initdb, "-D", c.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
 	c.port = freePort(t)
 	t.Cleanup(func() { c.stop(t) })
-	if err := c.start(); err != nil {
-		t.Fatalf("pg_ctl start: %v", err)
+	if err := c.start(t); err != nil {
+		t.Fatalf("starting postgres: %v", err)
 	}
 	return c
 }
 
 // command runs name as the server's user.
 func (c *cluster) command(name string, args ...string) *exec.Cmd {
-	var cmd *exec.Cmd
-	if c.runAs != "" {
-		cmd = exec.Command("runuser", append([]string{"-u", c.runAs, "--", name}, args...)...)
-	} else {
-		cmd = exec.Command(name, args...)
-	}
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	cmd.Dir = c.base // the test's directory may be closed to that user
 	return cmd
 }
@@ -221,62 +237,98 @@ func (c *cluster) dsn() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
 }
 
-// start starts the server and waits until it accepts connections (after
-// crash recovery, when it was killed).
-func (c *cluster) start() error {
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off", c.port, c.base)
-	out, err := c.command(c.pgCtl, "start", "-D", c.data, "-l", c.logFile, "-w", "-t", "60", "-o", opts).CombinedOutput()
+// start starts a server and waits until it logs that it accepts
+// connections (after crash recovery, when the last one was killed): woken
+// by its output and by its exit, within a minute.
+func (c *cluster) start(t *testing.T) error {
+	r, w, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("%v: %s", err, strings.TrimSpace(string(out)))
+		return err
+	}
+	cmd := c.command(c.postgres, "-D", c.data, "-p", strconv.Itoa(c.port), "-k", c.base,
+		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "logging_collector=off")
+	cmd.Stdout, cmd.Stderr = w, w
+	// Should this test binary die, the server dies with it.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	before := c.log.Count(readyLine)
+	err = cmd.Start()
+	w.Close() // the server's processes hold the only write ends
+	if err != nil {
+		r.Close()
+		return err
+	}
+	s := &server{cmd: cmd, exited: make(chan struct{}), gone: make(chan struct{})}
+	c.servers = append(c.servers, s)
+	go func() { _, _ = io.Copy(&c.log, r); r.Close(); close(s.gone) }()
+	go func() { _ = cmd.Wait(); close(s.exited) }()
+	ready := func() bool { return c.log.Count(readyLine) > before }
+	if !testkit.Until(t.Context(), time.Minute, func() bool { return ready() || closed(s.exited) }, &c.log, testkit.Chan(s.exited)) {
+		return fmt.Errorf("not ready within a minute:\n%s", tail(c.log.String(), 10))
+	}
+	if !ready() {
+		return fmt.Errorf("postgres exited (%v):\n%s", cmd.ProcessState, tail(c.log.String(), 10))
 	}
 	return nil
 }
 
-// restart starts a killed server again. The old server's backends exit
-// on their own once they notice the postmaster is gone; until then the
-// new one refuses to start, so it is tried again.
-func (c *cluster) restart(t *testing.T) {
-	t.Helper()
-	var err error
-	if !poll(30*time.Second, func() bool { err = c.start(); return err == nil }) {
-		t.Fatalf("pg_ctl start after the kill: %v", err)
-	}
-}
-
-// pid reads the postmaster's process ID from postmaster.pid.
-func (c *cluster) pid() (int, error) {
-	b, err := os.ReadFile(filepath.Join(c.data, "postmaster.pid"))
-	if err != nil {
-		return 0, err
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return strconv.Atoi(strings.TrimSpace(line))
-}
+// current is the server started last.
+func (c *cluster) current() *server { return c.servers[len(c.servers)-1] }
 
 // kill sends SIGKILL to the postmaster.
 func (c *cluster) kill(t *testing.T) {
 	t.Helper()
-	pid, err := c.pid()
-	if err != nil {
-		t.Fatalf("postmaster pid: %v", err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill postmaster %d: %v", pid, err)
+	if err := c.current().cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the postmaster: %v", err)
 	}
 }
 
-// stop stops the server at once, killing the postmaster when pg_ctl
-// cannot.
+// restart starts a killed server again. The old server's backends exit on
+// their own once they notice the postmaster is gone, and until they have
+// the new one refuses to start (their shared memory is still in use):
+// restart waits for the end of the old server's output, which comes when
+// the last of them has exited, then starts the new one.
+func (c *cluster) restart(t *testing.T) {
+	t.Helper()
+	old := c.current()
+	testkit.WaitFor(t, 30*time.Second, "the killed server's processes to exit", func() (bool, string) {
+		return closed(old.gone), "its output is still open"
+	}, testkit.Chan(old.gone))
+	if err := c.start(t); err != nil {
+		t.Fatalf("starting postgres after the kill: %v", err)
+	}
+}
+
+// stop ends every server of the cluster at once (SIGQUIT: an immediate
+// shutdown, the postmaster ending its backends first; SIGKILL when that
+// does not end it within 20 s), and waits until all their processes have
+// exited.
 func (c *cluster) stop(t *testing.T) {
-	out, err := c.command(c.pgCtl, "stop", "-D", c.data, "-m", "immediate", "-w", "-t", "20").CombinedOutput()
-	if err == nil {
-		return
+	for _, s := range c.servers {
+		if !closed(s.exited) {
+			_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+			select {
+			case <-s.exited:
+			case <-time.After(20 * time.Second):
+				t.Logf("postgres did not stop within 20 s of SIGQUIT: killing it")
+				_ = s.cmd.Process.Signal(syscall.SIGKILL)
+				<-s.exited
+			}
+		}
+		select {
+		case <-s.gone:
+		case <-time.After(30 * time.Second):
+			t.Errorf("a postgres process still holds the server's output 30 s after its postmaster exited")
+		}
 	}
-	if pid, perr := c.pid(); perr == nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if !strings.Contains(string(out), "Is server running?") {
-		t.Logf("pg_ctl stop: %v: %s", err, strings.TrimSpace(string(out)))
+}
+
+// closed reports whether ch is closed (it is never sent on).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -5,11 +5,16 @@
 //
 // The package has no code of its own; everything is in its tests, which
 // run with go test ./... like every other package. Each test bounds its
-// own run time and decides its outcome by polling the store with a
-// deadline, never by sleeping. Tests that need something the machine may
-// not offer skip with a one-line reason: the PostgreSQL crash loop needs
-// PROMPTKIT_TEST_DATABASE_URL, the restart test needs initdb and pg_ctl on
-// PATH, and the full-disk test needs root to mount a small tmpfs.
+// own run time and never sleeps: every wait has a deadline and wakes on
+// what signals its condition (internal/testkit's WaitFor and Until) — the
+// store's notifications for the jobs' progress, a log's writes for a
+// worker's warnings, a child's output and exit for its startup line, the
+// end of a PostgreSQL server's output for its processes' exit — with a
+// slow fallback tick, since notifications are hints. Tests that need
+// something the machine may not offer skip with a one-line reason: the
+// PostgreSQL crash loop needs PROMPTKIT_TEST_DATABASE_URL, the restart
+// test needs initdb and postgres on PATH, and the full-disk test needs
+// root to mount a small tmpfs.
 //
 // Worker processes are the test binary itself, re-executed: TestMain sees
 // the child environment variable and runs `promptkit worker` (internal/cli)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
@@ -58,7 +59,7 @@ func TestFullDisk(t *testing.T) {
 	srv := providertest.NewServer(providertest.WithLatency(diskLatency))
 	t.Cleanup(srv.Close)
 
-	var logs logBuf
+	var logs testkit.Logs
 	defer func() {
 		if t.Failed() {
 			t.Logf("worker log (tail):\n%s", tail(logs.String(), 40))
@@ -67,12 +68,12 @@ func TestFullDisk(t *testing.T) {
 	w, err := worker.New(worker.Config{
 		Store: d.store, Engine: newEngine(t, srv.URL), Concurrency: 4,
 		PollInterval: 100 * time.Millisecond, HeartbeatInterval: time.Second,
-		Logger: logs.logger(),
+		Logger: logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: diskReclaimAfter, StuckAfter: time.Hour, HeartbeatInterval: time.Second, Logger: logs.logger()})
+	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: d.store, ReclaimAfter: diskReclaimAfter, StuckAfter: time.Hour, HeartbeatInterval: time.Second, Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestFullDisk(t *testing.T) {
 	ids := enqueueJobs(t, ctx, d.store, 0, diskJobs, byText)
 	stop := startAll(t, w, r)
 	defer stop()
-	waitFor(t, time.Minute, "some jobs to succeed", atLeast(ctx, d.store, diskJobs/10))
+	testkit.WaitFor(t, time.Minute, "some jobs to succeed", atLeast(ctx, d.store, diskJobs/10), d.store)
 
 	// Fill the disk, then enqueue until a write fails: the database may
 	// first use space it had already allocated.
@@ -114,19 +115,21 @@ func TestFullDisk(t *testing.T) {
 
 	// The disk stays full until the worker has met it too: a finished
 	// answer whose write failed is being held.
-	waitFor(t, time.Minute, "the worker to hold a result it cannot write", func() (bool, string) {
-		held := logs.count("job finalization failing")
+	testkit.WaitFor(t, time.Minute, "the worker to hold a result it cannot write", func() (bool, string) {
+		held := logs.Count("job finalization failing")
 		return held > 0, fmt.Sprintf("%d results held", held)
-	})
+	}, &logs)
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
 	outage := time.Since(full)
-	waitFor(t, time.Until(deadlineOf(ctx)), "every job to finish once the disk has room", settled(ctx, d.store, len(ids)))
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish once the disk has room", settled(ctx, d.store, len(ids)), d.store)
 	ids = append(ids, enqueueJobs(t, ctx, d.store, diskJobs+tries, diskAfter, byText)...)
-	waitFor(t, time.Until(deadlineOf(ctx)), "the jobs enqueued after recovery to finish", settled(ctx, d.store, len(ids)))
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "the jobs enqueued after recovery to finish", settled(ctx, d.store, len(ids)), d.store)
+	// Check passes again once a write has stored something: the store's
+	// writes are what signal it.
 	var lastCheck error
-	if !poll(10*time.Second, func() bool { lastCheck = d.store.Check(ctx); return lastCheck == nil }) {
+	if !testkit.Until(ctx, 10*time.Second, func() bool { lastCheck = d.store.Check(ctx); return lastCheck == nil }, d.store) {
 		t.Errorf("Check still fails once the disk has room and writes succeed: %v", lastCheck)
 	}
 	stop()
@@ -139,7 +142,7 @@ func TestFullDisk(t *testing.T) {
 	if err := d.store.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if res, err := integrityCheck(ctx, d.dsn); err != nil || res != "ok" {
+	if res, err := integrityCheck(ctx, d.DSN); err != nil || res != "ok" {
 		t.Errorf("PRAGMA integrity_check: %q, %v", res, err)
 	}
 	t.Logf("disk: %s tmpfs, filler %d KiB; %d enqueues fit after the disk was full, then: %v", diskSize, filled>>10, tries-1, werr)
@@ -150,7 +153,7 @@ func TestFullDisk(t *testing.T) {
 	t.Logf("disk: provider calls %d (jobs by calls made %s), answers thrown away %d, duplicate responses %d",
 		calls.total, calls.histogram(ids), calls.total-a.jobs, a.duplicates)
 	t.Logf("disk: worker log: %d finalizations made after the database recovered; warnings and errors: %s",
-		logs.count("job finalized after the database recovered"), logSummary(logs.String()))
+		logs.Count("job finalized after the database recovered"), logSummary(logs.String()))
 	checkCalls(t, calls, a)
 }
 

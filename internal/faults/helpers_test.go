@@ -3,17 +3,14 @@
 package faults_test
 
 // Helpers shared by the fault tests: the child worker process, stores,
-// the fake provider's configuration, polling with a deadline, and the
-// audit of a finished run (states, responses, event chains, provider
-// calls).
+// the fake provider's configuration, and the audit of a finished run
+// (states, responses, event chains, provider calls). Waits are
+// testkit.WaitFor and testkit.Until, woken by what signals a change.
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -23,21 +20,19 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
 	_ "modernc.org/sqlite" // the "sqlite" driver, to read tables directly
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/cli"
-	"github.com/promptkit/promptkit/internal/pgtest"
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/pgstore"
-	"github.com/promptkit/promptkit/jobs/sqlitestore"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -69,19 +64,18 @@ func runChild(raw string) int {
 }
 
 // proc is a child process: the test binary re-executed as a promptkit
-// command, its output in a log file.
+// command, its output kept in memory.
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	log  string
+	out  *testkit.Logs // stdout and stderr; each write signals its waits
 	done chan struct{} // closed once the process has been reaped
 	err  error         // cmd.Wait's error, set before done closes
 }
 
 // startProc starts the promptkit command args as a child process named
-// name, logging to a file in dir. The test's cleanup kills it if it is
-// still running.
-func startProc(t *testing.T, dir, name string, args []string) *proc {
+// name. The test's cleanup kills it if it is still running.
+func startProc(t *testing.T, name string, args []string) *proc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -91,15 +85,12 @@ func startProc(t *testing.T, dir, name string, args []string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, log: filepath.Join(dir, name+".log"), done: make(chan struct{})}
-	out, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close() // the child has its own descriptor
+	p := &proc{name: name, out: &testkit.Logs{}, done: make(chan struct{})}
 	p.cmd = exec.Command(exe, "-test.run=^$")
 	p.cmd.Env = append(os.Environ(), childEnv+"="+string(enc))
-	p.cmd.Stdout, p.cmd.Stderr = out, out // files: no copying goroutines
+	// One writer for both: exec copies the child's output from one pipe
+	// and Wait returns once the copy has reached the child's exit.
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	// Should this test binary die, its workers die with it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -135,11 +126,8 @@ func (p *proc) stop(timeout time.Duration) (code int, err error) {
 	return p.cmd.ProcessState.ExitCode(), nil
 }
 
-// output returns the process's log.
-func (p *proc) output() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
-}
+// output returns the process's output so far.
+func (p *proc) output() string { return p.out.String() }
 
 // tail returns the last n lines of s.
 func tail(s string, n int) string {
@@ -179,103 +167,28 @@ func logSummary(logs ...string) string {
 	return sortedCounts(n)
 }
 
-// logBuf is a log sink for in-process workers: kept in memory, searched
-// and shown when a test fails.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// count is how many log lines contain s.
-func (l *logBuf) count(s string) int { return strings.Count(l.String(), s) }
-
-// logger returns a logger writing to l.
-func (l *logBuf) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
-// database is one job database a test runs on.
+// database is one job database a test runs on, with a store open on it.
 type database struct {
-	name  string
-	dsn   string // what `promptkit --database` and the Open functions take
+	storekit.DB
 	store jobs.Store
-	// responses counts the rows of the responses table per job, read
-	// straight from the table.
-	responses func(ctx context.Context) (map[string]int, error)
+}
+
+func (d *database) name() string { return string(d.Kind) }
+
+// openDatabase opens a store on db, closed when the test ends.
+func openDatabase(t *testing.T, db storekit.DB) *database {
+	t.Helper()
+	return &database{DB: db, store: db.Open(t, jobs.Options{})}
 }
 
 // openSQLite creates a SQLite database in dir.
 func openSQLite(t *testing.T, dir string) *database {
-	t.Helper()
-	path := filepath.Join(dir, "jobs.db")
-	st, err := sqlitestore.Open(t.Context(), path, jobs.Options{})
-	if err != nil {
-		t.Fatalf("sqlitestore.Open: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return &database{name: "sqlite", dsn: path, store: st, responses: func(ctx context.Context) (map[string]int, error) {
-		db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
-		if err != nil {
-			return nil, err
-		}
-		defer db.Close()
-		rows, err := db.QueryContext(ctx, `SELECT job_id, COUNT(*) FROM responses GROUP BY job_id`)
-		if err != nil {
-			return nil, err
-		}
-		return scanCounts(rows.Next, rows.Scan, rows.Err)
-	}}
-}
-
-// openPostgres opens a store on dsn, a PostgreSQL URL.
-func openPostgres(t *testing.T, dsn string) *database {
-	t.Helper()
-	st, err := pgstore.Open(t.Context(), dsn, jobs.Options{})
-	if err != nil {
-		t.Fatalf("pgstore.Open: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return &database{name: "postgres", dsn: dsn, store: st, responses: func(ctx context.Context) (map[string]int, error) {
-		conn, err := pgx.Connect(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Close(context.Background())
-		rows, err := conn.Query(ctx, `SELECT job_id::text, COUNT(*) FROM responses GROUP BY job_id`)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		return scanCounts(rows.Next, rows.Scan, rows.Err)
-	}}
+	return openDatabase(t, storekit.DB{Kind: storekit.SQLite, DSN: filepath.Join(dir, "jobs.db")})
 }
 
 // openPostgresSchema opens a store on a fresh schema of the test database,
 // or skips the test when there is none.
-func openPostgresSchema(t *testing.T) *database { return openPostgres(t, pgtest.Schema(t)) }
-
-func scanCounts(next func() bool, scan func(...any) error, rerr func() error) (map[string]int, error) {
-	out := map[string]int{}
-	for next() {
-		var id string
-		var n int
-		if err := scan(&id, &n); err != nil {
-			return nil, err
-		}
-		out[id] = n
-	}
-	return out, rerr()
-}
+func openPostgresSchema(t *testing.T) *database { return openDatabase(t, storekit.Postgres.New(t)) }
 
 // writeConfig writes a promptkit.yaml whose only backend is the fake
 // provider at url, with a default profile, and returns its path.
@@ -298,17 +211,13 @@ profiles:
 }
 
 // newEngine returns an engine whose only backend is the fake provider at
-// url, for in-process workers.
+// url, for in-process workers: the configuration writeConfig writes.
 func newEngine(t *testing.T, url string) *promptkit.Engine {
 	t.Helper()
-	eng, err := promptkit.New(promptkit.Config{
-		Backends: []promptkit.Backend{{ID: "fake", BaseURL: url, Timeout: 20 * time.Second}},
-		Profiles: []promptkit.Profile{{ID: "default", Backend: "fake", Model: "faults-model"}},
+	return enginekit.Provider(t, url, func(c *promptkit.Config) {
+		c.Backends[0].Timeout = 20 * time.Second
+		c.Profiles[0].Model = "faults-model"
 	})
-	if err != nil {
-		t.Fatalf("promptkit.New: %v", err)
-	}
-	return eng
 }
 
 // maxAttempts is every test job's attempt budget: high enough that a job
@@ -340,45 +249,13 @@ func enqueueJobs(t *testing.T, ctx context.Context, st jobs.Store, first, n int,
 	return ids
 }
 
-// pollEvery is how often conditions are checked.
-const pollEvery = 50 * time.Millisecond
-
-// poll checks cond every pollEvery until it holds or timeout passes, and
-// reports whether it held.
-func poll(timeout time.Duration, cond func() bool) bool {
-	end := time.Now().Add(timeout)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-		time.Sleep(pollEvery)
-	}
-}
-
-// waitFor polls cond until it holds, and fails the test with what and
-// cond's last status when timeout passes first.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var status string
-	if !poll(timeout, func() bool {
-		var ok bool
-		ok, status = cond()
-		return ok
-	}) {
-		t.Fatalf("timed out after %v waiting for %s; last: %s", timeout, what, status)
-	}
-}
-
 // counts returns the number of jobs per state.
 func counts(ctx context.Context, st jobs.Store) (map[jobs.State]int, error) {
 	m, err := st.Metrics(ctx, jobs.MetricsParams{})
 	return m.Counts, err
 }
 
-// settled is a waitFor condition: no job is queued or running, and want
+// settled is a testkit.WaitFor condition: no job is queued or running, and want
 // jobs exist.
 func settled(ctx context.Context, st jobs.Store, want int) func() (bool, string) {
 	return func() (bool, string) {
@@ -394,7 +271,7 @@ func settled(ctx context.Context, st jobs.Store, want int) func() (bool, string)
 	}
 }
 
-// atLeast is a waitFor condition: at least n jobs succeeded.
+// atLeast is a testkit.WaitFor condition: at least n jobs succeeded.
 func atLeast(ctx context.Context, st jobs.Store, n int) func() (bool, string) {
 	return func() (bool, string) {
 		c, err := counts(ctx, st)
@@ -501,7 +378,7 @@ func (e *errorList) done(what string) {
 // otherwise, a gap-free event chain. It returns the figures.
 func auditJobs(t *testing.T, ctx context.Context, d *database, ids []string) audit {
 	t.Helper()
-	rows, err := d.responses(ctx)
+	rows, err := d.Responses(ctx)
 	if err != nil {
 		t.Fatalf("counting responses: %v", err)
 	}

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/pktype"
@@ -265,8 +265,8 @@ func TestStoreUpIsTheWriteAwareCheck(t *testing.T) {
 		defer mu.Unlock()
 		return checkErr
 	}
-	var logs bytes.Buffer
-	m := newTest(t, st, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var logs testkit.Logs
+	m := newTest(t, st, Options{Logger: logs.Logger()})
 	if got := counter(t, m, "promptkit_store_up"); got != 0 {
 		t.Errorf("promptkit_store_up = %v while Check fails, want 0", got)
 	}

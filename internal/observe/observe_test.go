@@ -5,16 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/pktype"
 )
-
-// manualClock reads what the test set.
-type manualClock struct{ t time.Time }
-
-func (c *manualClock) now() time.Time          { return c.t }
-func (c *manualClock) advance(d time.Duration) { c.t = c.t.Add(d) }
-
-func newClock() *manualClock { return &manualClock{t: time.Unix(1000, 0)} }
 
 // cnt is an observed count.
 func cnt(v int, known, complete bool) pktype.ObservedTokenCount {
@@ -169,21 +162,21 @@ func TestAttemptEventUsage(t *testing.T) {
 
 func TestEventOrderAndFields(t *testing.T) {
 	t.Parallel()
-	clock := newClock()
+	clock := testkit.NewClock(time.Unix(1000, 0))
 	var s sink
-	r := New(clock.now, nil, s.observe)
-	clock.advance(time.Second)
+	r := New(clock.Now, nil, s.observe)
+	clock.Advance(time.Second)
 	r.Begin()
 	id := Identity{PromptID: "p", PromptVersion: "1", ProfileID: "prof", BackendID: "b", Model: "m"}
 	r.SetIdentity(id)
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 1, Dispatched: true, CapacityWait: 2 * time.Second, Duration: 3 * time.Second,
 		StatusCode: 503, Failure: pktype.ExecutionFailureProviderStatus})
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	r.RecordDelay(1, 1, 5*time.Second)
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	r.RecordAttempt(Attempt{Generation: 1, Attempt: 2, Dispatched: true, Duration: time.Second, StatusCode: 200,
 		Usage: pktype.TokenUsage{PromptTokens: 4}, Presence: pktype.TokenUsagePresence{PromptTokens: true}})
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	r.Finish(pktype.ExecutionOutcomeSuccess, pktype.ExecutionFailureNone, false)
 	r.Finish(pktype.ExecutionOutcomeError, pktype.ExecutionFailureOther, true) // ignored: Finish emits once
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,44 +17,39 @@ import (
 
 	"github.com/promptkit/promptkit/internal/lifecycle"
 	"github.com/promptkit/promptkit/internal/openaiapi"
-	"github.com/promptkit/promptkit/internal/pgtest"
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/batch"
-	"github.com/promptkit/promptkit/jobs/pgstore"
-	"github.com/promptkit/promptkit/jobs/sqlitestore"
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the run if a goroutine (a worker's loop, a store's
+// watcher) outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const endpoint = "/v1/chat/completions"
 
-// env is a SQLite store in a temp dir, a processor clock the test moves,
+// env is a store on a fresh database, a processor clock the test moves,
 // and the spool directory the processor must leave empty.
 type env struct {
-	t *testing.T
-	// path is the SQLite file or the PostgreSQL URL.
-	path   string
+	t      *testing.T
+	db     storekit.DB
 	st     jobs.Store
 	spool  string
 	offset atomic.Int64 // added to the real time: the processor's clock
 }
 
-// eachStore runs fn on SQLite and, when PROMPTKIT_TEST_DATABASE_URL is
-// set, on PostgreSQL.
+// eachStore runs fn on an env per store kind (storekit.Each: parallel
+// subtests, PostgreSQL skipped without PROMPTKIT_TEST_DATABASE_URL).
 func eachStore(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newEnv(t, kind))
-		})
-	}
+	storekit.Each(t, func(t *testing.T, db storekit.DB) { fn(t, newEnv(t, db)) })
 }
 
-func newEnv(t *testing.T, kind string) *env {
+// newEnv opens an env on db (storekit.SQLite.New(t), say).
+func newEnv(t *testing.T, db storekit.DB) *env {
 	t.Helper()
-	dir := t.TempDir()
-	e := &env{t: t, path: filepath.Join(dir, "jobs.db"), spool: filepath.Join(dir, "spool")}
-	if kind == "postgres" {
-		e.path = pgtest.Schema(t)
-	}
+	e := &env{t: t, db: db, spool: filepath.Join(t.TempDir(), "spool")}
 	if err := os.Mkdir(e.spool, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -70,20 +64,7 @@ func newEnv(t *testing.T, kind string) *env {
 
 // open opens another connection to the test's database, as another
 // process would.
-func (e *env) open() jobs.Store {
-	var st jobs.Store
-	var err error
-	if strings.HasPrefix(e.path, "postgres") {
-		st, err = pgstore.Open(context.Background(), e.path, jobs.Options{})
-	} else {
-		st, err = sqlitestore.Open(context.Background(), e.path, jobs.Options{})
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { st.Close() })
-	return st
-}
+func (e *env) open() jobs.Store { return e.db.Open(e.t, jobs.Options{}) }
 
 func resolve(model string) (openaiapi.Target, bool) {
 	switch model {
@@ -281,7 +262,6 @@ func (e *env) outputs(b jobs.Batch, ids []string) (map[string]outputLine, map[st
 }
 
 func TestValidBatchEnqueuesEveryLineAtTheBatchPriority(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(line("a", "fast", "one"), line("b", "big-model", "two"), line("c", "fast", "three"))
 		step(t, e.processor(e.st))
@@ -346,7 +326,7 @@ func TestInvalidLinesFailTheBatchNamingThem(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, "sqlite")
+			e := newEnv(t, storekit.SQLite.New(t))
 			b := e.create(c.content)
 			step(t, e.processor(e.st))
 			got := e.wantStatus(b.ID, jobs.BatchFailed)
@@ -377,7 +357,6 @@ func TestInvalidLinesFailTheBatchNamingThem(t *testing.T) {
 }
 
 func TestValidationReportsEveryBadLineUpToALimit(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		var ls []string
 		for i := range batch.MaxErrors + 50 {
@@ -400,7 +379,7 @@ func TestValidationReportsEveryBadLineUpToALimit(t *testing.T) {
 func TestTooManyLinesFailTheBatch(t *testing.T) {
 	t.Parallel()
 	// Validation alone, the same on every store: SQLite only.
-	e := newEnv(t, "sqlite")
+	e := newEnv(t, storekit.SQLite.New(t))
 	var sb strings.Builder
 	for i := range batch.MaxLines + 1 {
 		sb.WriteString(line(fmt.Sprint(i), "fast", "q"))
@@ -415,7 +394,6 @@ func TestTooManyLinesFailTheBatch(t *testing.T) {
 }
 
 func TestMissingInputFileFailsTheBatch(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(2)...)
 		if err := e.st.DeleteFile(context.Background(), "acme", b.InputFileID); err != nil {
@@ -430,7 +408,6 @@ func TestMissingInputFileFailsTheBatch(t *testing.T) {
 }
 
 func TestCheckRefusesLinesTheEngineCannotRun(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(line("a", "fast", "fine"), line("b", "fast", "refuse me"))
 		p := e.processor(e.st, func(c *batch.Config) {
@@ -498,7 +475,6 @@ func TestRerunAfterAPartialEnqueueAddsNoDuplicate(t *testing.T) {
 		{"died before moving to in_progress", func() *faulty { return &faulty{failMove: true} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			eachStore(t, func(t *testing.T, e *env) {
 				const n = 1234 // three chunks
 				b := e.createLines(lines(n)...)
@@ -532,7 +508,6 @@ func TestRerunAfterAPartialEnqueueAddsNoDuplicate(t *testing.T) {
 }
 
 func TestCompletionWritesEachCustomIDOnce(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(5)...)
 		p := e.processor(e.st)
@@ -586,7 +561,6 @@ func TestCompletionWritesEachCustomIDOnce(t *testing.T) {
 }
 
 func TestAllSucceededStoresNoErrorFile(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(2)...)
 		p := e.processor(e.st)
@@ -602,7 +576,6 @@ func TestAllSucceededStoresNoErrorFile(t *testing.T) {
 }
 
 func TestFinalizingAfterACrashCompletes(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(2)...)
 		step(t, e.processor(e.st))
@@ -618,7 +591,6 @@ func TestFinalizingAfterACrashCompletes(t *testing.T) {
 }
 
 func TestExpiryReportsUnfinishedLinesAsExpired(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(3)...)
 		p := e.processor(e.st)
@@ -658,7 +630,6 @@ func TestExpiryReportsUnfinishedLinesAsExpired(t *testing.T) {
 }
 
 func TestCancelEndsTheBatchAsCancelled(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(3)...)
 		p := e.processor(e.st)
@@ -685,7 +656,6 @@ func TestCancelEndsTheBatchAsCancelled(t *testing.T) {
 }
 
 func TestCancelWhileValidatingCancelsTheEnqueuedJobs(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(3)...)
 		// The cancel lands after the lines are enqueued, just before the
@@ -711,7 +681,6 @@ func TestCancelWhileValidatingCancelsTheEnqueuedJobs(t *testing.T) {
 }
 
 func TestCancelBeforeValidation(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(2)...)
 		if _, err := e.st.CancelBatch(context.Background(), "acme", b.ID); err != nil {
@@ -726,7 +695,6 @@ func TestCancelBeforeValidation(t *testing.T) {
 }
 
 func TestTwoProcessorsRacingStoreOneOutputFile(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(40)...)
 		step(t, e.processor(e.st))
@@ -794,7 +762,6 @@ func (s *signalling) ActiveBatches(ctx context.Context) ([]jobs.Batch, error) {
 func (s *signalling) Notify(ctx context.Context) <-chan struct{} { return s.notify }
 
 func TestStartStepsAtOnceOnNotifyUntilStop(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		s := &signalling{Store: e.st, looked: make(chan struct{}), moved: make(chan jobs.BatchStatus), notify: make(chan struct{}, 1)}
 		p := e.processor(s, func(c *batch.Config) { c.Interval = time.Hour })
@@ -826,7 +793,7 @@ func TestStartStepsAtOnceOnNotifyUntilStop(t *testing.T) {
 // start then.
 func TestStopBeforeStart(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "sqlite")
+	e := newEnv(t, storekit.SQLite.New(t))
 	p := e.processor(e.st)
 	for range 2 {
 		if err := p.Stop(t.Context()); err != nil {
@@ -840,7 +807,7 @@ func TestStopBeforeStart(t *testing.T) {
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "sqlite")
+	e := newEnv(t, storekit.SQLite.New(t))
 	for _, cfg := range []batch.Config{
 		{Resolve: resolve},
 		{Store: e.st},
@@ -866,30 +833,11 @@ func (f *flaky) BatchProgress(ctx context.Context, id string) (jobs.BatchProgres
 	return f.Store.BatchProgress(ctx, id)
 }
 
-// syncBuffer is a log destination safe for the processor and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestAFailureIsLoggedOnceAndItsEndOnce(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
-		var logs syncBuffer
+		var logs testkit.Logs
 		f := &flaky{Store: e.st}
-		p := e.processor(f, func(c *batch.Config) { c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+		p := e.processor(f, func(c *batch.Config) { c.Logger = logs.Logger() })
 		b := e.createLines(line("a", "fast", "the secret question"))
 		step(t, p)
 		e.wantStatus(b.ID, jobs.BatchInProgress)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/batch"
 )
@@ -16,7 +17,6 @@ import (
 // would refuse with 413 is refused alone, naming the line, and the rest
 // of the batch runs.
 func TestOversizedLineIsRefusedAndTheOthersRun(t *testing.T) {
-	t.Parallel()
 	eachStore(t, func(t *testing.T, e *env) {
 		// Over the default cap (1 MiB, the server's): the processor is
 		// given no MaxBodyBytes.
@@ -82,7 +82,7 @@ func TestOversizedLineIsRefusedAndTheOthersRun(t *testing.T) {
 // the cap is accepted, a byte over is refused.
 func TestBodyLimitIsConfigured(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, "sqlite")
+	e := newEnv(t, storekit.SQLite.New(t))
 	at := line("at", "fast", "q")
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(at), &m); err != nil {
@@ -109,7 +109,7 @@ func TestRefusedLinesAndValidation(t *testing.T) {
 	big := strings.Repeat("x", 300)
 	t.Run("duplicate custom_id", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, "sqlite")
+		e := newEnv(t, storekit.SQLite.New(t))
 		b := e.createLines(line("a", "fast", big), line("a", "fast", "q"))
 		step(t, e.processor(e.st, small))
 		got := e.wantStatus(b.ID, jobs.BatchFailed)
@@ -123,7 +123,7 @@ func TestRefusedLinesAndValidation(t *testing.T) {
 	})
 	t.Run("too many refused", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, "sqlite")
+		e := newEnv(t, storekit.SQLite.New(t))
 		var ls []string
 		for i := range batch.MaxErrors + 1 {
 			ls = append(ls, line(fmt.Sprint(i), "fast", big))

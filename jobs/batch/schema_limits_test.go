@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -15,7 +16,7 @@ func TestSchemaOverLimitsFailsItsLine(t *testing.T) {
 	deep := strings.Repeat(`{"items":`, 4999) + `{}` + strings.Repeat(`}`, 4999)
 	bad := strings.Replace(line("deep", "fast", "hi"), `]}}`,
 		`],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":`+deep+`}}}}`, 1)
-	e := newEnv(t, "sqlite")
+	e := newEnv(t, storekit.SQLite.New(t))
 	b := e.create(line("g", "fast", "fine") + "\n" + bad + "\n")
 	step(t, e.processor(e.st))
 	got := e.wantStatus(b.ID, jobs.BatchFailed)

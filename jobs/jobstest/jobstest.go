@@ -79,10 +79,10 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -208,30 +208,12 @@ func Run(t *testing.T, h Harness) {
 // as both databases store microseconds.
 var T0 = time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
 
-// Clock is a fake clock for jobs.Options.Now: it moves only when told to.
-// It is safe for concurrent use.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+// Clock is the test kit's fake clock, as jobs.Options.Now: it moves only
+// when told to. It is safe for concurrent use.
+type Clock = testkit.Clock
 
 // NewClock returns a Clock showing t.
-func NewClock(t time.Time) *Clock { return &Clock{now: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock by d and returns the new time.
-func (c *Clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
+func NewClock(t time.Time) *Clock { return testkit.NewClock(t) }
 
 // fixture is one test's collaborators.
 type fixture struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/pgstore"
 )
@@ -22,8 +23,8 @@ import (
 func TestChangesSinceAcrossSkewedClocks(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	ahead := &fakeClock{t: base.Add(time.Hour)}
-	behind := &fakeClock{t: base}
+	ahead := testkit.NewClock(base.Add(time.Hour))
+	behind := testkit.NewClock(base)
 	reader, dsn := open(t, jobs.Options{Now: ahead.Now})
 	writer, err := pgstore.Open(ctx, dsn, jobs.Options{Now: behind.Now})
 	if err != nil {

@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/promptkit/promptkit/internal/pgtest"
 	"github.com/promptkit/promptkit/jobs"
@@ -21,9 +20,3 @@ func open(t testing.TB, opts jobs.Options) (*pgstore.Store, string) {
 	t.Cleanup(func() { s.Close() })
 	return s, dsn
 }
-
-// fakeClock is a settable clock for Options.Now.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) Now() time.Time          { return c.t }
-func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }

@@ -7,22 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 )
-
-// tickingClock advances 1µs on every reading, so two writes share a
-// timestamp only if they share a transaction (which reads the clock once).
-type tickingClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *tickingClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(time.Microsecond)
-	return c.t
-}
 
 // commitGroup runs a whole group in one transaction, and each call gets
 // its own outcome: a call that fails after writing is rolled back alone
@@ -31,7 +18,9 @@ func (c *tickingClock) Now() time.Time {
 // the group committer's, tested in jobs/internal/groupcommit.)
 func TestCommitGroupOneTransaction(t *testing.T) {
 	t.Parallel()
-	clock := &tickingClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	// The clock advances 1µs on every reading, so two writes share a
+	// timestamp only if they share a transaction (which reads it once).
+	clock := testkit.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), testkit.Ticking(time.Microsecond))
 	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

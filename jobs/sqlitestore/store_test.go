@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/jobstest"
 	"github.com/promptkit/promptkit/jobs/sqlitestore"
@@ -233,7 +234,7 @@ func TestCloseWithEnqueuesInFlight(t *testing.T) {
 // updated_at never goes below a committed one.
 func TestChangesSinceClockStepsBack(t *testing.T) {
 	t.Parallel()
-	clock := jobstest.NewClock(jobstest.T0)
+	clock := testkit.NewClock(jobstest.T0)
 	s, err := sqlitestore.Open(t.Context(), filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,13 @@ package worker_test
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
@@ -30,15 +31,7 @@ func detailEngine(t *testing.T, f *fixture, key string, retries int) *promptkit.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Unsetenv(env) })
-	eng, err := promptkit.New(promptkit.Config{
-		Backends:         []promptkit.Backend{{ID: "fake", BaseURL: f.srv.URL, APIKeyEnv: env}},
-		Profiles:         []promptkit.Profile{{ID: "default", Backend: "fake", Model: "m"}},
-		TransientRetries: &retries,
-	})
-	if err != nil {
-		t.Fatalf("promptkit.New: %v", err)
-	}
-	return eng
+	return enginekit.Provider(t, f.srv.URL, enginekit.Retries(retries), func(c *promptkit.Config) { c.Backends[0].APIKeyEnv = env })
 }
 
 // providerError is an OpenAI-style error body with message.
@@ -96,11 +89,11 @@ func TestProviderDetail(t *testing.T) {
 	for _, keep := range []bool{true, false} {
 		t.Run(fmt.Sprint("keep=", keep), func(t *testing.T) {
 			eachStore(t, func(t *testing.T, f *fixture) {
-				var logs lockedBuffer
+				var logs testkit.Logs
 				w := f.worker("w1", func(c *worker.Config) {
 					c.Engine = detailEngine(t, f, ownKey, 0)
 					c.KeepProviderDetail = keep
-					c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+					c.Logger = logs.DebugLogger()
 				})
 				f.srv.Enqueue(providerError(401, message))
 				e := f.enqueue(jobs.EnqueueParams{Text: "please " + prompt})
@@ -190,9 +183,9 @@ func TestProviderDetailIsTheLastAttempts(t *testing.T) {
 // warning.
 func TestSettledJobsAreLogged(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
-		var logs lockedBuffer
+		var logs testkit.Logs
 		w := f.worker("w1", func(c *worker.Config) {
-			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			c.Logger = logs.Logger()
 		})
 		f.srv.Enqueue(providertest.Reply("ANSWER-MARKER"), providerError(401, "PROVIDER-MARKER"), providerError(500, "PROVIDER-MARKER"))
 		ok := f.enqueue(jobs.EnqueueParams{Text: "PROMPT-MARKER one"})
@@ -232,12 +225,12 @@ func TestSettledJobsAreLogged(t *testing.T) {
 // settled line, outcome discarded, and no other line about its result.
 func TestDiscardedJobIsLoggedOnce(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
-		var logs lockedBuffer
+		var logs testkit.Logs
 		hold := make(chan struct{})
 		f.srv.Enqueue(providertest.Response{Text: "too late", Hold: hold})
 		e := f.enqueue(jobs.EnqueueParams{Text: "q"})
 		w := f.worker("w1", func(c *worker.Config) {
-			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			c.Logger = logs.Logger()
 		})
 		done := make(chan error, 1)
 		go func() { _, err := w.RunOnce(f.ctx); done <- err }()

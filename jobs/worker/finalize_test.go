@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
@@ -68,10 +69,10 @@ func TestFinalizationOutlastsAnOutage(t *testing.T) {
 		// ten times longer than the old three-retry budget, well inside
 		// ReclaimAfter.
 		flaky.onFail = func() { f.clock.Advance(time.Second) }
-		var logs lockedBuffer
+		var logs testkit.Logs
 		w := f.worker("w1", func(c *worker.Config) {
 			c.Store = flaky
-			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			c.Logger = logs.Logger()
 		})
 		worker.SetFinalizeBackoff(w, func(int) time.Duration { return time.Millisecond })
 		f.srv.Enqueue(providertest.Reply("kept"))
@@ -239,11 +240,11 @@ func (s *outageStore) Check(ctx context.Context) error {
 // their jobs could be reclaimed for heartbeats the outage swallowed.
 func TestReclaimerWaitsOutAnOutage(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sqliteKind)
+	f := newFixture(t, storekit.SQLite.New(t))
 	st := &outageStore{Store: f.store}
-	var logs lockedBuffer
+	var logs testkit.Logs
 	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: st, HeartbeatInterval: 10 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: logs.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

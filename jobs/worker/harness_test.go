@@ -2,28 +2,28 @@ package worker_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 	_ "modernc.org/sqlite" // the "sqlite" driver, to count rows directly
 
 	"github.com/promptkit/promptkit"
-	"github.com/promptkit/promptkit/internal/pgtest"
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/jobstest"
-	"github.com/promptkit/promptkit/jobs/pgstore"
-	"github.com/promptkit/promptkit/jobs/sqlitestore"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
+
+// TestMain fails the run if a goroutine (a worker's loop, a store's
+// watcher) outlives the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // t0 is where every test's clock starts: far from the wall clock, so a
 // mix-up between the injected clock and time.Now shows.
@@ -32,93 +32,10 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 // deadline only fires when a test hangs.
 const deadline = 60 * time.Second
 
-// storeKind opens one kind of store.
-type storeKind struct {
-	name string
-	// open returns a fresh, migrated store and the DSN that reopen and
-	// countResponses accept.
-	open   func(t *testing.T, opts jobs.Options) (jobs.Store, string)
-	reopen func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error)
-	// countSQL counts the response rows of a job, straight from the table.
-	countSQL func(t *testing.T, dsn, jobID string) int
-}
-
-var sqliteKind = storeKind{
-	name: "sqlite",
-	open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
-		path := filepath.Join(t.TempDir(), "jobs.db")
-		s, err := sqlitestore.Open(t.Context(), path, opts)
-		if err != nil {
-			t.Fatalf("sqlitestore.Open: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s, path
-	},
-	reopen: func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
-		return sqlitestore.Open(ctx, dsn, opts)
-	},
-	countSQL: func(t *testing.T, dsn, jobID string) int {
-		db, err := sql.Open("sqlite", "file:"+dsn+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
-		if err != nil {
-			t.Fatalf("open %s: %v", dsn, err)
-		}
-		defer db.Close()
-		var n int
-		if err := db.QueryRow(`SELECT COUNT(*) FROM responses WHERE job_id = ?`, jobID).Scan(&n); err != nil {
-			t.Fatalf("count responses: %v", err)
-		}
-		return n
-	},
-}
-
-var postgresKind = storeKind{
-	name: "postgres",
-	open: func(t *testing.T, opts jobs.Options) (jobs.Store, string) {
-		dsn := pgtest.Schema(t)
-		s, err := pgstore.Open(t.Context(), dsn, opts)
-		if err != nil {
-			t.Fatalf("pgstore.Open: %v", err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s, dsn
-	},
-	reopen: func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
-		return pgstore.Open(ctx, dsn, opts)
-	},
-	countSQL: func(t *testing.T, dsn, jobID string) int {
-		conn, err := pgx.Connect(t.Context(), dsn)
-		if err != nil {
-			t.Fatalf("connect: %v", err)
-		}
-		defer conn.Close(context.Background())
-		var n int
-		if err := conn.QueryRow(t.Context(), `SELECT COUNT(*) FROM responses WHERE job_id = $1`, jobID).Scan(&n); err != nil {
-			t.Fatalf("count responses: %v", err)
-		}
-		return n
-	},
-}
-
-var storeKinds = []storeKind{sqliteKind, postgresKind}
-
-func kindByName(name string) storeKind {
-	for _, k := range storeKinds {
-		if k.name == name {
-			return k
-		}
-	}
-	panic("unknown store kind " + name)
-}
-
-// eachStore runs fn as a parallel subtest per store kind.
+// eachStore runs fn on a fixture per store kind (storekit.Each: parallel
+// subtests, PostgreSQL skipped without PROMPTKIT_TEST_DATABASE_URL).
 func eachStore(t *testing.T, fn func(t *testing.T, f *fixture)) {
-	t.Parallel()
-	for _, k := range storeKinds {
-		t.Run(k.name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, newFixture(t, k))
-		})
-	}
+	storekit.Each(t, func(t *testing.T, db storekit.DB) { fn(t, newFixture(t, db)) })
 }
 
 // fixture is one test's world: a store on an injected clock, a fake
@@ -126,22 +43,21 @@ func eachStore(t *testing.T, fn func(t *testing.T, f *fixture)) {
 type fixture struct {
 	t     *testing.T
 	ctx   context.Context
-	kind  storeKind
+	db    storekit.DB
 	store jobs.Store
-	dsn   string
-	clock *jobstest.Clock
+	clock *testkit.Clock
 	srv   *providertest.Server
 	log   *slog.Logger
 }
 
-func newFixture(t *testing.T, k storeKind) *fixture {
-	clock := jobstest.NewClock(t0)
-	store, dsn := k.open(t, jobs.Options{Now: clock.Now})
+func newFixture(t *testing.T, db storekit.DB) *fixture {
+	clock := testkit.NewClock(t0)
+	store := db.Open(t, jobs.Options{Now: clock.Now})
 	srv := providertest.NewServer()
 	t.Cleanup(srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	t.Cleanup(cancel)
-	return &fixture{t: t, ctx: ctx, kind: k, store: store, dsn: dsn, clock: clock, srv: srv, log: testLogger(t)}
+	return &fixture{t: t, ctx: ctx, db: db, store: store, clock: clock, srv: srv, log: testkit.TestLogger(t)}
 }
 
 // engine returns an engine whose only backend is the fake provider, with
@@ -153,15 +69,7 @@ func (f *fixture) engine(retries int) *promptkit.Engine {
 
 func newEngine(t testing.TB, providerURL string, retries int) *promptkit.Engine {
 	t.Helper()
-	eng, err := promptkit.New(promptkit.Config{
-		Backends:         []promptkit.Backend{{ID: "fake", BaseURL: providerURL}},
-		Profiles:         []promptkit.Profile{{ID: "default", Backend: "fake", Model: "m"}},
-		TransientRetries: &retries,
-	})
-	if err != nil {
-		t.Fatalf("promptkit.New: %v", err)
-	}
-	return eng
+	return enginekit.Provider(t, providerURL, enginekit.Retries(retries))
 }
 
 // halfJitter makes backoff deterministic: the middle of each range.
@@ -261,23 +169,15 @@ func (f *fixture) job(id string) jobs.Job {
 	return j
 }
 
-// waitJob polls the store until the job satisfies ok, failing only if the
-// test hangs.
+// waitJob waits until the job satisfies ok, looking again whenever the
+// store notifies, failing only if the test hangs.
 func (f *fixture) waitJob(id, what string, ok func(jobs.Job) bool) jobs.Job {
 	f.t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		j := f.job(id)
-		if ok(j) {
-			return j
-		}
-		select {
-		case <-f.ctx.Done():
-			f.t.Fatalf("job %s never became %s; last: state=%s attempt=%d claim=%q kind=%q msg=%q", id, what, j.State, j.Attempt, j.WorkerClaim, j.ErrorKind, j.ErrorMessage)
-		case <-tick.C:
-		}
+	var j jobs.Job
+	if !testkit.Until(f.ctx, time.Hour, func() bool { j = f.job(id); return ok(j) }, f.store) {
+		f.t.Fatalf("job %s never became %s; last: state=%s attempt=%d claim=%q kind=%q msg=%q", id, what, j.State, j.Attempt, j.WorkerClaim, j.ErrorKind, j.ErrorMessage)
 	}
+	return j
 }
 
 func (f *fixture) waitState(id string, s jobs.State) jobs.Job {
@@ -285,17 +185,13 @@ func (f *fixture) waitState(id string, s jobs.State) jobs.Job {
 	return f.waitJob(id, string(s), func(j jobs.Job) bool { return j.State == s })
 }
 
-// waitFor polls cond until it holds, failing only if the test hangs.
+// waitFor waits until cond holds, looking again whenever the store
+// notifies (and on the kit's fallback tick), failing only if the test
+// hangs.
 func (f *fixture) waitFor(what string, cond func() bool) {
 	f.t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-f.ctx.Done():
-			f.t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
+	if !testkit.Until(f.ctx, time.Hour, cond, f.store) {
+		f.t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
@@ -310,7 +206,11 @@ func (f *fixture) arrivals(n int) {
 // responses counts the job's response rows in the database itself.
 func (f *fixture) responses(jobID string) int {
 	f.t.Helper()
-	return f.kind.countSQL(f.t, f.dsn, jobID)
+	n, err := f.db.Responses(f.ctx)
+	if err != nil {
+		f.t.Fatalf("counting responses: %v", err)
+	}
+	return n[jobID]
 }
 
 // events summarises a job's events: "→queued", "queued→running",
@@ -381,28 +281,6 @@ func eq[T comparable](a, b []T) bool {
 		}
 	}
 	return true
-}
-
-// testLogger logs through t until the test ends, then drops messages.
-func testLogger(t *testing.T) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *tWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
 }
 
 func ptr[T any](v T) *T { return &v }

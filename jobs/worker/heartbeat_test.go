@@ -2,11 +2,11 @@ package worker_test
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
@@ -42,7 +42,7 @@ func TestHeartbeatStopsALostClaim(t *testing.T) {
 // operation, not a warning.
 func TestNormalRunLogsNoWarning(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
-		var logs lockedBuffer
+		var logs testkit.Logs
 		const n = 40
 		for i := range n {
 			f.srv.Enqueue(providertest.Reply(fmt.Sprint("answer ", i)))
@@ -54,7 +54,7 @@ func TestNormalRunLogsNoWarning(t *testing.T) {
 		stop := f.start(f.worker("w1", func(c *worker.Config) {
 			c.Concurrency = 4
 			c.HeartbeatInterval = time.Millisecond // heart-beat constantly
-			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			c.Logger = logs.Logger()
 		}))
 		for _, id := range ids {
 			f.waitState(id, jobs.Succeeded)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/lifecycle"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
@@ -54,7 +55,7 @@ func checkLifecycle(t *testing.T, ctx context.Context, mk func() service) {
 
 func TestLifecycleRules(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sqliteKind)
+	f := newFixture(t, storekit.SQLite.New(t))
 	t.Run("worker", func(t *testing.T) {
 		checkLifecycle(t, f.ctx, func() service { return f.worker("w1") })
 	})

@@ -1,7 +1,6 @@
 package worker_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
@@ -42,7 +43,7 @@ func TestWorkerChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return time.Unix(0, nanos).UTC() }
-	store, err := kindByName(os.Getenv(childStore)).reopen(ctx, os.Getenv(childDSN), jobs.Options{Now: now})
+	store, err := storekit.Kind(os.Getenv(childStore)).Open(ctx, os.Getenv(childDSN), jobs.Options{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +72,14 @@ func TestWorkerKilledMidJob(t *testing.T) {
 		f.srv.Enqueue(providertest.Response{Text: "from the dead", Hold: hold}, providertest.Reply("from the living"))
 		e := f.enqueue(jobs.EnqueueParams{Text: "survive this"})
 
-		name := "child-" + f.kind.name
+		name := "child-" + string(f.db.Kind)
 		cmd := exec.Command(os.Args[0], "-test.run=^TestWorkerChildProcess$", "-test.count=1")
 		cmd.Env = append(os.Environ(),
-			childEnv+"=1", childStore+"="+f.kind.name, childDSN+"="+f.dsn,
+			childEnv+"=1", childStore+"="+string(f.db.Kind), childDSN+"="+f.db.DSN,
 			childProvider+"="+f.srv.URL, childName+"="+name,
 			childClock+"="+strconv.FormatInt(f.clock.Now().UnixNano(), 10),
 		)
-		var out bytes.Buffer
+		var out testkit.Logs // read while the child still writes
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

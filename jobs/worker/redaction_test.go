@@ -1,34 +1,14 @@
 package worker_test
 
 import (
-	"bytes"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
-
-// lockedBuffer is a goroutine-safe log sink.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestNoProviderTextOrPromptInJobRecords: neither the prompt nor the
 // provider's error text reaches the job's error message, its events or
@@ -36,9 +16,9 @@ func (l *lockedBuffer) String() string {
 func TestNoProviderTextOrPromptInJobRecords(t *testing.T) {
 	const providerMarker, promptMarker = "PROVIDER-MARKER-7f1", "PROMPT-MARKER-c42"
 	eachStore(t, func(t *testing.T, f *fixture) {
-		var logs lockedBuffer
+		var logs testkit.Logs
 		w := f.worker("w1", func(c *worker.Config) {
-			c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			c.Logger = logs.DebugLogger()
 		})
 		f.srv.Enqueue(providertest.Response{Status: 400, Body: []byte(`{"error":{"message":"` + providerMarker + `"}}`)})
 		e := f.enqueue(jobs.EnqueueParams{Text: "please " + promptMarker})

@@ -1,44 +1,17 @@
 package worker_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
-
-// countingStore counts the reads a job's preparation makes.
-type countingStore struct {
-	jobs.Store
-	getPrompt, thread, promptJobs, getResponse atomic.Int32
-}
-
-func (s *countingStore) GetPrompt(ctx context.Context, org, id string) (jobs.Prompt, error) {
-	s.getPrompt.Add(1)
-	return s.Store.GetPrompt(ctx, org, id)
-}
-
-func (s *countingStore) Thread(ctx context.Context, p jobs.ThreadParams) ([]jobs.Turn, error) {
-	s.thread.Add(1)
-	return s.Store.Thread(ctx, p)
-}
-
-func (s *countingStore) PromptJobs(ctx context.Context, org, id string) ([]jobs.Job, error) {
-	s.promptJobs.Add(1)
-	return s.Store.PromptJobs(ctx, org, id)
-}
-
-func (s *countingStore) GetResponse(ctx context.Context, org, id string) (jobs.Response, error) {
-	s.getResponse.Add(1)
-	return s.Store.GetResponse(ctx, org, id)
-}
 
 // A job deep in a thread reads its prompt and its whole history in two
 // store queries, however many ancestors it has.
@@ -52,11 +25,11 @@ func TestHistoryIsOneQuery(t *testing.T) {
 			f.runOnce(w, 1)
 			parent = e.PromptID
 		}
-		counting := &countingStore{Store: f.store}
+		counting := storekit.Count(f.store)
 		f.srv.Enqueue(providertest.Reply("answer four"))
 		f.enqueue(jobs.EnqueueParams{Text: "four", ParentID: parent})
 		f.runOnce(f.worker("w2", func(c *worker.Config) { c.Store = counting }), 1)
-		if g, th, pj, gr := counting.getPrompt.Load(), counting.thread.Load(), counting.promptJobs.Load(), counting.getResponse.Load(); g != 1 || th != 1 || pj != 0 || gr != 0 {
+		if g, th, pj, gr := counting.Calls("GetPrompt"), counting.Calls("Thread"), counting.Calls("PromptJobs"), counting.Calls("GetResponse"); g != 1 || th != 1 || pj != 0 || gr != 0 {
 			t.Fatalf("reads: GetPrompt %d, Thread %d, PromptJobs %d, GetResponse %d; want 1, 1, 0, 0", g, th, pj, gr)
 		}
 		reqs := f.srv.Requests()
@@ -120,7 +93,7 @@ func TestExecutionOptionsHonoured(t *testing.T) {
 
 func TestReclaimerConfig(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sqliteKind)
+	f := newFixture(t, storekit.SQLite.New(t))
 	r, err := worker.NewReclaimer(worker.ReclaimerConfig{Store: f.store})
 	if err != nil || r.Interval() != 30*time.Second {
 		t.Fatalf("default interval %v, %v; want a tenth of 5m", r.Interval(), err)
@@ -165,7 +138,7 @@ func TestCheckTimings(t *testing.T) {
 
 func TestWorkerConfigRefusesImpossibleValues(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, sqliteKind)
+	f := newFixture(t, storekit.SQLite.New(t))
 	for name, mod := range map[string]func(*worker.Config){
 		"no store":         func(c *worker.Config) { c.Store = nil },
 		"no engine":        func(c *worker.Config) { c.Engine = nil },

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -97,12 +97,12 @@ func TestClassify(t *testing.T) {
 // left gets no answer.
 func TestFailLogsInternalsOnly(t *testing.T) {
 	t.Parallel()
-	var logs strings.Builder
-	log := slog.New(slog.NewTextHandler(&logs, nil))
+	var logs testkit.Logs
+	log := logs.Logger()
 	req := httptest.NewRequest("GET", "/v1/prompts", nil)
 	rec := httptest.NewRecorder()
 	REST.Fail(rec, req, log, About("listing", errors.New("MARKER-cause")))
-	if !strings.Contains(logs.String(), "MARKER-cause") || !strings.Contains(logs.String(), "op=listing") || strings.Contains(rec.Body.String(), "MARKER") {
+	if !logs.Contains("MARKER-cause") || !logs.Contains("op=listing") || strings.Contains(rec.Body.String(), "MARKER") {
 		t.Errorf("logs %q, answer %s", logs.String(), rec.Body)
 	}
 	logs.Reset()
