@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/internal/metrics"
-	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 )
 
@@ -62,8 +61,5 @@ func TestPromptTextNeverLogged(t *testing.T) {
 	}
 	if strings.Contains(logs, marker) {
 		t.Errorf("the prompt's text is in the logs:\n%s", logs)
-	}
-	if errs, err := e.st.Metrics(context.Background(), jobs.MetricsParams{}); err != nil || errs.Counts[jobs.Succeeded] < 1 {
-		t.Fatalf("metrics: %+v %v", errs, err)
 	}
 }
