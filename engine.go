@@ -75,8 +75,8 @@ type RunRequest struct {
 	Inputs   map[string]any `json:"inputs,omitempty"`
 	// Text is an ad-hoc user message, used instead of PromptID.
 	Text string `json:"text,omitempty"`
-	// Messages is a whole conversation (roles system, user and assistant),
-	// sent as given after the profile's system message, instead of
+	// Messages is a whole conversation (roles system, user, assistant and
+	// tool), sent as given after the profile's system message, instead of
 	// PromptID or Text. It excludes History.
 	Messages []Message `json:"messages,omitempty"`
 	// History is earlier conversation, placed after the profile's system
@@ -108,6 +108,15 @@ type RunRequest struct {
 	// like one failing a schema. It excludes OutputSchema and a named
 	// prompt with an output schema.
 	JSONObject bool `json:"json_object,omitempty"`
+	// ToolUse offers the model function tools (Tools, ToolChoice,
+	// ParallelToolCalls, OpenAI's names and forms). The model may answer
+	// with calls instead of text: RunResult.ToolCalls holds them, and the
+	// output is then not checked against OutputSchema or JSONObject, since
+	// it is not the final answer. promptkit never runs a tool: the caller
+	// runs the calls and sends their results in a next run's Messages
+	// (role tool, ToolCallID set), after the assistant message that made
+	// them (Message.ToolCalls).
+	ToolUse
 	// TransientRetries overrides Config.TransientRetries for this run. Nil
 	// inherits the engine's value; zero disables retries; negative is
 	// ErrInvalidRequest. PrepareExecution freezes the effective value.
@@ -115,6 +124,20 @@ type RunRequest struct {
 	// Observer, if non-nil, receives this run's execution events (see
 	// ExecutionObserver). PrepareExecution retains it for RunPrepared.
 	Observer ExecutionObserver `json:"-"`
+	// OnDelta, if non-nil, receives the answer as the backend generates
+	// it: each backend call is made with "stream": true and every piece
+	// of text or of a tool call is passed on as it arrives, numbered by
+	// generation (a repair is a new one), attempt (a retried call starts
+	// its answer again, from Index 0) and Index. Pieces of a call that
+	// then fails, or of an answer that repair replaces, stay delivered:
+	// the result is what counts. It is called synchronously on the run's
+	// goroutine while the call holds its backend permit, so it must not
+	// block for long. The result, validation, repair, usage and errors
+	// are the same as without it, and so are the execution events, whose
+	// attempts also report TimeToFirstDelta. An injected
+	// Config.LLMClient does not stream: OnDelta is then never called.
+	// PrepareExecution retains it for RunPrepared.
+	OnDelta func(StreamDelta) `json:"-"`
 	// NoWaitPastDeadline makes a transient retry, or a backend pause, that
 	// would wait beyond ctx's deadline return its failure at once instead
 	// of waiting until the deadline; NotBefore(err) then says when trying
@@ -261,6 +284,8 @@ type plan struct {
 	// observer is the run's observer; a prepared plan retains it until
 	// claimed or discarded.
 	observer ExecutionObserver
+	// onDelta is RunRequest.OnDelta: nil for calls that do not stream.
+	onDelta func(StreamDelta)
 }
 
 func (p *plan) identity() observe.Identity {
@@ -280,35 +305,12 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	retries := e.retries
-	if req.TransientRetries != nil {
-		retries = uint64(*req.TransientRetries) // checked non-negative
+	retries := e.retryBudget(req.TransientRetries)
+	profile, model, backendID, err := e.target(req.ProfileID, req.Model, req.Backend)
+	if err != nil {
+		return nil, err
 	}
-	profileID := req.ProfileID
-	if profileID == "" {
-		profileID = e.defaultProfile
-	}
-	profile, ok := e.profiles[profileID]
-	switch {
-	case !ok && req.ProfileID == "":
-		// Nothing was named that could be missing: the request selects no
-		// profile.
-		return nil, fmt.Errorf("%w: no profile selected and no default profile %q", ErrInvalidRequest, profileID)
-	case !ok:
-		return nil, fmt.Errorf("%w: %q", ErrProfileNotFound, profileID)
-	}
-	model := profile.Model
-	if req.Model != "" {
-		model = req.Model
-	}
-	backendID := profile.Backend
-	if req.Backend != "" {
-		if !e.serves(req.Backend, model) {
-			return nil, fmt.Errorf("%w: backend %q does not serve model %q (no profile uses it with that model)", ErrInvalidRequest, req.Backend, model)
-		}
-		backendID = req.Backend
-	}
-	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request"}
+	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request", onDelta: req.OnDelta}
 	if backendID != "" {
 		p.backend = e.backends[backendID]
 	}
@@ -360,6 +362,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		Model:     model,
 		Messages:  msgs,
 		Sampling:  req.Sampling.Or(profile.Sampling),
+		ToolUse:   req.ToolUse,
 	}
 	if profile.StructuredOutput == nil || *profile.StructuredOutput {
 		switch {
@@ -383,6 +386,43 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		p.info.PromptID, p.info.PromptVersion = p.prompt.ID, p.prompt.Version
 	}
 	return p, nil
+}
+
+// retryBudget is a request's transient retry budget: its own (checked
+// non-negative), else the engine's.
+func (e *Engine) retryBudget(own *int) uint64 {
+	if own != nil {
+		return uint64(*own)
+	}
+	return e.retries
+}
+
+// target is what a request's ProfileID, Model and Backend select: the
+// profile, the model it runs with and the backend that serves it. Run
+// and Embed resolve alike through it.
+func (e *Engine) target(profileID, model, backend string) (profile Profile, m, backendID string, err error) {
+	named := profileID != ""
+	if !named {
+		profileID = e.defaultProfile
+	}
+	profile, ok := e.profiles[profileID]
+	switch {
+	case !ok && !named:
+		// Nothing was named that could be missing: the request selects no
+		// profile.
+		return profile, "", "", fmt.Errorf("%w: no profile selected and no default profile %q", ErrInvalidRequest, profileID)
+	case !ok:
+		return profile, "", "", fmt.Errorf("%w: %q", ErrProfileNotFound, profileID)
+	}
+	m = cmp.Or(model, profile.Model)
+	backendID = profile.Backend
+	if backend != "" {
+		if !e.serves(backend, m) {
+			return profile, "", "", fmt.Errorf("%w: backend %q does not serve model %q (no profile uses it with that model)", ErrInvalidRequest, backend, m)
+		}
+		backendID = backend
+	}
+	return profile, m, backendID, nil
 }
 
 // checkRequest checks what a request asks for on its own, before any
@@ -425,11 +465,12 @@ func checkRequest(req RunRequest) error {
 		name string
 		msgs []Message
 	}{{"History", req.History}, {"Messages", req.Messages}} {
-		for i, m := range f.msgs {
-			if m.Role != RoleSystem && m.Role != RoleUser && m.Role != RoleAssistant {
-				return bad("%s[%d].Role must be system, user or assistant", f.name, i)
-			}
+		if err := pktype.CheckMessages(f.msgs); err != nil {
+			return fmt.Errorf("%w: %s%s", ErrInvalidRequest, f.name, strings.TrimPrefix(err.Error(), "messages"))
 		}
+	}
+	if err := req.ToolUse.Check(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	return nil
 }
@@ -547,10 +588,15 @@ func schemaNameOf(id string) string {
 // fixed here, apart from the request's own JSON tags, so that equal
 // requests keep equal hashes across releases.
 func hashRequest(r GenerateRequest) string {
-	type message struct{ Role, Content string }
+	type message struct {
+		Role, Content string
+		// Added later, so only when set (see canon).
+		ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string     `json:"tool_call_id,omitempty"`
+	}
 	msgs := make([]message, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = message(m)
+		msgs[i] = message{m.Role, m.Content, m.ToolCalls, m.ToolCallID}
 	}
 	canon := struct {
 		Model       string          `json:"model"`
@@ -564,7 +610,8 @@ func hashRequest(r GenerateRequest) string {
 		// that existed before them keep their hashes.
 		Seed       *int64 `json:"seed,omitempty"`
 		JSONObject bool   `json:"json_object,omitempty"`
-	}{r.Model, msgs, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.OutputSchema, r.Seed, r.JSONObject}
+		ToolUse
+	}{r.Model, msgs, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.OutputSchema, r.Seed, r.JSONObject, r.ToolUse}
 	b, _ := json.Marshal(canon) // cannot fail: plain values only
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -574,8 +621,12 @@ func hashRequest(r GenerateRequest) string {
 // client receives cannot change the engine's request.
 func cloneRequest(r GenerateRequest) GenerateRequest {
 	r.Messages = append([]Message(nil), r.Messages...)
+	for i, m := range r.Messages {
+		r.Messages[i].ToolCalls = slices.Clone(m.ToolCalls)
+	}
 	r.Sampling = r.Sampling.Clone()
 	r.OutputSchema = bytes.Clone(r.OutputSchema)
+	r.ToolUse = r.ToolUse.Clone()
 	return r
 }
 
@@ -632,18 +683,28 @@ func (e *Engine) Models() []string {
 	return slices.Compact(out)
 }
 
-// Run renders and executes req: admission, generation with transient
-// retries, output validation and repair. It returns an error only when no
-// result could be produced; there are no partial results.
-func (e *Engine) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
+// begin starts a call's recording (its started event); an error is the
+// call's, already recorded as its end.
+func (e *Engine) begin(obs ExecutionObserver) (*observe.Recorder, error) {
 	now, newID := time.Now, observe.NewRunID
 	if e != nil {
 		now, newID = e.now, e.newID
 	}
-	rec := observe.New(now, newID, req.Observer)
+	rec := observe.New(now, newID, obs)
 	rec.Begin()
 	if rec.RunID() == "" {
-		return nil, finish(rec, nil, errNoRunID)
+		return rec, finish(rec, nil, errNoRunID)
+	}
+	return rec, nil
+}
+
+// Run renders and executes req: admission, generation with transient
+// retries, output validation and repair. It returns an error only when no
+// result could be produced; there are no partial results.
+func (e *Engine) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
+	rec, err := e.begin(req.Observer)
+	if err != nil {
+		return nil, err
 	}
 	p, err := e.resolve(req)
 	if err != nil {
@@ -660,11 +721,12 @@ var errNoRunID = errors.New("promptkit: cannot make a run ID")
 
 // finish emits the finished event after execution released everything,
 // and returns err. It is not deferred: no callback runs during a panic.
+// res is nil for a call without output to validate (Embed).
 func finish(rec *observe.Recorder, res *RunResult, err error) error {
 	switch {
 	case err != nil:
 		rec.Finish(ExecutionOutcomeError, pktype.Classify(err), errors.Is(err, ErrRetriesExhausted))
-	case res.Validation.Status == ValidationInvalid:
+	case res != nil && res.Validation.Status == ValidationInvalid:
 		rec.Finish(ExecutionOutcomeInvalidOutput, ExecutionFailureNone, false)
 	default:
 		rec.Finish(ExecutionOutcomeSuccess, ExecutionFailureNone, false)
@@ -801,12 +863,15 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 			return nil, err
 		}
 		res.Text = resp.Text
+		res.ToolCalls = resp.ToolCalls
 		res.FinishReason = resp.FinishReason
 		res.Truncated = truncated(resp.FinishReason)
 		if resp.Model != "" {
 			res.Model = resp.Model
 		}
-		if !p.validate || p.output == nil {
+		// Calls are not the answer yet: the answer comes after their
+		// results, and that one is checked.
+		if !p.validate || p.output == nil || len(resp.ToolCalls) > 0 {
 			res.Validation = Validation{Status: ValidationSkipped}
 			break
 		}
@@ -898,13 +963,20 @@ func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen
 		frozen := cloneRequest(req)
 		seq.Attempt = func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, cloneRequest(frozen)) }
 	} else {
-		frozen, err := openai.Prepare(p.backend.endpoint, req)
+		prepare := openai.Prepare
+		if p.onDelta != nil {
+			prepare = openai.PrepareStream
+		}
+		frozen, err := prepare(p.backend.endpoint, req)
 		if err != nil {
 			// A missing credential or an unencodable request: the
 			// request cannot be sent as configured.
 			return nil, &opError{op: fmt.Sprintf("backend %q", p.backend.ID), cause: err}
 		}
 		seq.Attempt = frozen.Execute
+		if p.onDelta != nil {
+			seq.Attempt = streamAttempts(frozen, gen, p.onDelta)
+		}
 		seq.Retries = p.retries // injected clients own their retries
 	}
 	out := e.sched.Generate(ctx, seq)
@@ -932,6 +1004,12 @@ func estimateTokens(r GenerateRequest) int {
 	n := 0
 	for _, m := range r.Messages {
 		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Function.Arguments)
+		}
+	}
+	for _, t := range r.Tools {
+		n += len(t.Function.Description) + len(t.Function.Parameters)
 	}
 	n /= 4
 	if r.MaxTokens != nil {

@@ -29,6 +29,15 @@ type (
 	TokenUsage         = pktype.TokenUsage
 	TokenUsagePresence = pktype.TokenUsagePresence
 	Usage              = pktype.Usage
+	ToolUse            = pktype.ToolUse
+	Tool               = pktype.Tool
+	ToolFunction       = pktype.ToolFunction
+	ToolChoice         = pktype.ToolChoice
+	ToolCall           = pktype.ToolCall
+	FunctionCall       = pktype.FunctionCall
+	// A streamed answer's pieces (RunRequest.OnDelta).
+	StreamDelta   = pktype.StreamDelta
+	ToolCallDelta = pktype.ToolCallDelta
 )
 
 // Chat roles.
@@ -36,4 +45,5 @@ const (
 	RoleSystem    = pktype.RoleSystem
 	RoleUser      = pktype.RoleUser
 	RoleAssistant = pktype.RoleAssistant
+	RoleTool      = pktype.RoleTool
 )

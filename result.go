@@ -23,6 +23,9 @@ type RunResult struct {
 	PromptHash string `json:"prompt_hash"`
 	// Text is the final generation's text.
 	Text string `json:"text"`
+	// ToolCalls are the final generation's tool calls, when the model
+	// called tools (see RunRequest.ToolUse); Text may then be empty.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// FinishReason is the final generation's finish_reason as the provider
 	// reported it ("stop", "length", ...); empty when it sent none.
 	FinishReason string `json:"finish_reason,omitempty"`

@@ -102,6 +102,10 @@ type ExecutionEvent struct {
 	GenerationDuration time.Duration
 	RetryDelay         time.Duration
 	Duration           time.Duration
+	// TimeToFirstDelta, on the attempt event of a streamed call (see
+	// promptkit.RunRequest.OnDelta), is dispatch until the answer's first
+	// piece arrived; zero when none did or the call was not streamed.
+	TimeToFirstDelta time.Duration
 
 	Outcome ExecutionOutcome
 	Failure ExecutionFailureKind

@@ -6,6 +6,10 @@ import "encoding/json"
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls are the calls an assistant message made (see ToolUse).
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the call a tool message answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
 }
 
 // Chat roles.
@@ -33,11 +37,16 @@ type GenerateRequest struct {
 	// JSONObject asks for any JSON object as the answer (OpenAI's
 	// response_format type json_object). It excludes OutputSchema.
 	JSONObject bool `json:"json_object,omitempty"`
+	// ToolUse offers the model tools to call.
+	ToolUse
 }
 
 // GenerateResponse is one successful generation.
 type GenerateResponse struct {
-	Text         string     `json:"text"`
+	Text string `json:"text"`
+	// ToolCalls are the calls the model asked for instead of (or beside)
+	// answering; FinishReason is then usually "tool_calls".
+	ToolCalls    []ToolCall `json:"tool_calls,omitempty"`
 	Model        string     `json:"model,omitempty"`
 	FinishReason string     `json:"finish_reason,omitempty"`
 	Usage        TokenUsage `json:"usage"`

@@ -10,8 +10,9 @@
 //
 // A [Handler] is the same fake as a plain [net/http.Handler], for mounting
 // in your own server (the promptkit fake-provider command does this). It
-// answers POST requests to any path ending in /chat/completions, and GET
-// requests to paths ending in /models or /models/{id}, so both
+// answers POST requests to any path ending in /chat/completions or
+// /embeddings, and GET requests to paths ending in /models or
+// /models/{id}, so both
 // http://host/v1 and http://host work as base URLs. Other paths get 404 and
 // other methods 405. Errors have OpenAI's shape:
 //
@@ -31,18 +32,26 @@
 //     keywords: type, enum, const, properties, required, items, bounds,
 //     lengths, formats, $ref, allOf, anyOf and oneOf);
 //   - with response_format type json_object, {"reply":"..."};
+//   - when the request offers function tools and its last message is not a
+//     tool's result (and tool_choice is not "none"), a call (finish_reason
+//     "tool_calls", content null) of the tool tool_choice names, else of
+//     the first tool, with arguments generated from the tool's parameters
+//     schema as for json_schema;
 //   - otherwise the text "Simulated reply: " followed by the first words of
-//     the last user message.
+//     the last user message, or of the last tool result when tool results
+//     end the conversation.
 //
 // Default replies report usage computed from whitespace word counts. A
 // request that is not a JSON object with a model and messages gets a 400.
 // So does one asking for what the fake cannot do, rather than an answer
-// that silently ignores it: "n" greater than 1, "tools", "tool_choice",
-// "functions", "function_call", "audio" or the audio modality, "logprobs":
-// true, and content parts other than text (image_url, input_audio, file,
-// ...); "param" names the offending field. Everything else a chat request
-// may carry (temperature, max_tokens, stop, seed, ...) is accepted and
-// ignored. Scripted replies are sent whatever the body holds.
+// that silently ignores it: "n" greater than 1, tools other than function
+// tools, "tool_choice" without "tools", the deprecated "functions" and
+// "function_call", "audio" or the audio modality, "logprobs": true, and
+// content parts other than text (image_url, input_audio, file, ...);
+// "param" names the offending field. Everything else a chat request may
+// carry (temperature, max_tokens, stop, seed, parallel_tool_calls, ...)
+// is accepted and ignored. Scripted replies are sent whatever the body
+// holds; [CallTool] scripts an answer that calls a tool.
 //
 // # Streaming
 //
@@ -50,13 +59,36 @@
 // default) as OpenAI streams it: Content-Type text/event-stream and one
 // "data: {chat.completion.chunk}" event per chunk, flushed as written — a
 // first chunk with delta.role "assistant", content deltas of about one word
-// each, a chunk with an empty delta and finish_reason "stop", then, when
+// each, for each tool call a delta.tool_calls chunk with its id, type and
+// name and two with pieces of its arguments, a chunk with an empty delta
+// and finish_reason "stop" ("tool_calls" when it calls tools), then, when
 // stream_options.include_usage is true, a chunk with empty "choices" and
 // the "usage" (the others then carry "usage": null), and finally
 // "data: [DONE]". Error statuses, rate-limit answers, 400s and raw
 // [Response.Body] replies are sent as they are to any request, so a
 // streaming client sees the same JSON error it would otherwise. Latency,
 // delays and holds all pass before the first byte of a stream is written.
+//
+// # Embeddings
+//
+// POST /embeddings takes OpenAI's request: "model", "input" (a string, an
+// array of strings, a token array or an array of token arrays; at most
+// 2048, none empty), "dimensions" (1 to [MaxEmbeddingDimensions]) and
+// "encoding_format" ("float" or "base64"); anything else is a 400 naming
+// the parameter, as OpenAI's. The default responder answers OpenAI's list
+// ({"object":"list","data":[{"object":"embedding","index","embedding"}],
+// "model","usage":{"prompt_tokens","total_tokens"}}) with, per input,
+// [EmbeddingFor] its text and the dimensions asked for
+// ([DefaultEmbeddingDimensions] otherwise): deterministic unit vectors, as
+// JSON numbers or, with "encoding_format": "base64", base64 of their
+// little-endian float32 values. Usage counts the inputs' words.
+//
+// Embeddings requests share the script and the limiters with chat
+// requests: a queued [Response] answers whichever comes next, with its
+// Status, Header, Body, Usage (only prompt_tokens and total_tokens exist
+// here), Delay and Hold; its Text is not used, and [MissingChoices]
+// leaves out "data". The rate and token limits count them (a request
+// costs its inputs' words), and 429s carry Retry-After as for chat.
 //
 // # Models
 //

@@ -8,10 +8,13 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // maxBody caps how much of a request body is read, so a runaway client
@@ -133,6 +136,11 @@ type Request struct {
 	// Stream is the body's "stream": true when the request asked for a
 	// server-sent event stream.
 	Stream bool
+	// Tools are the names of the function tools the request offered.
+	Tools []string
+	// Input holds an embeddings request's inputs: each text, or a token
+	// array as its JSON. Nil for other requests or when not decodable.
+	Input []string
 }
 
 // Message is one chat message of a Request.
@@ -141,6 +149,10 @@ type Message struct {
 	Role string
 	// Content is the message text.
 	Content string
+	// ToolCalls are an assistant message's tool calls, and ToolCallID the
+	// call a tool message answers.
+	ToolCalls  []pktype.ToolCall
+	ToolCallID string
 }
 
 // Stats counts what the Handler did.
@@ -351,13 +363,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if readErr == nil && len(body) > maxBody {
 		readErr = errors.New("request body too large")
 	}
-	rec, chat, dl, parseErr := parseRequest(r, body)
-	if readErr != nil {
-		parseErr = readErr
+	var a admission
+	var out *reply
+	if embeddingsPath(r.URL.Path) {
+		a, out = h.serveEmbeddings(r, body, readErr)
+	} else {
+		rec, chat, dl, parseErr := parseRequest(r, body)
+		if readErr != nil {
+			parseErr = readErr
+		}
+		a = h.arrive(rec, r)
+		var dflt *Response
+		if parseErr == nil {
+			dflt = defaultResponse(chat)
+		}
+		out = h.respond(r.Context(), a, parseErr, func(rs *Response) *reply { return h.build(rs, chat, dl) }, dflt)
 	}
-	a := h.arrive(rec, r)
-
-	out := h.respond(r.Context(), a, chat, dl, parseErr)
 	if out != nil && a.limits != nil {
 		if out.header == nil {
 			out.header = http.Header{}
@@ -420,9 +441,9 @@ func (h *Handler) arrive(rec Request, r *http.Request) admission {
 	path := r.URL.Path
 	modelID, isModels := modelsPath(path)
 	switch {
-	case strings.HasSuffix(path, "/chat/completions") && r.Method != http.MethodPost:
+	case answersPOST(path) && r.Method != http.MethodPost:
 		a.decided = h.notAllowedLocked(r.Method, http.MethodPost)
-	case strings.HasSuffix(path, "/chat/completions"):
+	case answersPOST(path):
 		v := h.limitLocked(rec)
 		a.limits = v.header
 		if v.limited {
@@ -468,9 +489,11 @@ func (h *Handler) notAllowedLocked(method, allow string) *reply {
 	}
 }
 
-// respond makes the reply arrival decided on; nil means the request
-// context ended first.
-func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, dl delivery, parseErr error) *reply {
+// respond makes the reply arrival decided on: a decided reply, a
+// scripted one, a 400 for parseErr, or dflt; build renders a scripted or
+// default Response for the request (a chat answer, embeddings). nil
+// means the request context ended first.
+func (h *Handler) respond(ctx context.Context, a admission, parseErr error, build func(*Response) *reply, dflt *Response) *reply {
 	switch {
 	case a.decided != nil:
 		return a.decided
@@ -478,7 +501,7 @@ func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, d
 		if err := h.wait(ctx, a.abort, h.latency+a.scripted.Delay, a.scripted.Hold); err != nil {
 			return closedReply(err)
 		}
-		return h.build(a.scripted, chat, dl)
+		return build(a.scripted)
 	}
 
 	if parseErr != nil {
@@ -493,7 +516,7 @@ func (h *Handler) respond(ctx context.Context, a admission, chat *chatRequest, d
 	h.mu.Lock()
 	h.stats.Defaults++
 	h.mu.Unlock()
-	return h.build(&Response{Text: defaultContent(chat)}, chat, dl)
+	return build(dflt)
 }
 
 func (h *Handler) reject() {
@@ -594,6 +617,9 @@ func requestTokens(rec Request) int {
 	for _, m := range rec.Messages {
 		n += countWords(m.Content)
 	}
+	for _, s := range rec.Input {
+		n += countWords(s)
+	}
 	var limits struct {
 		MaxTokens           *int `json:"max_tokens"`
 		MaxCompletionTokens *int `json:"max_completion_tokens"`
@@ -674,6 +700,7 @@ func (h *Handler) build(rs *Response, chat *chatRequest, dl delivery) *reply {
 			model:        model,
 			created:      h.clock().Unix(),
 			text:         rs.Text,
+			toolCalls:    rs.ToolCalls,
 			usage:        renderUsage(rs.Usage, promptWords, rs.Text),
 			omitChoices:  rs.omitChoices,
 			includeUsage: dl.includeUsage,
@@ -688,10 +715,11 @@ func (h *Handler) build(rs *Response, chat *chatRequest, dl delivery) *reply {
 		Usage:   renderUsage(rs.Usage, promptWords, rs.Text),
 	}
 	if !rs.omitChoices {
-		env.Choices = []choice{{
-			Message:      wireMessage{Role: "assistant", Content: rs.Text},
-			FinishReason: "stop",
-		}}
+		msg := wireMessage{Role: "assistant", Content: &rs.Text, ToolCalls: rs.ToolCalls}
+		if rs.Text == "" && len(rs.ToolCalls) > 0 {
+			msg.Content = nil // as OpenAI answers a turn that only calls tools
+		}
+		env.Choices = []choice{{Message: msg, FinishReason: rs.finishReason()}}
 	}
 	out.body, _ = json.Marshal(env) // only strings, ints and valid raw JSON
 	return out
@@ -731,6 +759,46 @@ func (rp *reply) write(w http.ResponseWriter, now time.Time) {
 }
 
 // defaultContent is the default responder's assistant content.
+// defaultResponse is the default responder's answer: a call of a tool
+// when the request offers tools and has no tool results yet (the tool
+// tool_choice names, else the first; never with tool_choice none), with
+// arguments valid against the tool's parameters schema; otherwise
+// defaultContent.
+func defaultResponse(chat *chatRequest) *Response {
+	if t, ok := toolToCall(chat); ok {
+		args := "{}"
+		if t.Function.Parameters != nil {
+			if b, err := json.Marshal(exampleFor(t.Function.Parameters)); err == nil {
+				args = string(b)
+			}
+		}
+		r := CallTool(t.Function.Name, args)
+		return &r
+	}
+	return &Response{Text: defaultContent(chat)}
+}
+
+// toolToCall is the tool the default responder calls, if any.
+func toolToCall(chat *chatRequest) (tool, bool) {
+	if len(chat.tools) == 0 || chat.messages[len(chat.messages)-1].Role == "tool" {
+		return tool{}, false
+	}
+	var choice pktype.ToolChoice
+	if present(chat.toolChoice) && json.Unmarshal(chat.toolChoice, &choice) == nil {
+		switch choice.Mode {
+		case pktype.ToolChoiceNone:
+			return tool{}, false
+		case pktype.ToolChoiceFunction:
+			for _, t := range chat.tools {
+				if t.Function.Name == choice.Function {
+					return t, true
+				}
+			}
+		}
+	}
+	return chat.tools[0], true
+}
+
 func defaultContent(chat *chatRequest) string {
 	text := strings.TrimSpace("Simulated reply: " + summary(chat.messages))
 	switch chat.responseFormat.Type {
@@ -750,11 +818,12 @@ func defaultContent(chat *chatRequest) string {
 }
 
 // summary returns the first words of the last user message (or of the last
-// message when no user spoke), marking any cut with "...".
+// message when no user spoke, or of the tools' results when they answer
+// the last turn), marking any cut with "...".
 func summary(msgs []Message) string {
 	last := msgs[len(msgs)-1].Content
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
+		if msgs[i].Role == "user" || msgs[i].Role == "tool" {
 			last = msgs[i].Content
 			break
 		}
@@ -770,6 +839,11 @@ func (r Request) clone() Request {
 	r.Header = r.Header.Clone()
 	r.Body = append([]byte(nil), r.Body...)
 	r.Messages = append([]Message(nil), r.Messages...)
+	for i, m := range r.Messages {
+		r.Messages[i].ToolCalls = slices.Clone(m.ToolCalls)
+	}
+	r.Tools = slices.Clone(r.Tools)
+	r.Input = append([]string(nil), r.Input...)
 	if r.ResponseFormat != nil {
 		r.ResponseFormat = append(json.RawMessage(nil), r.ResponseFormat...)
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -523,7 +524,7 @@ func TestErrorPaths(t *testing.T) {
 		status                  int
 		typ                     string
 	}{
-		{"unknown path", http.MethodPost, s.URL + "/embeddings", chatBody, 404, "invalid_request_error"},
+		{"unknown path", http.MethodPost, s.URL + "/audio/speech", chatBody, 404, "invalid_request_error"},
 		{"wrong method", http.MethodGet, s.URL + "/chat/completions", "", 405, "invalid_request_error"},
 		{"not json", http.MethodPost, s.URL + "/chat/completions", "{", 400, "invalid_request_error"},
 		{"no model", http.MethodPost, s.URL + "/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, 400, "invalid_request_error"},
@@ -584,7 +585,7 @@ func TestRequestsRecorded(t *testing.T) {
 	if r.Method != "POST" || r.Path != "/v1/chat/completions" || r.Model != "gpt-test" ||
 		r.Header.Get("Authorization") != "Bearer k" || !bytes.Equal(r.Body, []byte(body)) ||
 		string(r.ResponseFormat) != `{"type":"json_object"}` ||
-		len(r.Messages) != 1 || r.Messages[0] != (providertest.Message{Role: "user", Content: "hi"}) {
+		!reflect.DeepEqual(r.Messages, []providertest.Message{{Role: "user", Content: "hi"}}) {
 		t.Errorf("recorded %+v", r)
 	}
 	// Requests returns copies.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // chatRequest is the part of a valid chat-completions body the default
@@ -16,6 +18,17 @@ type chatRequest struct {
 	model          string
 	messages       []Message
 	responseFormat responseFormat
+	tools          []tool
+	toolChoice     json.RawMessage
+}
+
+// tool is an offered function tool as the default responder reads it.
+type tool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name       string `json:"name"`
+		Parameters any    `json:"parameters"`
+	} `json:"function"`
 }
 
 type responseFormat struct {
@@ -67,8 +80,10 @@ type rawRequest struct {
 }
 
 type rawMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role       string            `json:"role"`
+	Content    json.RawMessage   `json:"content"`
+	ToolCalls  []pktype.ToolCall `json:"tool_calls"`
+	ToolCallID string            `json:"tool_call_id"`
 }
 
 type contentPart struct {
@@ -107,7 +122,7 @@ func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest,
 	if msgErr == nil && msgs != nil {
 		rec.Messages = make([]Message, len(msgs))
 		for i, m := range msgs {
-			rec.Messages[i] = Message{Role: m.Role, Content: contentText(m.Content)}
+			rec.Messages[i] = Message{Role: m.Role, Content: contentText(m.Content), ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
 		}
 	}
 
@@ -117,7 +132,7 @@ func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest,
 	case msgErr != nil || len(msgs) == 0:
 		return rec, nil, dl, &requestError{message: "'messages' must be a non-empty array", param: "messages", code: "invalid_request"}
 	}
-	chat = &chatRequest{model: model, messages: rec.Messages}
+	chat = &chatRequest{model: model, messages: rec.Messages, toolChoice: raw.ToolChoice}
 	if rec.ResponseFormat != nil {
 		if err := json.Unmarshal(rec.ResponseFormat, &chat.responseFormat); err != nil {
 			return rec, nil, dl, &requestError{message: "'response_format' is not a valid object", param: "response_format", code: "invalid_request"}
@@ -126,12 +141,24 @@ func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest,
 	if err := raw.check(msgs); err != nil {
 		return rec, nil, dl, err
 	}
+	if present(raw.Tools) {
+		if json.Unmarshal(raw.Tools, &chat.tools) != nil {
+			return rec, nil, dl, invalidType("tools", "an array of tools")
+		}
+		for i, t := range chat.tools {
+			if t.Type != "function" || t.Function.Name == "" {
+				return rec, nil, dl, unsupported(fmt.Sprintf("tools[%d]", i), "invalid_value",
+					"providertest offers function tools only, each with a name.")
+			}
+			rec.Tools = append(rec.Tools, t.Function.Name)
+		}
+	}
 	return rec, chat, dl, nil
 }
 
 // check refuses, as OpenAI refuses a bad request, what the fake cannot
-// honour: rather than answer as if it had (one choice for "n": 2, plain
-// text for a request offering tools), it says so.
+// honour: rather than answer as if it had (one choice for "n": 2), it
+// says so.
 func (raw *rawRequest) check(msgs []rawMessage) error {
 	if present(raw.Stream) && !isBool(raw.Stream) {
 		return invalidType("stream", "a boolean")
@@ -159,13 +186,15 @@ func (raw *rawRequest) check(msgs []rawMessage) error {
 		name string
 		v    json.RawMessage
 	}{
-		{"tools", raw.Tools}, {"tool_choice", raw.ToolChoice},
 		{"functions", raw.Functions}, {"function_call", raw.FunctionCall},
 	} {
 		if present(p.v) {
 			return unsupported(p.name, "unsupported_parameter",
-				"providertest does not call tools: '%s' is not supported.", p.name)
+				"providertest takes tools, not the deprecated functions: '%s' is not supported.", p.name)
 		}
+	}
+	if present(raw.ToolChoice) && !present(raw.Tools) {
+		return unsupported("tool_choice", "invalid_value", "'tool_choice' is only allowed when 'tools' are specified.")
 	}
 	if present(raw.Audio) {
 		return unsupported("audio", "unsupported_parameter", "providertest answers with text only: 'audio' is not supported.")

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Response is one scripted reply. The zero value is a 200 chat completion
@@ -26,6 +28,11 @@ type Response struct {
 	// Text is the assistant content of a generated 2xx body. A stream
 	// carries it in content deltas of about one word each. Defaults to "".
 	Text string
+	// ToolCalls are the generated answer's tool calls (see CallTool); its
+	// finish_reason is then "tool_calls" and, without Text, its content
+	// null. A stream carries each call in delta.tool_calls chunks: the id,
+	// type and name first, then the arguments in pieces. Defaults to none.
+	ToolCalls []pktype.ToolCall
 	// Usage says how the "usage" object of a generated 2xx body is
 	// rendered. Defaults to UsageFull with counts computed from word counts.
 	// A stream reports usage only when the request sets
@@ -88,6 +95,21 @@ type Usage struct {
 // full usage computed from word counts.
 func Reply(text string) Response {
 	return Response{Text: text}
+}
+
+// CallTool returns a 200 answer that calls the function name with
+// arguments (a JSON text), as call "call_1".
+func CallTool(name, arguments string) Response {
+	return Response{ToolCalls: []pktype.ToolCall{{ID: "call_1", Type: pktype.ToolTypeFunction,
+		Function: pktype.FunctionCall{Name: name, Arguments: arguments}}}}
+}
+
+// finishReason is a generated answer's finish_reason.
+func (r *Response) finishReason() string {
+	if len(r.ToolCalls) > 0 {
+		return "tool_calls"
+	}
+	return "stop"
 }
 
 // Status returns a reply with the given status code and, for non-2xx
@@ -155,8 +177,9 @@ type (
 		FinishReason string      `json:"finish_reason"`
 	}
 	wireMessage struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
+		Role      string            `json:"role"`
+		Content   *string           `json:"content"`
+		ToolCalls []pktype.ToolCall `json:"tool_calls,omitempty"`
 	}
 	fullUsage struct {
 		PromptTokens            int           `json:"prompt_tokens"`

@@ -3,6 +3,9 @@ package providertest
 import (
 	"encoding/json"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // doneEvent is the data of the event that ends every generated stream.
@@ -26,8 +29,15 @@ type (
 		FinishReason *string `json:"finish_reason"`
 	}
 	delta struct {
-		Role    string  `json:"role,omitempty"`
-		Content *string `json:"content,omitempty"`
+		Role      string          `json:"role,omitempty"`
+		Content   *string         `json:"content,omitempty"`
+		ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	}
+	toolCallDelta struct {
+		Index    int                 `json:"index"`
+		ID       string              `json:"id,omitempty"`
+		Type     string              `json:"type,omitempty"`
+		Function pktype.FunctionCall `json:"function"`
 	}
 )
 
@@ -36,6 +46,7 @@ type streamSpec struct {
 	id, model    string
 	created      int64
 	text         string
+	toolCalls    []pktype.ToolCall
 	usage        json.RawMessage // rendered usage; nil for UsageAbsent
 	omitChoices  bool
 	includeUsage bool
@@ -43,8 +54,9 @@ type streamSpec struct {
 
 // streamEvents renders the data of each server-sent event of a generated
 // stream, as OpenAI sends them: a chunk with the assistant role, content
-// deltas, a chunk with finish_reason, with include_usage a chunk with
-// empty choices and the usage, and [DONE].
+// deltas, tool call deltas (each call's id, type and name, then its
+// arguments in two pieces), a chunk with finish_reason, with
+// include_usage a chunk with empty choices and the usage, and [DONE].
 func streamEvents(sp streamSpec) [][]byte {
 	var events [][]byte
 	add := func(choices *[]chunkChoice, usage json.RawMessage) {
@@ -71,7 +83,21 @@ func streamEvents(sp streamSpec) [][]byte {
 		for _, piece := range splitWords(sp.text) {
 			add(one(delta{Content: &piece}, nil), pending)
 		}
+		for i, c := range sp.toolCalls {
+			head := toolCallDelta{Index: i, ID: c.ID, Type: c.Type, Function: pktype.FunctionCall{Name: c.Function.Name}}
+			add(one(delta{ToolCalls: []toolCallDelta{head}}, nil), pending)
+			half := len(c.Function.Arguments) / 2
+			for half > 0 && !utf8.RuneStart(c.Function.Arguments[half]) {
+				half-- // a piece must stay valid UTF-8 to be encoded as it is
+			}
+			for _, piece := range []string{c.Function.Arguments[:half], c.Function.Arguments[half:]} {
+				add(one(delta{ToolCalls: []toolCallDelta{{Index: i, Function: pktype.FunctionCall{Arguments: piece}}}}, nil), pending)
+			}
+		}
 		stop := "stop"
+		if len(sp.toolCalls) > 0 {
+			stop = "tool_calls"
+		}
 		add(one(delta{}, &stop), pending)
 	}
 	if pending != nil {

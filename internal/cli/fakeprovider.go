@@ -25,8 +25,8 @@ func newFakeProviderCmd() *cobra.Command {
 		Short: "Serve an OpenAI-compatible fake provider for local testing",
 		Long: `Serve providertest's OpenAI-compatible fake provider at --addr.
 
-It answers POST /v1/chat/completions and GET /v1/models (and
-/v1/models/{id}); the /v1 prefix is optional. Replies are generated: when a
+It answers POST /v1/chat/completions, POST /v1/embeddings and GET
+/v1/models (and /v1/models/{id}); the /v1 prefix is optional. Replies are generated: when a
 request carries a JSON Schema response_format the reply satisfies the
 schema; otherwise it is a short text. A request with "stream": true gets the
 reply as server-sent chat.completion.chunk events ending in data: [DONE],
@@ -34,9 +34,15 @@ with a usage chunk when stream_options.include_usage is true. Requests the
 fake cannot honour ("n" above 1, tools, audio, image or audio content
 parts) get OpenAI's 400 error naming the parameter.
 
+Embeddings are deterministic: each input gets a unit vector derived from
+a SHA-256 of its text, 16 numbers long unless the request asks for other
+"dimensions", as JSON numbers or, with "encoding_format": "base64", as
+OpenAI's base64.
+
 /v1/models lists each --model (default: "providertest", and then any model
 id is described); replies echo the request's model. With --rate N the
-server answers at most N chat requests per second and 429 past that.`,
+server answers at most N chat and embeddings requests per second and 429
+past that, with Retry-After (--retry-after fixes its value).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if rate < 0 || latency < 0 {

@@ -3,8 +3,10 @@
 // gates a request: a provider-requested pause, pacing (a configured
 // requests-per-second and tokens-per-minute bound, and what the pacer
 // learned from the provider's rate-limit headers and 429s) and the active
-// permits (how many requests may be in flight). It runs generation
-// sequences attempt by attempt, with bounded transient retries.
+// permits (how many requests may be in flight). It runs sequences of
+// attempts — a generation, or an embedding call: the loop does not look at
+// what an attempt returns beyond its status — with bounded transient
+// retries.
 //
 // The rule that shapes everything here: an active permit is held only while
 // one attempt is in flight. It is taken immediately before dispatch and
@@ -378,8 +380,9 @@ func onceRelease(sem *semaphore.Weighted) func() {
 	return func() { once.Do(func() { sem.Release(1) }) }
 }
 
-// Sequence is one generation sequence: a frozen request attempted once
-// and, when Retries > 0, again after retry-eligible failures.
+// Sequence is one generation sequence (or embedding call): a frozen
+// request attempted once and, when Retries > 0, again after
+// retry-eligible failures.
 type Sequence struct {
 	// Backend selects the gate.
 	Backend string
@@ -511,6 +514,9 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 	out := seq.Attempt(ctx)
 	answered = true
 	a.Duration = s.now().Sub(start)
+	if !out.FirstDelta.IsZero() {
+		a.FirstDelta = out.FirstDelta.Sub(start)
+	}
 	// Learn, pause and charge before the permit goes, so a caller waiting
 	// for it already sees them.
 	if g != nil {

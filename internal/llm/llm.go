@@ -15,8 +15,11 @@ import (
 // Outcome is the result of exactly one attempt: one HTTP exchange or one
 // call of an injected client.
 type Outcome struct {
-	// Response is set on success and nil on failure.
+	// Response is set on a generation's success and nil on failure.
 	Response *pktype.GenerateResponse
+	// Embedding is set instead on an embedding call's success: the
+	// scheduler runs both kinds of attempt alike.
+	Embedding *pktype.EmbeddingResponse
 	// Err is nil on success.
 	Err error
 	// StatusCode is the HTTP status received, 0 when none was.
@@ -27,6 +30,10 @@ type Outcome struct {
 	Presence pktype.TokenUsagePresence
 	// Received is when response headers arrived; zero when none did.
 	Received time.Time
+	// FirstDelta is when a streamed answer's first piece (text or tool
+	// call) arrived: the time to first token. Zero when the call was not
+	// streamed or no piece arrived.
+	FirstDelta time.Time
 	// NotBefore is the provider's Retry-After, resolved against Received;
 	// zero when the provider sent none (or an unusable one).
 	NotBefore time.Time

@@ -34,6 +34,7 @@ type Attempt struct {
 	Dispatched   bool
 	CapacityWait time.Duration
 	Duration     time.Duration // dispatch through response decoding
+	FirstDelta   time.Duration // dispatch until a streamed answer's first piece; 0 when none
 	StatusCode   int
 	Usage        pktype.TokenUsage
 	Presence     pktype.TokenUsagePresence
@@ -133,6 +134,7 @@ func (r *Recorder) RecordAttempt(a Attempt) {
 		CapacityWait:       a.CapacityWait,
 		GenerationDuration: a.Duration,
 		Duration:           a.CapacityWait + a.Duration,
+		TimeToFirstDelta:   a.FirstDelta,
 		Failure:            a.Failure,
 		StatusCode:         a.StatusCode,
 		Outcome:            pktype.ExecutionOutcomeSuccess,

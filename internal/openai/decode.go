@@ -23,6 +23,7 @@ var (
 	errNoChoices      = errors.New("choices missing or empty")
 	errNoMessage      = errors.New("choices[0].message missing")
 	errContentMissing = errors.New("choices[0].message.content is not a string")
+	errToolCall       = errors.New("choices[0].message.tool_calls has a call without an id or a function name")
 )
 
 func malformed(cause error) error {
@@ -95,7 +96,8 @@ type wireEnvelope struct {
 
 type wireChoice struct {
 	Message *struct {
-		Content json.RawMessage `json:"content"`
+		Content   json.RawMessage   `json:"content"`
+		ToolCalls []pktype.ToolCall `json:"tool_calls"`
 	} `json:"message"`
 	FinishReason *string `json:"finish_reason"`
 }
@@ -114,16 +116,9 @@ func decode(body []byte) (*pktype.GenerateResponse, pktype.TokenUsage, pktype.To
 	var u pktype.TokenUsage
 	var p pktype.TokenUsagePresence
 
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, u, p, malformed(errInvalidJSON)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, u, p, malformed(errTrailingData)
-	}
-	if len(raw) == 0 || raw[0] != '{' {
-		return nil, u, p, malformed(errNotObject)
+	raw, err := singleObject(body)
+	if err != nil {
+		return nil, u, p, err
 	}
 
 	var env wireEnvelope
@@ -149,18 +144,47 @@ func decode(body []byte) (*pktype.GenerateResponse, pktype.TokenUsage, pktype.To
 	if c.Message == nil {
 		return nil, u, p, malformed(errNoMessage)
 	}
-	content := c.Message.Content
-	if len(content) == 0 || content[0] != '"' {
-		return nil, u, p, malformed(errContentMissing)
+	calls := c.Message.ToolCalls
+	for i, tc := range calls {
+		if tc.ID == "" || tc.Function.Name == "" {
+			return nil, u, p, malformed(errToolCall)
+		}
+		if tc.Type == "" {
+			calls[i].Type = pktype.ToolTypeFunction // some backends leave the only type out
+		}
 	}
+	// An answer that only calls tools may have null (or no) content.
+	content := c.Message.Content
 	var text string
-	if err := json.Unmarshal(content, &text); err != nil {
-		return nil, u, p, malformed(errContentMissing)
+	if len(calls) == 0 || (len(content) > 0 && string(content) != "null") {
+		if len(content) == 0 || content[0] != '"' {
+			return nil, u, p, malformed(errContentMissing)
+		}
+		if err := json.Unmarshal(content, &text); err != nil {
+			return nil, u, p, malformed(errContentMissing)
+		}
 	}
 
-	r := &pktype.GenerateResponse{Text: text, Model: env.Model, Usage: u, UsagePresence: &p}
+	r := &pktype.GenerateResponse{Text: text, ToolCalls: calls, Model: env.Model, Usage: u, UsagePresence: &p}
 	if c.FinishReason != nil {
 		r.FinishReason = *c.FinishReason
 	}
 	return r, u, p, nil
+}
+
+// singleObject returns the one JSON object body holds, and nothing
+// else: a chat answer, an embeddings answer, a stream's chunk.
+func singleObject(body []byte) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, malformed(errInvalidJSON)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, malformed(errTrailingData)
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, malformed(errNotObject)
+	}
+	return raw, nil
 }

@@ -1,6 +1,8 @@
-// Package openai is the wire client for OpenAI-compatible chat-completions
-// backends. It performs exactly one attempt per Execute call; retries,
-// backoff and accounting live in the layers above.
+// Package openai is the wire client for OpenAI-compatible backends: chat
+// completions (Prepare, or PrepareStream for an answer streamed as
+// Server-Sent Events) and embeddings (PrepareEmbedding). It performs
+// exactly one attempt per Execute call; retries, backoff and accounting
+// live in the layers above.
 //
 // A request is validated, encoded and bound to its credential once by
 // Prepare, so every attempt of a generation sends identical bytes and the
@@ -46,7 +48,7 @@ type Endpoint struct {
 	// BackendID names the backend in errors.
 	BackendID string
 	// BaseURL is the API root, e.g. http://127.0.0.1:8081/v1; requests go
-	// to BaseURL + "/chat/completions".
+	// to BaseURL + "/chat/completions" (or "/embeddings").
 	BaseURL string
 	// APIKeyEnv optionally names the environment variable holding the API
 	// key. It is read once, in Prepare.
@@ -67,7 +69,8 @@ type Endpoint struct {
 	Getenv func(string) string
 	// Now defaults to time.Now; it stamps Outcome.Received.
 	Now func() time.Time
-	// MaxResponseBytes bounds a success body; 0 (or negative) means 8 MiB.
+	// MaxResponseBytes bounds a success body (a whole event stream); 0
+	// (or negative) means 8 MiB.
 	MaxResponseBytes int64
 }
 
@@ -82,6 +85,12 @@ type Frozen struct {
 	timeout  time.Duration
 	now      func() time.Time
 	maxBytes int64
+	// decode fills out from a 2xx body: a chat completion's or an
+	// embedding list's decoder, so both share one exchange.
+	decode func(raw []byte, out *llm.Outcome) error
+	// stream marks a request sent with "stream": true: a 2xx answer is
+	// read as events (stream.go) instead of by decode.
+	stream bool
 }
 
 type wireJSONSchema struct {
@@ -97,10 +106,35 @@ type wireResponseFormat struct {
 // wireRequest is OpenAI's chat completion request: the sampling
 // parameters have the same names on the wire as everywhere in promptkit.
 type wireRequest struct {
-	Model    string           `json:"model"`
-	Messages []pktype.Message `json:"messages"`
+	Model    string        `json:"model"`
+	Messages []wireMessage `json:"messages"`
 	pktype.Sampling
 	ResponseFormat *wireResponseFormat `json:"response_format,omitempty"`
+	pktype.ToolUse
+	// Only in a streaming request (PrepareStream): omitted otherwise, so
+	// a plain request's bytes do not change.
+	Stream        bool               `json:"stream,omitempty"`
+	StreamOptions *wireStreamOptions `json:"stream_options,omitempty"`
+}
+
+// wireMessage is a message as OpenAI takes it: an assistant message that
+// only calls tools has null content (some backends refuse "").
+type wireMessage struct {
+	Role       string            `json:"role"`
+	Content    *string           `json:"content"`
+	ToolCalls  []pktype.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string            `json:"tool_call_id,omitempty"`
+}
+
+func wireMessages(msgs []pktype.Message) []wireMessage {
+	out := make([]wireMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = wireMessage{Role: m.Role, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
+		if m.Content != "" || len(m.ToolCalls) == 0 {
+			out[i].Content = &msgs[i].Content
+		}
+	}
+	return out
 }
 
 func invalid(format string, args ...any) error {
@@ -112,15 +146,27 @@ func invalid(format string, args ...any) error {
 // pktype.ErrMissingCredential, which matches it too); they
 // never contain the base URL (it may carry user info) or a key value.
 func Prepare(ep Endpoint, req pktype.GenerateRequest) (*Frozen, error) {
-	target, err := endpointURL(ep.BaseURL)
+	target, err := endpointURL(ep.BaseURL, "chat", "completions")
 	if err != nil {
 		return nil, err
 	}
-	body, err := encodeRequest(req)
+	body, err := encodeRequest(req, false)
 	if err != nil {
 		return nil, err
 	}
+	return freeze(ep, target, body, decodeChat)
+}
 
+// decodeChat is Frozen.decode for a chat completion.
+func decodeChat(raw []byte, out *llm.Outcome) error {
+	r, usage, presence, err := decode(raw)
+	out.Usage, out.Presence, out.Response = usage, presence, r
+	return err
+}
+
+// freeze binds an encoded request for target to the endpoint's
+// credential and client.
+func freeze(ep Endpoint, target string, body []byte, dec func([]byte, *llm.Outcome) error) (*Frozen, error) {
 	var key string
 	if ep.APIKeyEnv != "" {
 		getenv := ep.Getenv
@@ -147,6 +193,7 @@ func Prepare(ep Endpoint, req pktype.GenerateRequest) (*Frozen, error) {
 		timeout:  ep.Timeout,
 		now:      ep.Now,
 		maxBytes: ep.MaxResponseBytes,
+		decode:   dec,
 	}
 	if f.client == nil {
 		f.client = pooledClient(ep.MaxIdleConns)
@@ -160,26 +207,33 @@ func Prepare(ep Endpoint, req pktype.GenerateRequest) (*Frozen, error) {
 	return f, nil
 }
 
-func endpointURL(base string) (string, error) {
+// endpointURL is base joined with the route's path segments.
+func endpointURL(base string, path ...string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", invalid("base URL must be an absolute http or https URL")
 	}
 	// JoinPath copes with a trailing slash and keeps any query (some
 	// gateways require e.g. ?api-version=...). Fragments are never sent.
-	u = u.JoinPath("chat", "completions")
+	u = u.JoinPath(path...)
 	u.Fragment, u.RawFragment = "", ""
 	return u.String(), nil
 }
 
-func encodeRequest(req pktype.GenerateRequest) ([]byte, error) {
+// encodeRequest encodes a chat request, with "stream": true and usage
+// asked for when stream is set.
+func encodeRequest(req pktype.GenerateRequest, stream bool) ([]byte, error) {
 	if req.Model == "" {
 		return nil, invalid("model is empty")
 	}
 	if len(req.Messages) == 0 {
 		return nil, invalid("no messages")
 	}
-	w := wireRequest{Model: req.Model, Messages: req.Messages, Sampling: req.Sampling}
+	w := wireRequest{Model: req.Model, Messages: wireMessages(req.Messages), Sampling: req.Sampling, ToolUse: req.ToolUse}
+	if stream {
+		// Without include_usage a stream reports no usage at all.
+		w.Stream, w.StreamOptions = true, &wireStreamOptions{IncludeUsage: true}
+	}
 	for i, m := range req.Messages {
 		if m.Role == "" {
 			return nil, invalid("message %d has an empty role", i)
@@ -223,8 +277,15 @@ func encodeRequest(req pktype.GenerateRequest) ([]byte, error) {
 // request, body reader and per-attempt timeout derived from ctx, so a
 // timed-out or canceled attempt leaves nothing behind for the next one.
 // Any answer's rate-limit headers, error statuses included, are in
-// Outcome.Limits (see ParseRateLimits).
+// Outcome.Limits (see ParseRateLimits). A request from PrepareStream is
+// read as a stream whose pieces go nowhere (see ExecuteStream).
 func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
+	return f.exchange(ctx, nil)
+}
+
+// exchange is Execute, passing a streamed answer's pieces to emit (which
+// may be nil).
+func (f *Frozen) exchange(ctx context.Context, emit func(pktype.StreamDelta)) llm.Outcome {
 	attemptCtx, cancel := ctx, context.CancelFunc(func() {})
 	if f.timeout > 0 {
 		attemptCtx, cancel = context.WithTimeout(ctx, f.timeout)
@@ -236,7 +297,11 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		return llm.Outcome{Err: transportFailure(attemptCtx, err)}
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("Accept", "application/json")
+	if f.stream {
+		httpReq.Header.Set("Accept", "text/event-stream")
+	} else {
+		httpReq.Header.Set("Accept", "application/json")
+	}
 	if f.apiKey != "" {
 		httpReq.Header.Set("Authorization", "Bearer "+f.apiKey)
 	}
@@ -266,6 +331,10 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		out.Err = malformed(errTooLarge)
 		return out
 	}
+	if f.stream && !isJSON(resp.Header) {
+		f.readStream(attemptCtx, resp.Body, &out, emit)
+		return out
+	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, f.maxBytes+1))
 	if err != nil {
 		out.Err = transportFailure(attemptCtx, err)
@@ -275,9 +344,7 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		out.Err = malformed(errTooLarge)
 		return out
 	}
-	r, usage, presence, err := decode(raw)
-	out.Usage, out.Presence = usage, presence
-	if err != nil {
+	if err := f.decode(raw, &out); err != nil {
 		// A body cut short by our own deadline is a transport problem, not
 		// the provider's fault.
 		if ctxErr := attemptCtx.Err(); ctxErr != nil {
@@ -285,9 +352,11 @@ func (f *Frozen) Execute(ctx context.Context) llm.Outcome {
 		} else {
 			out.Err = err
 		}
-		return out
 	}
-	out.Response = r
+	if f.stream && out.Err == nil {
+		// A backend that ignores "stream" answers everything at once.
+		f.emitWhole(&out, emit)
+	}
 	return out
 }
 
