@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,15 +33,29 @@ type ChatRequest struct {
 	ResponseFormat string          `json:"response_format,omitempty"`
 	SchemaName     string          `json:"schema_name,omitempty"`
 	Schema         json.RawMessage `json:"schema,omitempty"`
+	// ToolUse is the function tools the model may call, stored with the
+	// request so that every attempt, after a retry or a reclaim too,
+	// sends the same tools.
+	pktype.ToolUse
+	// Metadata is the request's metadata (at most 16 string pairs), kept
+	// and returned with its answer: a Responses API request's (a chat
+	// completion's is not kept).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Responses is set for a request made through the Responses API: what
+	// its response object echoes and continues from.
+	Responses *ResponsesRequest `json:"responses,omitempty"`
 
 	// normalized marks a request Normalize returned (see Normalize).
 	normalized bool
 }
 
-// Normalize checks c: at least one message, each with a known role and
-// the last not empty; a format promptkit knows, with a schema exactly
-// when it is json_schema, which must be a JSON object within the limits
-// of pktype.CheckSchemaShape.
+// Normalize checks c: at least one message, each with a known role
+// (pktype.CheckMessages) and the last not empty unless it is a tool's
+// result or makes calls; tools as pktype.ToolUse.Check wants them; a
+// format promptkit knows, with a schema exactly when it is json_schema,
+// which must be a JSON object within the limits of
+// pktype.CheckSchemaShape; metadata and the Responses fields without a
+// NUL, the input's start within the messages.
 //
 // A request is checked once, where it is decoded (internal/openaiapi):
 // the request Normalize returns is marked as checked, and normalizing it
@@ -54,13 +69,33 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 	if len(c.Messages) == 0 {
 		return c, invalid("chat: messages is empty")
 	}
+	if err := pktype.CheckMessages(c.Messages); err != nil {
+		return c, fieldInvalid(err)
+	}
 	for i, m := range c.Messages {
-		switch m.Role {
-		case pktype.RoleSystem, pktype.RoleUser, pktype.RoleAssistant:
-		default:
-			return c, invalid("chat: messages[%d].role must be system, user or assistant", i)
-		}
 		if err := checkText(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {
+			return c, err
+		}
+		if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
+			// Encoded, a NUL anywhere in the calls is a \u0000 escape.
+			b, _ := json.Marshal(struct {
+				C []pktype.ToolCall
+				I string
+			}{m.ToolCalls, m.ToolCallID})
+			if err := checkJSONText(fmt.Sprintf("messages[%d].tool_calls", i), b); err != nil {
+				return c, err
+			}
+		}
+	}
+	if err := c.ToolUse.Check(); err != nil {
+		return c, fieldInvalid(err)
+	}
+	if len(c.Tools) > 0 {
+		b, err := json.Marshal(c.ToolUse)
+		if err != nil {
+			return c, invalidField("tools", "cannot be encoded")
+		}
+		if err := checkJSONText("tools", b); err != nil {
 			return c, err
 		}
 	}
@@ -82,7 +117,7 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 			return c, invalidField("response_format.json_schema.schema", "%v", err)
 		}
 	}
-	if strings.TrimSpace(c.Messages[len(c.Messages)-1].Content) == "" {
+	if last := c.Messages[len(c.Messages)-1]; strings.TrimSpace(last.Content) == "" && last.Role != pktype.RoleTool && len(last.ToolCalls) == 0 {
 		return c, invalid("chat: the last message is empty")
 	}
 	switch c.ResponseFormat {
@@ -97,6 +132,9 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 		}
 	default:
 		return c, invalid("chat: unknown response_format %q", c.ResponseFormat)
+	}
+	if err := c.Responses.check(c); err != nil {
+		return c, err
 	}
 	if c.MaxTokens != nil && *c.MaxTokens < 1 {
 		return c, invalid("chat: max_tokens must be at least 1")
@@ -119,6 +157,18 @@ func EncodeChat(c *ChatRequest) ([]byte, error) {
 	return b, nil
 }
 
+// DecodeToolCalls reads a stored response's tool calls column into r:
+// none for NULL.
+func DecodeToolCalls(b []byte, r *Response) error {
+	if len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, &r.ToolCalls); err != nil {
+		return fmt.Errorf("tool calls: %w", err)
+	}
+	return nil
+}
+
 // DecodeChat reads EncodeChat's form: nil for none (empty).
 func DecodeChat(b []byte) (*ChatRequest, error) {
 	if len(b) == 0 {
@@ -129,4 +179,13 @@ func DecodeChat(b []byte) (*ChatRequest, error) {
 		return nil, fmt.Errorf("chat: %w", err)
 	}
 	return &c, nil
+}
+
+// fieldInvalid is pktype's rule error as this package's: ErrInvalid,
+// naming the field.
+func fieldInvalid(err error) error {
+	if fe, ok := errors.AsType[*pktype.FieldError](err); ok {
+		return invalidField(fe.Field, "%s", fe.Reason)
+	}
+	return invalid("chat: %v", err)
 }

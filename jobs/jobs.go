@@ -239,6 +239,9 @@ type Response struct {
 	Model    string          `json:"model,omitempty"`
 	// FinishReason is the final generation's finish_reason.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// ToolCalls are the tools the model called instead of (or beside)
+	// answering, when the request offered tools.
+	ToolCalls []pktype.ToolCall `json:"tool_calls,omitempty"`
 	// Usage is the run's token usage; an unknown count is null in JSON.
 	Usage     pktype.Usage `json:"usage"`
 	CreatedAt time.Time    `json:"created_at"`

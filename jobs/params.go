@@ -177,7 +177,9 @@ func checkPriority(p int) error {
 // and AvailableAt at microsecond precision. Exactly one of Text (not
 // blank), PromptRef and Chat (see ChatRequest.Normalize) must be set;
 // Inputs go with PromptRef and must be a JSON object; BatchID and
-// CustomID go together; ExecutionOptions.Depth is 0 to MaxDepth.
+// CustomID go together; ExecutionOptions.Depth is 0 to MaxDepth;
+// KeyExpires needs an IdempotencyKey, and KeyGrace goes with KeyExpires
+// and is not negative.
 //
 // A submission is normalized once, where it is made (Submission.Params,
 // the front door, a batch line, the CLI), and checked with that
@@ -204,6 +206,10 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 		return p, invalid("inputs go with prompt_ref, not text")
 	case (p.BatchID == "") != (p.CustomID == ""):
 		return p, invalid("batch_id and custom_id go together")
+	case p.KeyExpires && p.IdempotencyKey == "":
+		return p, invalid("an expiring key needs an idempotency key")
+	case p.KeyGrace < 0 || p.KeyGrace > 0 && !p.KeyExpires:
+		return p, invalid("key grace must be zero or more, with an expiring key")
 	}
 	for _, f := range []struct{ name, v string }{
 		{"text", p.Text}, {"prompt", p.PromptRef}, {"profile", p.Profile}, {"parent_id", p.ParentID},
@@ -287,6 +293,14 @@ func (p SucceedParams) Normalize() (SucceedParams, error) {
 		return p, invalid("parsed output is not JSON")
 	}
 	p.Output, p.Model, p.FinishReason = SanitizeText(p.Output), SanitizeText(p.Model), SanitizeText(p.FinishReason)
+	if len(p.ToolCalls) > 0 {
+		calls := make([]pktype.ToolCall, len(p.ToolCalls))
+		for i, c := range p.ToolCalls {
+			calls[i] = pktype.ToolCall{ID: SanitizeText(c.ID), Type: SanitizeText(c.Type), Function: pktype.FunctionCall{
+				Name: SanitizeText(c.Function.Name), Arguments: SanitizeText(c.Function.Arguments)}}
+		}
+		p.ToolCalls = calls
+	}
 	p.Parsed = sanitizeJSON(p.Parsed)
 	return p, nil
 }
@@ -490,6 +504,12 @@ type ExecutionOptions struct {
 	// profile's; the backend must serve the model (a profile uses it with
 	// that model).
 	PreferProvider string `json:"prefer_provider,omitempty"`
+	// Stream has the worker call the backend streaming and publish the
+	// answer's pieces as they come (Store.PublishDelta), for a request
+	// that relays them to its client: a chat completion with stream:
+	// true. It is not a submission's option (ParseExecutionOptions
+	// refuses it).
+	Stream bool `json:"stream,omitempty"`
 }
 
 // checkDepth refuses a depth outside 0–MaxDepth.
@@ -554,7 +574,7 @@ func parseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
 // JSON encodes the options compactly, {} when there are none: the form
 // the stores keep in their execution_options column.
 func (o ExecutionOptions) JSON() json.RawMessage {
-	b, _ := json.Marshal(o) // cannot fail: strings and an int
+	b, _ := json.Marshal(o) // cannot fail: strings, an int and a bool
 	return b
 }
 

@@ -25,7 +25,9 @@ type Store interface {
 	// Enqueue inserts a prompt and its queued job in one transaction and
 	// records the job's first event (→ queued). With an IdempotencyKey, a
 	// repeat for the same org returns the first call's IDs and Existing
-	// true, inserting nothing. Returns ErrInvalid for what
+	// true, inserting nothing (unless the key expired: see KeyExpires).
+	// Of concurrent calls with one expired key, one stores a new prompt
+	// and the others return its IDs. Returns ErrInvalid for what
 	// EnqueueParams.Normalize refuses, or a ParentID / DependsOn that does
 	// not exist in the org.
 	Enqueue(ctx context.Context, p EnqueueParams) (Enqueued, error)
@@ -142,6 +144,13 @@ type Store interface {
 	// batches are not archived (they stay until deleted); a batch's
 	// prompts and jobs are archived like any others.
 	Archive(ctx context.Context, before time.Time) (int, error)
+	// DeletePrompt deletes a prompt whose jobs are all terminal, with its
+	// jobs, their events and their responses, in one transaction.
+	// ErrNotFound when the prompt does not exist in orgID (empty: any
+	// org); ErrPromptActive, deleting nothing, when one of its jobs is
+	// queued or running (cancel it first). Prompts that name it (ParentID,
+	// a job's DependsOn) are left as they are, as Archive leaves them.
+	DeletePrompt(ctx context.Context, orgID, id string) error
 
 	// CreateToken stores a token's hash with its org, user and role.
 	CreateToken(ctx context.Context, p CreateTokenParams) (Token, error)
@@ -215,7 +224,7 @@ type Store interface {
 	// where real ones fail (on a full disk, say), Check also fails while
 	// the store's latest real write (Enqueue, EnqueueBatch, Claim,
 	// Heartbeat, Succeed, Requeue, Fail, AppendAttempt, Cancel, Retry,
-	// Reclaim, Archive, CreateToken, RevokeToken, CreateFile, DeleteFile,
+	// Reclaim, Archive, DeletePrompt, CreateToken, RevokeToken, CreateFile, DeleteFile,
 	// CreateBatch, MoveBatch, CancelBatch, FinishBatch, CancelBatchJobs)
 	// failed for a database reason less than 10 seconds ago on the store's
 	// clock, and no write has stored anything since; its error then names
@@ -234,6 +243,18 @@ type Store interface {
 	// CancelBatch, FinishBatch). It is closed when ctx ends or the store
 	// closes. Consumers must still poll: a notification is a hint.
 	Notify(ctx context.Context) <-chan struct{}
+
+	// PublishDelta passes a piece of running job jobID's answer, as the
+	// backend generates it, to the readers waiting for it
+	// (SubscribeDeltas): in this process and, on PostgreSQL, in the other
+	// processes on the database. It never blocks and may drop a piece (a
+	// reader that falls behind, a piece too large for a notification): a
+	// reader tells by the pieces' Index, and the stored answer is the
+	// answer. On SQLite, other processes' readers get nothing.
+	PublishDelta(jobID string, d pktype.StreamDelta)
+	// SubscribeDeltas returns a channel that receives the pieces of job
+	// jobID's answer published from now on; it is closed when ctx ends.
+	SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta
 
 	// Close releases the store.
 	Close() error
@@ -286,6 +307,22 @@ type EnqueueParams struct {
 	// repeat whose RequestHash differs from the first call's (both set)
 	// is ErrIdempotencyConflict and stores nothing.
 	RequestHash string
+	// KeyExpires makes IdempotencyKey expire: it holds only while the
+	// key's prompt has a job that is queued or running, or that succeeded
+	// (on the store's clock) less than KeyGrace ago. A call with an
+	// expired key takes it from the old prompt (which keeps its jobs) and
+	// stores a new prompt under it. The server derives such keys from a
+	// request and its caller, to make a retry that carries no key of its
+	// own find the first attempt's job without answering a request made
+	// long after with an old answer; a job that failed or was cancelled
+	// releases the key at once, since a retry after a failure asks for
+	// another try. Without KeyExpires a key holds as long as its prompt
+	// is stored.
+	KeyExpires bool
+	// KeyGrace, with KeyExpires, is how long the key outlives its
+	// prompt's job that succeeded; 0: it holds only while a job is queued
+	// or running.
+	KeyGrace time.Duration
 
 	// normalized marks params Normalize returned (see Normalize).
 	normalized bool
@@ -326,6 +363,8 @@ type SucceedParams struct {
 	// FinishReason is the final generation's finish_reason, "" when the
 	// provider sent none.
 	FinishReason string
+	// ToolCalls are the final generation's tool calls.
+	ToolCalls []pktype.ToolCall
 }
 
 // RequeueParams puts a running job back in the queue.

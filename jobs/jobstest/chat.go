@@ -3,6 +3,7 @@ package jobstest
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/promptkit/promptkit/jobs"
@@ -17,6 +18,8 @@ func chatRequest(last string) *jobs.ChatRequest {
 		Messages: []pktype.Message{
 			{Role: pktype.RoleSystem, Content: "be brief"},
 			{Role: pktype.RoleUser, Content: "hi"},
+			{Role: pktype.RoleAssistant, ToolCalls: toolCalls()},
+			{Role: pktype.RoleTool, ToolCallID: "call_1", Content: `{"temp":21}`},
 			{Role: pktype.RoleAssistant, Content: "hello"},
 			{Role: pktype.RoleUser, Content: last},
 		},
@@ -30,6 +33,24 @@ func chatRequest(last string) *jobs.ChatRequest {
 		ResponseFormat: jobs.FormatJSONSchema,
 		SchemaName:     "answer",
 		Schema:         json.RawMessage(`{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"number"}}}`),
+		ToolUse: pktype.ToolUse{
+			Tools: []pktype.Tool{{Type: pktype.ToolTypeFunction, Function: pktype.ToolFunction{
+				Name: "weather", Description: "The weather in a city.", Strict: ptr(true),
+				Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"at":{"type":"string"}}}`)}}},
+			ToolChoice:        &pktype.ToolChoice{Mode: pktype.ToolChoiceFunction, Function: "weather"},
+			ParallelToolCalls: ptr(false),
+		},
+		Metadata: map[string]string{"b": "2", "a": "1"},
+		Responses: &jobs.ResponsesRequest{Model: "gpt-x", Instructions: ptr("be brief"), InputStart: 5,
+			PreviousResponseID: "resp_p", Background: true, Store: ptr(false), User: "u", Strict: ptr(true)},
+	}
+}
+
+// toolCalls are an answer's (and an assistant message's) tool calls.
+func toolCalls() []pktype.ToolCall {
+	return []pktype.ToolCall{
+		{ID: "call_1", Type: pktype.ToolTypeFunction, Function: pktype.FunctionCall{Name: "weather", Arguments: `{"city":"Paris","at":"now"}`}},
+		{ID: "call_2", Type: pktype.ToolTypeFunction, Function: pktype.FunctionCall{Name: "weather", Arguments: `{"city":"Lyon"`}},
 	}
 }
 
@@ -50,9 +71,10 @@ func sameChat(t *testing.T, what string, got, want *jobs.ChatRequest) {
 	}
 }
 
-// testFrontDoorFields checks that a prompt's chat request, batch and
-// custom ID, and a response's finish reason, come back from every read
-// as stored, and are empty for prompts and responses without them.
+// testFrontDoorFields checks that a prompt's chat request (tools
+// included), batch and custom ID, and a response's finish reason and tool
+// calls, come back from every read as stored, and are empty for prompts
+// and responses without them.
 func testFrontDoorFields(t *testing.T, h Harness) {
 	f := setup(t, h)
 	plain := f.enqueue(jobs.EnqueueParams{OrgID: "org-1"})
@@ -94,13 +116,14 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 		}
 	}
 
-	// A response with a finish reason, and one without.
+	// A response with a finish reason and tool calls, and one without.
 	var rids []string
 	for _, c := range []struct {
 		id, reason string
-	}{{plain.JobID, ""}, {chat.JobID, "length"}} {
+		calls      []pktype.ToolCall
+	}{{plain.JobID, "", nil}, {chat.JobID, "tool_calls", toolCalls()}} {
 		f.claimID("w", c.id)
-		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Output: "out", FinishReason: c.reason})
+		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Output: "out", FinishReason: c.reason, ToolCalls: c.calls})
 		if err != nil {
 			t.Fatalf("Succeed: %v", err)
 		}
@@ -110,7 +133,7 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("GetResponses: %v", err)
 	}
-	for i, reason := range []string{"", "length"} {
+	for i, reason := range []string{"", "tool_calls"} {
 		r, err := f.store.GetResponse(f.ctx, "org-1", rids[i])
 		if err != nil {
 			t.Fatalf("GetResponse: %v", err)
@@ -118,6 +141,13 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 		if r.FinishReason != reason || rs[rids[i]].FinishReason != reason {
 			t.Errorf("response %d: finish reason %q (GetResponse), %q (GetResponses), want %q",
 				i, r.FinishReason, rs[rids[i]].FinishReason, reason)
+		}
+		var want []pktype.ToolCall
+		if i == 1 {
+			want = toolCalls()
+		}
+		if !reflect.DeepEqual(r.ToolCalls, want) || !reflect.DeepEqual(rs[rids[i]].ToolCalls, want) {
+			t.Errorf("response %d: tool calls %+v (GetResponse), %+v (GetResponses), want %+v", i, r.ToolCalls, rs[rids[i]].ToolCalls, want)
 		}
 	}
 }

@@ -20,6 +20,9 @@
 //     the previous AsOf, even with a clock that does not move; a job may
 //     come back more than once, always in its current state.
 //   - An idempotent repeat returns the first job's current state.
+//   - An expiring key's grace runs from the latest finished_at of its
+//     prompt's jobs, and the key holds strictly before it ends; a job
+//     queued by a retry of the prompt makes the key hold again.
 //   - A RequestHash is compared with the one stored with the key's prompt
 //     (the first call's, which a later repeat never replaces): when the
 //     first call had none, no repeat conflicts. Within a batch, the first
@@ -66,6 +69,9 @@
 //     "<batch ID>_output.jsonl" and "<batch ID>_error.jsonl".
 //   - BatchProgress of an unknown batch is ErrNotFound; BatchResults of
 //     one is empty, and CancelBatchJobs cancels nothing.
+//   - DeletePrompt leaves every other prompt's jobs, events and
+//     responses as they were (event numbers included), and a thread whose
+//     parent it deleted ends there, as after Archive.
 //   - Metrics percentiles are nearest-rank; superseded jobs are not in the
 //     data. Per org, the average latency is in whole microseconds, rounded
 //     down.
@@ -97,6 +103,10 @@ type Harness struct {
 	// needed; the caller closes it. The suite calls it in this process
 	// and in child processes (see RunChildIfRequested).
 	Open func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error)
+	// CrossProcessDeltas says that answer pieces one store publishes
+	// reach the readers of another store on the same database
+	// (PostgreSQL's notifications), not only its own.
+	CrossProcessDeltas bool
 }
 
 // Opener adapts a store's Open function to Harness.Open.
@@ -127,6 +137,8 @@ func Run(t *testing.T, h Harness) {
 		{"Idempotency", testIdempotency},
 		{"IdempotencyConflict", testIdempotencyConflict},
 		{"IdempotencyConflictBatch", testIdempotencyConflictBatch},
+		{"ExpiringKey", testExpiringKey},
+		{"ExpiringKeyConcurrent", testExpiringKeyConcurrent},
 		{"TransitionsAllowed", testTransitionsAllowed},
 		{"TransitionsForbidden", testTransitionsForbidden},
 		{"TerminalImmutable", testTerminalImmutable},
@@ -168,6 +180,7 @@ func Run(t *testing.T, h Harness) {
 		{"MetricsByOrg", testMetricsByOrg},
 		{"Thread", testThread},
 		{"Archive", testArchive},
+		{"DeletePrompt", testDeletePrompt},
 		{"ArchiveBatches", testArchiveBatches},
 		{"Notify", testNotify},
 		{"Tokens", testTokens},
@@ -195,6 +208,7 @@ func Run(t *testing.T, h Harness) {
 		{"BatchNotify", testBatchNotify},
 		{"BatchResults", testBatchResults},
 		{"ArchiveKeepsBatches", testArchiveKeepsBatches},
+		{"Deltas", testDeltas},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

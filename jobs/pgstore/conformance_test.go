@@ -19,7 +19,8 @@ var harness = jobstest.Harness{
 		t.Cleanup(func() { checkSideTables(t, dsn) })
 		return dsn
 	},
-	Open: jobstest.Opener(pgstore.Open),
+	Open:               jobstest.Opener(pgstore.Open),
+	CrossProcessDeltas: true,
 }
 
 // TestMain lets the suite re-execute this binary as a second claiming

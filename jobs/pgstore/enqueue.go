@@ -102,7 +102,10 @@ type enqueueRows struct {
 	chat, batch, customID                                                                             []string
 	priority, maxAttempts                                                                             []int
 	available                                                                                         []time.Time
-	hasRefs, hasKeys                                                                                  bool
+	// grace is each item's KeyGrace when its key expires (KeyExpires),
+	// else -1.
+	grace                         []time.Duration
+	hasRefs, hasKeys, hasExpiring bool
 }
 
 // enqueue stores normalized items in one transaction.
@@ -172,6 +175,9 @@ func (b *enqueueBatch) pre(p *phase) {
 	if b.rows.hasRefs {
 		checkRefs(p, b.rows)
 	}
+	if b.rows.hasExpiring {
+		b.releaseExpiredKeys(p)
+	}
 	b.insertPrompts(p)
 }
 
@@ -230,6 +236,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), hash: make([]string, n),
 		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
 		available: make([]time.Time, n), chat: make([]string, n), batch: make([]string, n), customID: make([]string, n),
+		grace: make([]time.Duration, n),
 	}
 	for i, p := range ps {
 		chat, _ := jobs.EncodeChat(p.Chat) // checked by normalize
@@ -246,6 +253,10 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.chat[i], r.batch[i], r.customID[i] = string(chat), p.BatchID, p.CustomID
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
+		r.grace[i] = -1
+		if p.KeyExpires {
+			r.grace[i], r.hasExpiring = p.KeyGrace, true
+		}
 	}
 	return r
 }
@@ -274,6 +285,40 @@ func checkRefs(p *phase, r *enqueueRows) {
 		}
 		return &jobs.InvalidError{Field: "depends_on", Reason: "no such job"}
 	})
+}
+
+// releaseExpiredKeys takes each expiring key (jobs.EnqueueParams.
+// KeyExpires) of the batch from the prompt that holds it when that prompt
+// has no job queued or running nor one succeeded less than the item's
+// grace ago, so that insertPrompts then stores a new prompt under the key
+// instead of matching the old one. Only the first item with a key counts
+// (a repeat within the batch gets that item's prompt). The prompts are
+// locked in (org, key) order, as insertPrompts locks keys, so concurrent
+// batches cannot deadlock. A concurrent transaction that released the
+// same key first has emptied it by the time this one gets the row lock:
+// PostgreSQL rechecks the row, this one releases nothing, and
+// insertPrompts waits for that transaction's new prompt and matches it.
+func (b *enqueueBatch) releaseExpiredKeys(p *phase) {
+	r := b.rows
+	var orgs, keys []string
+	var since []time.Time
+	for i, g := range r.grace {
+		if g >= 0 && b.dupOf[i] < 0 {
+			orgs, keys, since = append(orgs, r.org[i]), append(keys, r.key[i]), append(since, b.now.Add(-g))
+		}
+	}
+	p.exec(`
+		WITH expired AS (
+			SELECT p.id FROM prompts p
+			JOIN unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(org, key, since)
+				ON p.org_id = u.org AND p.idempotency_key = u.key
+			WHERE p.idempotency_key <> ''
+				AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.prompt_id = p.id
+					AND (j.state IN ('queued', 'running') OR j.state = 'succeeded' AND j.finished_at > u.since))
+			ORDER BY p.org_id, p.idempotency_key
+			FOR UPDATE OF p
+		)
+		UPDATE prompts SET idempotency_key = '' FROM expired WHERE prompts.id = expired.id`, orgs, keys, since)
 }
 
 // insertPrompts inserts the batch's prompts (but in-batch repeats)

@@ -40,9 +40,9 @@ var finishSQL = named(`
 	WITH u AS (
 		SELECT * FROM unnest($id::text[], $worker::text[], $state::text[], $inc::int[], $available::timestamptz[],
 			$kind::text[], $message::text[], $data::text[], $output::text[], $parsed::text[], $model::text[],
-			$usage::text[], $response::text[], $finish_reason::text[])
+			$usage::text[], $response::text[], $finish_reason::text[], $tool_calls::text[])
 			WITH ORDINALITY AS u(id, worker, state, inc, available, kind, message, data, output, parsed, model,
-				usage, response, finish_reason, ord)
+				usage, response, finish_reason, tool_calls, ord)
 	), done AS (
 		UPDATE jobs SET
 			state = u.state,
@@ -61,7 +61,7 @@ var finishSQL = named(`
 		FROM u WHERE jobs.id = u.id AND u.state <> '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 		-- The call's own columns come along, so no later CTE joins u again
 		-- (the generic plan's row estimates would make that a nested loop).
-		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage, u.finish_reason
+		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage, u.finish_reason, u.tool_calls
 	), att AS (
 		SELECT jobs.*, u.ord, u.data FROM u JOIN jobs ON jobs.id = u.id
 		WHERE u.state = '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
@@ -72,8 +72,10 @@ var finishSQL = named(`
 	), resp AS (
 		-- The response IDs cannot collide: each job is running and locked
 		-- by this transaction, so the insert cannot wait under the lock.
-		INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at, finish_reason)
-		SELECT response_id, prompt_id, id, output, parsed::json, model, usage::json, $now::timestamptz, finish_reason
+		INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at, finish_reason,
+			tool_calls)
+		SELECT response_id, prompt_id, id, output, parsed::json, model, usage::json, $now::timestamptz, finish_reason,
+			tool_calls::json
 		FROM done WHERE state = 'succeeded'
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
@@ -89,7 +91,7 @@ var finishSQL = named(`
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
-	"usage", "response", "finish_reason", "now", "schema")
+	"usage", "response", "finish_reason", "tool_calls", "now", "schema")
 
 // runFinish runs finishing writes in one transaction of their own.
 func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
@@ -138,6 +140,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		message, output, model  = make([]string, n), make([]string, n), make([]string, n)
 		finishReason            = make([]string, n)
 		data, parsed, usage     = make([]*string, n), make([]*string, n), make([]*string, n)
+		toolCalls               = make([]*string, n)
 		response                = make([]*string, n)
 		inc                     = make([]int, n)
 		avail                   = make([]*time.Time, n)
@@ -148,7 +151,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		b.errs[i] = jobs.ErrNotClaimed // until the statement returns the call
 		id[i], worker[i], state[i], kind[i], message[i] = w.JobID, w.Worker, string(w.To), string(w.Kind), w.Message
 		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
-		inc[i], response[i], finishReason[i] = w.Attempts, r.response, w.FinishReason
+		inc[i], response[i], finishReason[i], toolCalls[i] = w.Attempts, r.response, w.FinishReason, rawPtr(w.ToolCalls)
 		if w.To == jobs.Queued {
 			avail[i] = &now
 			if !w.AvailableAt.IsZero() {
@@ -157,7 +160,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
-		usage, response, finishReason, now, b.schema), func(rows pgx.Rows) error {
+		usage, response, finishReason, toolCalls, now, b.schema), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
 			j, err := scanJob(rows, &ord)

@@ -19,6 +19,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/deltas"
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
 	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/notify"
@@ -68,8 +69,13 @@ type Store struct {
 	// notify feeds the Notify channels; its first subscription starts the
 	// LISTEN loop (listen), which Close stops.
 	notify *notify.Hub
-	// probeKey is this store's row of readiness (see Check); health
-	// remembers the latest failed write (see wrote).
+	// deltas fans answer pieces out to this process's readers; deltaOut
+	// sends this process's pieces to the others (deltas.go).
+	deltas   deltas.Hub
+	deltaOut *deltaSender
+	// probeKey is this store's row of readiness (see Check), and the
+	// origin of its answer pieces; health remembers the latest failed
+	// write (see wrote).
 	probeKey  string
 	health    health.Writes
 	closeOnce sync.Once
@@ -123,6 +129,7 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 	s.storeOps = storeops.NewOps("pgstore", (*opsDB)(s))
 	s.writes = groupcommit.New(writeBatchMax, (*writeReq).key, s.runWrites)
 	s.notify = notify.New(s.listen)
+	s.deltaOut = newDeltaSender(s.sendDeltas)
 	return s, nil
 }
 
@@ -246,6 +253,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.writes.Close()
 		_ = s.notify.Close(context.Background()) // the LISTEN loop ends at once
+		_ = s.deltaOut.loop.Stop(context.Background())
 		s.pool.Close()
 	})
 	return nil
@@ -299,7 +307,7 @@ func (s *Store) listenOnce(ctx context.Context) (connected bool, err error) {
 		defer cancel()
 		conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, `LISTEN `+notifyChannel+`; LISTEN `+deltaChannel); err != nil {
 		return false, err
 	}
 	// Anything sent while we were not listening is lost: wake everyone
@@ -310,7 +318,12 @@ func (s *Store) listenOnce(ctx context.Context) (connected bool, err error) {
 		if err != nil {
 			return true, err
 		}
-		if n.Payload == s.schema {
+		switch {
+		case n.Channel == deltaChannel:
+			if jobID, d, ok := deltas.Parse(n.Payload, s.schema, s.probeKey); ok {
+				s.deltas.Deliver(jobID, d)
+			}
+		case n.Payload == s.schema:
 			s.notify.Broadcast()
 		}
 	}

@@ -16,6 +16,12 @@ var (
 	qIdempotent = wq(`SELECT p.id, p.request_hash, j.id, j.state FROM prompts p JOIN jobs j ON j.prompt_id = p.id
 		WHERE p.org_id = ?1 AND p.idempotency_key = ?2 AND p.idempotency_key <> ''
 		ORDER BY j.created_at, j.id LIMIT 1`)
+	// An expiring key (jobs.EnqueueParams.KeyExpires) leaves the prompt
+	// that has no job queued or running nor one succeeded after ?3.
+	qReleaseKey = wq(`UPDATE prompts SET idempotency_key = ''
+		WHERE org_id = ?1 AND idempotency_key = ?2 AND idempotency_key <> ''
+		AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.prompt_id = prompts.id
+			AND (j.state IN ('queued', 'running') OR j.state = 'succeeded' AND j.finished_at > ?3))`)
 	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
 	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
 	qInsertPrompt = wq(`INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text,
@@ -31,8 +37,17 @@ var (
 // enqueueOne stores one normalized prompt and its job. A repeated
 // idempotency key whose request hash differs from the stored one (both
 // set) is jobs.ErrIdempotencyConflict, and nothing is stored; within a
-// batch or a group, an earlier item's prompt is the stored one.
+// batch or a group, an earlier item's prompt is the stored one. An
+// expired key is first taken from its prompt (see jobs.EnqueueParams).
 func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
+	if p.KeyExpires {
+		// In the same transaction as the lookup below: of calls racing
+		// with one expired key, the first stores a new prompt and the
+		// others find it.
+		if _, err := w.exec(qReleaseKey, p.OrgID, p.IdempotencyKey, w.now-p.KeyGrace.Microseconds()); err != nil {
+			return jobs.Enqueued{}, fmt.Errorf("expired key release: %w", err)
+		}
+	}
 	if p.IdempotencyKey != "" {
 		var e jobs.Enqueued
 		var hash, state string

@@ -587,7 +587,8 @@ func scanPrompt(r scanner) (jobs.Prompt, error) {
 }
 
 // responseCols is the column list scanResponse reads, of responses r.
-const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at, r.finish_reason`
+const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at, r.finish_reason,
+	r.tool_calls`
 
 // scanResponse reads one row of responseCols.
 func scanResponse(r scanner) (jobs.Response, error) {
@@ -595,11 +596,15 @@ func scanResponse(r scanner) (jobs.Response, error) {
 		resp      jobs.Response
 		parsed    sql.NullString
 		usage     string
+		calls     []byte
 		createdAt int64
 	)
 	err := r.Scan(&resp.ID, &resp.PromptID, &resp.JobID, &resp.Output, &parsed,
-		&resp.Model, &usage, &createdAt, &resp.FinishReason)
+		&resp.Model, &usage, &createdAt, &resp.FinishReason, &calls)
 	if err != nil {
+		return jobs.Response{}, err
+	}
+	if err := jobs.DecodeToolCalls(calls, &resp); err != nil {
 		return jobs.Response{}, err
 	}
 	if parsed.Valid {

@@ -68,10 +68,12 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/deltas"
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
 	"github.com/promptkit/promptkit/jobs/internal/health"
 	"github.com/promptkit/promptkit/jobs/internal/notify"
 	"github.com/promptkit/promptkit/jobs/internal/storeops"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 var _ jobs.Store = (*Store)(nil)
@@ -114,6 +116,8 @@ type Store struct {
 
 	writer *sql.DB // exactly one connection: the only writer in this process
 	reader *sql.DB // query_only connections for reads
+	// deltas fans answer pieces out to this process's readers.
+	deltas deltas.Hub
 	now    func() time.Time
 	floor  atomic.Int64 // the latest time a transaction used, in µs
 
@@ -566,6 +570,16 @@ func (s *Store) truncateWAL(ctx context.Context) {
 
 // Notify implements jobs.Store.
 func (s *Store) Notify(ctx context.Context) <-chan struct{} { return s.notify.Subscribe(ctx) }
+
+// PublishDelta delivers d to this process's readers: a SQLite file has no
+// channel to other processes, whose readers get the stored answer whole.
+// See jobs.Store.
+func (s *Store) PublishDelta(jobID string, d pktype.StreamDelta) { s.deltas.Deliver(jobID, d) }
+
+// SubscribeDeltas implements jobs.Store.
+func (s *Store) SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta {
+	return s.deltas.Subscribe(ctx, jobID)
+}
 
 // Time and NULL helpers. Times are stored as unix microseconds UTC.
 

@@ -1,10 +1,12 @@
 package worker_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
@@ -177,6 +179,68 @@ func TestChatPromptJSONObjectInvalid(t *testing.T) {
 		}
 		if string(f.srv.Requests()[0].ResponseFormat) != `{"type":"json_object"}` {
 			t.Fatalf("response_format = %s", f.srv.Requests()[0].ResponseFormat)
+		}
+	})
+}
+
+// A chat prompt with tools is stored with them: a job attempt that fails
+// and the next one send byte-identical requests, tools and tool history
+// included, and the answer's tool calls are stored with the response.
+func TestChatToolsDurable(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		f.srv.Enqueue(providertest.Status(503), providertest.CallTool("weather", `{"city":"Paris"}`))
+		chat := &jobs.ChatRequest{
+			Messages: []pktype.Message{
+				{Role: "user", Content: "Weather in Paris, then Lyon?"},
+				{Role: "assistant", ToolCalls: []pktype.ToolCall{{ID: "c0", Type: "function", Function: pktype.FunctionCall{Name: "weather", Arguments: `{"city":"Lyon"}`}}}},
+				{Role: "tool", ToolCallID: "c0", Content: "18 C"},
+			},
+			ToolUse: pktype.ToolUse{
+				Tools: []pktype.Tool{{Type: "function", Function: pktype.ToolFunction{Name: "weather",
+					Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}},
+				ToolChoice: &pktype.ToolChoice{Mode: pktype.ToolChoiceRequired},
+			},
+		}
+		e := f.enqueue(jobs.EnqueueParams{Profile: "chat", Chat: chat})
+		w := f.worker("w1", func(c *worker.Config) { c.Engine = chatWorkerEngine(t, f.srv.URL) })
+		f.runOnce(w, 1)
+		if j := f.job(e.JobID); j.State != jobs.Queued {
+			t.Fatalf("after the 503: state=%s", j.State)
+		}
+		f.clock.Advance(time.Hour) // past the backoff
+		f.runOnce(w, 1)
+
+		j := f.job(e.JobID)
+		if j.State != jobs.Succeeded {
+			t.Fatalf("job: state=%s kind=%q msg=%q", j.State, j.ErrorKind, j.ErrorMessage)
+		}
+		reqs := f.srv.Requests()
+		if len(reqs) != 2 || !bytes.Equal(reqs[0].Body, reqs[1].Body) {
+			t.Fatalf("the job attempts sent different requests:\n%s\n%s", reqs[0].Body, reqs[1].Body)
+		}
+		var body struct {
+			Tools      []pktype.Tool     `json:"tools"`
+			ToolChoice json.RawMessage   `json:"tool_choice"`
+			Messages   []json.RawMessage `json:"messages"`
+		}
+		if err := json.Unmarshal(reqs[1].Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if len(body.Tools) != 1 || body.Tools[0].Function.Name != "weather" || string(body.ToolChoice) != `"required"` || len(body.Messages) != 4 {
+			t.Fatalf("request %s", reqs[1].Body)
+		}
+		// The assistant turn that only called tools goes out with null
+		// content; the tool result names its call.
+		if !strings.Contains(string(body.Messages[2]), `"content":null`) || !strings.Contains(string(body.Messages[3]), `"tool_call_id":"c0"`) {
+			t.Errorf("history %s", reqs[1].Body)
+		}
+		r, err := f.store.GetResponse(f.ctx, "", j.ResponseID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []pktype.ToolCall{{ID: "call_1", Type: "function", Function: pktype.FunctionCall{Name: "weather", Arguments: `{"city":"Paris"}`}}}
+		if r.FinishReason != "tool_calls" || r.Output != "" || !reflect.DeepEqual(r.ToolCalls, want) {
+			t.Fatalf("response = %+v", r)
 		}
 	})
 }

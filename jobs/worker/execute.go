@@ -104,7 +104,7 @@ func Request(p jobs.Prompt, opts jobs.ExecutionOptions) (promptkit.RunRequest, e
 	req := promptkit.RunRequest{Text: p.Text, PromptID: p.PromptRef, ProfileID: p.Profile,
 		Model: opts.Model, Backend: opts.PreferProvider}
 	if c := p.Chat; c != nil {
-		req.Messages, req.Sampling = c.Messages, c.Sampling
+		req.Messages, req.Sampling, req.ToolUse = c.Messages, c.Sampling, c.ToolUse
 		switch c.ResponseFormat {
 		case jobs.FormatJSONObject:
 			req.JSONObject = true
@@ -140,6 +140,11 @@ func history(turns []jobs.Turn) []promptkit.Message {
 func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) outcome {
 	rec := &attemptLog{w: w, ctx: context.WithoutCancel(ctx), job: j}
 	req.Observer = chainObservers(rec.observe, w.cfg.Observer)
+	if j.ExecutionOptions.Stream {
+		// Someone relays the answer as it comes (a streamed chat
+		// completion), perhaps in another process.
+		req.OnDelta = func(d promptkit.StreamDelta) { w.cfg.Store.PublishDelta(j.ID, d) }
+	}
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.
 	req.NoWaitPastDeadline = true

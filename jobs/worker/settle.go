@@ -33,7 +33,7 @@ type write struct {
 func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(time.Duration) time.Duration) write {
 	succeed := func(res *promptkit.RunResult) write {
 		return write{op: opSucceed, jobID: j.ID, succeed: jobs.SucceedParams{JobID: j.ID, Worker: worker,
-			Output: res.Text, Parsed: res.Output, Model: res.Model, Usage: res.Usage, FinishReason: res.FinishReason}}
+			Output: res.Text, Parsed: res.Output, Model: res.Model, Usage: res.Usage, FinishReason: res.FinishReason, ToolCalls: res.ToolCalls}}
 	}
 	requeue := func(at time.Time, kind jobs.ErrorKind, msg string, handback bool) write {
 		return write{op: opRequeue, jobID: j.ID, requeue: jobs.RequeueParams{JobID: j.ID, Worker: worker,

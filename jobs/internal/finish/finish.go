@@ -39,6 +39,9 @@ type Write struct {
 	Usage  json.RawMessage
 	// FinishReason is the final generation's finish_reason.
 	FinishReason string
+	// ToolCalls is the JSON of the final generation's tool calls, nil
+	// when there are none.
+	ToolCalls json.RawMessage
 }
 
 // Transition reports whether w changes the job's state.
@@ -50,8 +53,14 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 	if err != nil {
 		return Write{}, err
 	}
-	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded,
-		Output: p.Output, Parsed: p.Parsed, Model: p.Model, Usage: usage, FinishReason: p.FinishReason}, nil
+	var calls json.RawMessage
+	if len(p.ToolCalls) > 0 {
+		if calls, err = json.Marshal(p.ToolCalls); err != nil {
+			return Write{}, err
+		}
+	}
+	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded, Output: p.Output, Parsed: p.Parsed,
+		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, ToolCalls: calls}, nil
 }
 
 // Requeue is the write of a normalized RequeueParams: a hand-back spends

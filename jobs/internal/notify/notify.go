@@ -66,6 +66,17 @@ func (h *Hub) unsubscribe(ch chan struct{}) {
 	}
 }
 
+// Watch starts the watcher, if the hub has one and it has not started,
+// without subscribing: for a store whose watcher also carries what is not
+// a wake-up (another process's answer pieces).
+func (h *Hub) Watch() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watch != nil && !h.closed {
+		_ = h.watch.Start(context.Background()) // only the first start counts
+	}
+}
+
 // Broadcast wakes every subscriber without blocking; a full channel
 // already holds a pending wake-up.
 func (h *Hub) Broadcast() {
