@@ -153,7 +153,7 @@ func TestChatCompletion(t *testing.T) {
 	var c openaiapi.ChatCompletion
 	r.decode(t, &c)
 	if r.code != 200 || c.ID != "chatcmpl-"+j.ID || c.Object != "chat.completion" || c.Model != "promptkit-simulated" ||
-		len(c.Choices) != 1 || c.Choices[0].Message.Content != "Hi!" || c.Choices[0].Message.Role != "assistant" ||
+		len(c.Choices) != 1 || deref(c.Choices[0].Message.Content) != "Hi!" || c.Choices[0].Message.Role != "assistant" ||
 		c.Choices[0].FinishReason != "stop" || c.Usage == nil || *c.Usage != (openaiapi.Usage{PromptTokens: 12, CompletionTokens: 3, TotalTokens: 15}) {
 		t.Fatalf("completion: %d %s", r.code, r.body)
 	}
@@ -226,8 +226,8 @@ func TestChatCompletionJSONSchema(t *testing.T) {
 	var out struct {
 		N *int `json:"n"`
 	}
-	if err := json.Unmarshal([]byte(c.Choices[0].Message.Content), &out); err != nil || out.N == nil || *out.N < 3 {
-		t.Fatalf("content %q is not valid for the schema: %v", c.Choices[0].Message.Content, err)
+	if err := json.Unmarshal([]byte(deref(c.Choices[0].Message.Content)), &out); err != nil || out.N == nil || *out.N < 3 {
+		t.Fatalf("content %q is not valid for the schema: %v", deref(c.Choices[0].Message.Content), err)
 	}
 	// The model named a backend's model: it ran with the profile using it.
 	p, err := e.st.GetPrompt(context.Background(), "", r.header.Get(headerPromptID))
@@ -366,7 +366,7 @@ func TestChatCompletionRefusals(t *testing.T) {
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	for _, c := range []struct{ body, param string }{
 		{`"n":2`, "n"},
-		{`"tools":[{"type":"function","function":{"name":"f"}}]`, "tools"},
+		{`"tools":[{"type":"web_search"}]`, "tools[0].type"},
 		{`"tool_choice":"auto"`, "tool_choice"},
 		{`"functions":[{"name":"f"}]`, "functions"},
 		{`"function_call":"auto"`, "function_call"},
@@ -394,7 +394,7 @@ func TestChatCompletionRefusals(t *testing.T) {
 		{`[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x"}}]}]`, "messages[0].content[0].type"},
 		{`[{"role":"user","content":"a"},{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]`, "messages[1].content[0].type"},
 		{`[{"role":"user","content":[{"type":"file","file":{}}]}]`, "messages[0].content[0].type"},
-		{`[{"role":"tool","content":"x","tool_call_id":"t"}]`, "messages[0].role"},
+		{`[{"role":"tool","content":"x","tool_call_id":"t"}]`, "messages[0].tool_call_id"},
 		{`[{"role":"user","content":"x","name":"ann"}]`, "messages[0].name"},
 	} {
 		r := e.call("POST", "/v1/chat/completions", "", `{"model":"default","messages":`+c.messages+`}`)
@@ -447,7 +447,9 @@ func TestChatCompletionJobErrors(t *testing.T) {
 		{jobs.KindTimeout, 504, openaiapi.TypeServer},
 		{jobs.KindStuck, 500, openaiapi.TypeAPI},
 	} {
-		wait := e.callAsync("POST", "/v1/chat/completions", "", chatBody)
+		// A request of its own each: the same one would find the failed
+		// job of the case before (repeat_test.go).
+		wait := e.callAsync("POST", "/v1/chat/completions", "", strings.Replace(chatBody, "Say hi", "Say hi, "+string(c.kind), 1))
 		j := e.claimNext()
 		e.fail(j, c.kind, "HTTP error from the provider")
 		r := wait()

@@ -51,6 +51,7 @@ func (s *Server) routes() http.Handler {
 
 	// The OpenAI-compatible front door (server/internal/frontdoor).
 	route("POST /v1/chat/completions", openai, s.openai.Chat, !open)
+	route("POST /v1/embeddings", openai, s.openai.Embeddings, !open)
 	route("GET /v1/models", openai, s.openai.ListModels, !open)
 	route("GET /v1/models/{id}", openai, s.openai.GetModel, !open)
 	route("POST /v1/files", openai, s.openai.UploadFile, !open)
@@ -62,6 +63,11 @@ func (s *Server) routes() http.Handler {
 	route("GET /v1/batches", openai, s.openai.ListBatches, !open)
 	route("GET /v1/batches/{id}", openai, s.openai.GetBatch, !open)
 	route("POST /v1/batches/{id}/cancel", openai, s.openai.CancelBatch, !open)
+	route("POST /v1/responses", openai, s.openai.CreateResponse, !open)
+	route("GET /v1/responses/{id}", openai, s.openai.GetResponse, !open)
+	route("DELETE /v1/responses/{id}", openai, s.openai.DeleteResponse, !open)
+	route("POST /v1/responses/{id}/cancel", openai, s.openai.CancelResponse, !open)
+	route("GET /v1/responses/{id}/input_items", openai, s.openai.ListInputItems, !open)
 
 	// Probes and the API document tell nothing and change nothing: they
 	// answer whatever the Host (exempt from the local-mode guard).
@@ -74,6 +80,8 @@ func (s *Server) routes() http.Handler {
 	pg := page.Page{LocalMode: s.auth.LocalMode, Log: s.log}
 	route(page.IndexPattern, rest, pg.Index, open)
 	s.handle(mux, page.AssetPattern, rest, http.HandlerFunc(page.Asset))
+	// Last: whatever the routes above leave under /v1 (unknown.go).
+	s.unknownRoutes(mux)
 
 	return s.auth.Guard(mux, func(r *http.Request) auth.Route {
 		_, pattern := mux.Handler(r)
@@ -94,8 +102,10 @@ const (
 	openAPIPattern = "GET /openapi.json"
 )
 
-// exemptFromGuard are the routes that tell nothing and change nothing.
-var exemptFromGuard = map[string]bool{healthzPattern: true, readyzPattern: true, openAPIPattern: true}
+// exemptFromGuard are the routes that tell nothing and change nothing
+// (an unknown route's 404 or 405 tells only what /openapi.json does).
+var exemptFromGuard = map[string]bool{healthzPattern: true, readyzPattern: true, openAPIPattern: true,
+	v1TreePattern: true, v1RootPattern: true}
 
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
@@ -144,7 +154,7 @@ type statusRecorder struct {
 }
 
 func (r *statusRecorder) WriteHeader(code int) {
-	if !r.wrote {
+	if !r.wrote && code >= 200 { // a 1xx (103 Early Hints) precedes the answer
 		r.code, r.wrote = code, true
 	}
 	r.ResponseWriter.WriteHeader(code)

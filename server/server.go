@@ -4,8 +4,8 @@
 //
 //   - rest: promptkit's own API under /v1 (prompts, jobs, recent,
 //     profiles), described by openapi.json;
-//   - frontdoor: the OpenAI-compatible API (chat completions, models,
-//     files, batches), in OpenAI's shapes;
+//   - frontdoor: the OpenAI-compatible API (chat completions, responses,
+//     embeddings, models, files, batches), in OpenAI's shapes;
 //   - events: the one reader of the event log, the event stream (GET
 //     /v1/events, Server-Sent Events) and the wake-ups of every wait;
 //   - submit: how a request becomes a job (budget, admission check,
@@ -68,6 +68,7 @@ const (
 	DefaultSubmitBurst      = 100
 	DefaultShutdownTimeout  = 5 * time.Second
 	DefaultChatTimeout      = frontdoor.DefaultChatTimeout
+	DefaultRepeatWindow     = frontdoor.DefaultRepeatWindow
 	defaultSSEBuffer        = 256
 	defaultReadHeaderTimout = 10 * time.Second
 )
@@ -123,6 +124,13 @@ type Config struct {
 	// job before answering 504 (the job goes on; GET /v1/prompts/{id}
 	// has its answer). Zero or less: DefaultChatTimeout (10 minutes).
 	ChatTimeout time.Duration
+	// RepeatWindow is how long after its job succeeded a chat completion
+	// sent without an Idempotency-Key still answers an SDK's retry of the
+	// same request from the same caller with that job, instead of running
+	// it again (an SDK retries without a key: docs/openai.md). Zero:
+	// DefaultRepeatWindow (5 minutes); negative: requests are never
+	// coalesced. The store's clock measures it.
+	RepeatWindow time.Duration
 	// MaxFileBytes caps an upload to POST /v1/files (413 beyond). Zero or
 	// less: jobs.DefaultMaxFileBytes (200 MB).
 	MaxFileBytes int64
@@ -236,7 +244,7 @@ func New(cfg Config) (*Server, error) {
 		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger}
 	s.openai = &frontdoor.API{Store: cfg.Store, Jobs: work, Engine: cfg.Engine,
 		FallbackProfile: cfg.FallbackProfile, MaxBody: cfg.MaxBodyBytes, MaxFile: cfg.MaxFileBytes,
-		ChatTimeout: cfg.ChatTimeout, MaxWait: cfg.MaxWait, KeepAlive: cfg.KeepAlive, BatchPriority: cfg.BatchPriority,
+		ChatTimeout: cfg.ChatTimeout, RepeatWindow: cfg.RepeatWindow, MaxWait: cfg.MaxWait, KeepAlive: cfg.KeepAlive, BatchPriority: cfg.BatchPriority,
 		Log: cfg.Logger}
 	s.handler = s.routes()
 	return s, nil

@@ -468,8 +468,8 @@ func percentilesOf(d []time.Duration) percentiles {
 
 type chatResult struct{ pk, direct percentiles }
 
-// chat sends the same chat completion n times to each target,
-// alternating, one at a time.
+// chat sends a chat completion n times to each target, alternating, one
+// at a time.
 func (e env) chat(n int) (chatResult, error) {
 	prov := providertest.NewServer(providertest.WithMaxRecorded(1))
 	defer prov.Close()
@@ -478,10 +478,15 @@ func (e env) chat(n int) (chatResult, error) {
 		return chatResult{}, err
 	}
 	defer s.stop()
+	// Each request its own question: the front door answers the same
+	// request from the same caller with the job it already ran (an SDK's
+	// retry), which would measure a lookup instead of a run.
+	sent := 0
 	body := func(model string) []byte {
-		return []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"How far is the moon from the earth?"}],"max_tokens":64}`)
+		sent++
+		return fmt.Appendf(nil, `{"model":%q,"messages":[{"role":"user","content":"How far is the moon from the earth? (%d)"}],"max_tokens":64}`, model, sent)
 	}
-	pkBody, directBody := body("fast"), body("fast-model")
+	pkBody, directBody := func() []byte { return body("fast") }, func() []byte { return body("fast-model") }
 	send := func(url string, b []byte) (time.Duration, error) {
 		t0 := time.Now()
 		res, err := client.Post(url, "application/json", bytes.NewReader(b))
@@ -498,21 +503,21 @@ func (e env) chat(n int) (chatResult, error) {
 	}
 	// Warm both paths (connections, the database's first writes).
 	for range 20 {
-		if _, err := send(s.url+"/v1/chat/completions", pkBody); err != nil {
+		if _, err := send(s.url+"/v1/chat/completions", pkBody()); err != nil {
 			return chatResult{}, err
 		}
-		if _, err := send(prov.URL+"/chat/completions", directBody); err != nil {
+		if _, err := send(prov.URL+"/chat/completions", directBody()); err != nil {
 			return chatResult{}, err
 		}
 	}
 	var pk, direct []time.Duration
 	for range n {
-		d, err := send(s.url+"/v1/chat/completions", pkBody)
+		d, err := send(s.url+"/v1/chat/completions", pkBody())
 		if err != nil {
 			return chatResult{}, err
 		}
 		pk = append(pk, d)
-		if d, err = send(prov.URL+"/chat/completions", directBody); err != nil {
+		if d, err = send(prov.URL+"/chat/completions", directBody()); err != nil {
 			return chatResult{}, err
 		}
 		direct = append(direct, d)

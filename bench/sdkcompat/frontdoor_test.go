@@ -351,12 +351,12 @@ func TestFrontDoorErrors(t *testing.T) {
 			t.Errorf("param %q type %q, want n and invalid_request_error", e.Param, e.Type)
 		}
 	})
-	t.Run("400 tools", func(t *testing.T) {
+	t.Run("400 tool name", func(t *testing.T) {
 		p := userChat("default", "call a tool")
-		p.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "lookup"})}
+		p.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "look up"})}
 		_, err := cl.Chat.Completions.New(t.Context(), p)
-		if e := apiError(t, err, http.StatusBadRequest); e.Param != "tools" {
-			t.Errorf("param %q, want tools", e.Param)
+		if e := apiError(t, err, http.StatusBadRequest); e.Param != "tools[0].function.name" {
+			t.Errorf("param %q, want tools[0].function.name", e.Param)
 		}
 	})
 	t.Run("401 wrong key", func(t *testing.T) {

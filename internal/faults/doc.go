@@ -1,7 +1,9 @@
 // Package faults holds fault-injection tests of the job service: worker
 // processes killed at random while they run jobs (SQLite and PostgreSQL),
-// a PostgreSQL server killed and restarted under a running worker, and a
-// SQLite database on a disk that fills up and frees again.
+// a PostgreSQL server killed and restarted under a running worker, a
+// SQLite database on a disk that fills up and frees again, serve killed
+// under a running batch, and serve killed under a background response
+// whose event stream is then resumed from another serve.
 //
 // The package has no code of its own; everything is in its tests, which
 // run with go test ./... like every other package. Each test bounds its

@@ -98,6 +98,15 @@ func decodeString(raw json.RawMessage, param string) (string, error) {
 	return s, nil
 }
 
+// decodeModel reads a request's model: a string, not empty.
+func decodeModel(raw json.RawMessage, param string) (string, error) {
+	m, err := decodeString(raw, param)
+	if err == nil && m == "" {
+		err = reqErr(param, CodeInvalidValue, "%s must not be empty.", param)
+	}
+	return m, err
+}
+
 func decodeBool(raw json.RawMessage, param string) (bool, error) {
 	var b bool
 	if err := json.Unmarshal(raw, &b); err != nil {
@@ -127,16 +136,18 @@ func decodeInt(raw json.RawMessage, param string) (int64, error) {
 }
 
 // DecodeChat decodes an OpenAI chat completion request body. What
-// promptkit cannot honour (n > 1, tools, audio, images, ...) is a
-// *RequestError naming the parameter, never silently dropped; so is a
+// promptkit cannot honour (n > 1, audio, images, built-in tools, ...) is
+// a *RequestError naming the parameter, never silently dropped; so is a
 // parameter it does not know. Every error is a *RequestError. The chat
 // request comes normalized (jobs.ChatRequest.Normalize).
 //
 // Accepted and honoured: model, messages (roles system, developer — sent
-// as system —, user and assistant; content a string or text parts,
-// joined with a newline), temperature, top_p, max_tokens and
+// as system —, user, assistant — with tool_calls, content then optional
+// — and tool, with tool_call_id; content a string or text parts, joined
+// with a newline), temperature, top_p, max_tokens and
 // max_completion_tokens, stop, seed, response_format (text, json_object,
-// json_schema), stream and stream_options.include_usage. Accepted and
+// json_schema), tools (function tools), tool_choice, parallel_tool_calls,
+// stream and stream_options.include_usage. Accepted and
 // not stored: user and metadata (returned in ChatParams), safety_identifier
 // and prompt_cache_key (hints for OpenAI's own abuse monitoring and
 // cache). Accepted when they ask for the default only: n 1, store false,
@@ -174,9 +185,7 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 		}
 		switch key {
 		case "model":
-			if out.Model, err = decodeString(raw, p); err == nil && out.Model == "" {
-				err = reqErr(p, CodeInvalidValue, "%s must not be empty.", p)
-			}
+			out.Model, err = decodeModel(raw, p)
 		case "messages":
 			out.Chat.Messages, err = decodeMessages(raw, p)
 		case "temperature":
@@ -222,6 +231,15 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 			out.Stream, err = decodeBool(raw, p)
 		case "stream_options":
 			streamOptions = raw
+		case "tools":
+			out.Chat.Tools, err = decodeTools(raw, p)
+		case "tool_choice":
+			out.Chat.ToolChoice, err = decodeToolChoice(raw, p, nestedFunction)
+		case "parallel_tool_calls":
+			var b bool
+			if b, err = decodeBool(raw, p); err == nil {
+				out.Chat.ParallelToolCalls = &b
+			}
 		default:
 			err = refused(key, raw, p)
 		}
@@ -325,8 +343,8 @@ func refused(key string, raw json.RawMessage, p string) error {
 			return err
 		}
 		return reqErr(p, CodeUnsupportedValue, "service_tier may only be auto or default: promptkit sets priority with the X-Promptkit-Priority header.")
-	case "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls":
-		return reqErr(p, CodeUnsupportedParameter, "%s is not supported: promptkit does not run tools or function calls.", p)
+	case "functions", "function_call":
+		return reqErr(p, CodeUnsupportedParameter, "%s (deprecated by OpenAI) is not supported: send tools and tool_choice instead.", p)
 	case "audio":
 		return reqErr(p, CodeUnsupportedParameter, "audio is not supported: promptkit answers with text only.")
 	case "prediction":
@@ -381,10 +399,12 @@ func decodeMessage(m map[string]json.RawMessage, mp string) (pktype.Message, err
 		msg.Role = pktype.RoleUser
 	case "assistant":
 		msg.Role = pktype.RoleAssistant
-	case "tool", "function":
-		return msg, reqErr(mp+".role", CodeUnsupportedValue, "%s.role: tool and function messages are not supported: promptkit does not run tools.", mp)
+	case "tool":
+		msg.Role = pktype.RoleTool
+	case "function":
+		return msg, reqErr(mp+".role", CodeUnsupportedValue, "%s.role: function messages (deprecated by OpenAI) are not supported: send tool messages instead.", mp)
 	default:
-		return msg, reqErr(mp+".role", CodeInvalidValue, "%s.role must be system, developer, user or assistant.", mp)
+		return msg, reqErr(mp+".role", CodeInvalidValue, "%s.role must be system, developer, user, assistant or tool.", mp)
 	}
 	content, hasContent := m["content"]
 	for _, key := range slices.Sorted(maps.Keys(m)) {
@@ -393,12 +413,41 @@ func decodeMessage(m map[string]json.RawMessage, mp string) (pktype.Message, err
 		switch key {
 		case "role", "content":
 		case "name":
-			if !isNull(raw) {
+			switch {
+			case isNull(raw):
+			case role == "tool":
+				// The called function's name, which some clients
+				// (LangChain) send with a result: the call's id already
+				// says which call it answers.
+				if _, err := decodeString(raw, p); err != nil {
+					return msg, err
+				}
+			default:
 				return msg, reqErr(p, CodeUnsupportedParameter, "%s is not supported: promptkit sends messages without participant names.", p)
 			}
-		case "tool_calls", "function_call", "tool_call_id":
+		case "tool_calls":
+			if isNull(raw) {
+				break
+			}
+			if role != "assistant" {
+				return msg, reqErr(p, CodeInvalidValue, "%s is allowed on assistant messages only.", p)
+			}
+			if msg.ToolCalls, err = decodeToolCalls(raw, p); err != nil {
+				return msg, err
+			}
+		case "tool_call_id":
+			if isNull(raw) {
+				break
+			}
+			if role != "tool" {
+				return msg, reqErr(p, CodeInvalidValue, "%s is allowed on tool messages only.", p)
+			}
+			if msg.ToolCallID, err = decodeString(raw, p); err != nil {
+				return msg, err
+			}
+		case "function_call":
 			if !isNull(raw) {
-				return msg, reqErr(p, CodeUnsupportedParameter, "%s is not supported: promptkit does not run tools.", p)
+				return msg, reqErr(p, CodeUnsupportedParameter, "%s (deprecated by OpenAI) is not supported: send tool_calls instead.", p)
 			}
 		case "refusal", "audio":
 			if !isNull(raw) {
@@ -408,7 +457,13 @@ func decodeMessage(m map[string]json.RawMessage, mp string) (pktype.Message, err
 			return msg, unknownKey(mp+".", key)
 		}
 	}
+	if msg.Role == pktype.RoleTool && msg.ToolCallID == "" {
+		return msg, reqErr(mp+".tool_call_id", CodeMissingParameter, "%s.tool_call_id is required.", mp)
+	}
 	if !hasContent || isNull(content) {
+		if len(msg.ToolCalls) > 0 {
+			return msg, nil // an assistant message that only calls tools
+		}
 		return msg, reqErr(mp+".content", CodeMissingParameter, "%s.content is required.", mp)
 	}
 	msg.Content, err = decodeContent(content, mp+".content")
@@ -530,48 +585,59 @@ func decodeResponseFormat(raw json.RawMessage, p string, c *jobs.ChatRequest) er
 	if err != nil {
 		return err
 	}
+	_, err = decodeJSONSchema(s, sp, "", c)
+	return err
+}
+
+// decodeJSONSchema reads a json_schema format's members (name, schema,
+// strict, description; and skip, a key its caller reads) into c, which
+// it makes FormatJSONSchema: chat's response_format.json_schema and the
+// Responses API's text.format alike. strict is returned as sent: promptkit
+// validates (and repairs) the answer against the schema whatever it says.
+func decodeJSONSchema(s map[string]json.RawMessage, sp, skip string, c *jobs.ChatRequest) (strict *bool, err error) {
 	for _, key := range slices.Sorted(maps.Keys(s)) {
 		v := s[key]
 		kp := sp + "." + key
 		switch key {
+		case skip:
 		case "name":
 			name, err := decodeString(v, kp)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if !schemaName.MatchString(name) {
-				return reqErr(kp, CodeInvalidValue, "%s must be 1–64 letters, digits, '_' or '-'.", kp)
+				return nil, reqErr(kp, CodeInvalidValue, "%s must be 1–64 letters, digits, '_' or '-'.", kp)
 			}
 			c.SchemaName = name
 		case "schema":
 			if _, err := object(v, kp); err != nil {
-				return err
+				return nil, err
 			}
 			c.Schema = bytes.Clone(v)
 		case "strict":
-			// promptkit validates (and repairs) the answer against the
-			// schema whatever strict says.
 			if !isNull(v) {
-				if _, err := decodeBool(v, kp); err != nil {
-					return err
+				b, err := decodeBool(v, kp)
+				if err != nil {
+					return nil, err
 				}
+				strict = &b
 			}
 		case "description":
 			if !isNull(v) {
-				return reqErr(kp, CodeUnsupportedParameter, "%s is not supported: promptkit sends the schema and its name only.", kp)
+				return nil, reqErr(kp, CodeUnsupportedParameter, "%s is not supported: promptkit sends the schema and its name only.", kp)
 			}
 		default:
-			return unknownKey(sp+".", key)
+			return nil, unknownKey(sp+".", key)
 		}
 	}
 	if c.SchemaName == "" {
-		return reqErr(sp+".name", CodeMissingParameter, "%s.name is required.", sp)
+		return nil, reqErr(sp+".name", CodeMissingParameter, "%s.name is required.", sp)
 	}
 	if c.Schema == nil {
-		return reqErr(sp+".schema", CodeMissingParameter, "%s.schema is required: promptkit validates the answer against it.", sp)
+		return nil, reqErr(sp+".schema", CodeMissingParameter, "%s.schema is required: promptkit validates the answer against it.", sp)
 	}
 	c.ResponseFormat = jobs.FormatJSONSchema
-	return nil
+	return strict, nil
 }
 
 // DecodeMetadata decodes OpenAI's metadata: at most 16 string pairs,

@@ -56,6 +56,57 @@ func TestDecodeChatFull(t *testing.T) {
 	}
 }
 
+// TestDecodeChatTools: tools, a tool choice, an assistant message that
+// only calls tools and the tools' results are decoded into the stored
+// request as sent.
+func TestDecodeChatTools(t *testing.T) {
+	t.Parallel()
+	body := `{"model":"m","messages":[
+		{"role":"user","content":"Weather in Paris and Lyon?"},
+		{"role":"assistant","content":null,"tool_calls":[
+			{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Paris\"}"}},
+			{"id":"call_2","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Lyon\"}"}}]},
+		{"role":"tool","tool_call_id":"call_1","content":"21 C","name":"weather"},
+		{"role":"tool","tool_call_id":"call_2","content":[{"type":"text","text":"18 C"}]}],
+		"tools":[{"type":"function","function":{"name":"weather","description":"Weather now.","strict":true,
+			"parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}],
+		"tool_choice":{"type":"function","function":{"name":"weather"}},"parallel_tool_calls":true}`
+	got, err := openaiapi.DecodeChat([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(id, city string) pktype.ToolCall {
+		return pktype.ToolCall{ID: id, Type: "function", Function: pktype.FunctionCall{Name: "weather", Arguments: `{"city":"` + city + `"}`}}
+	}
+	want := jobs.ChatRequest{
+		Messages: []pktype.Message{
+			{Role: "user", Content: "Weather in Paris and Lyon?"},
+			{Role: "assistant", ToolCalls: []pktype.ToolCall{call("call_1", "Paris"), call("call_2", "Lyon")}},
+			{Role: "tool", ToolCallID: "call_1", Content: "21 C"},
+			{Role: "tool", ToolCallID: "call_2", Content: "18 C"},
+		},
+		ToolUse: pktype.ToolUse{
+			Tools: []pktype.Tool{{Type: "function", Function: pktype.ToolFunction{Name: "weather", Description: "Weather now.", Strict: new(true),
+				Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}},
+			ToolChoice:        &pktype.ToolChoice{Mode: pktype.ToolChoiceFunction, Function: "weather"},
+			ParallelToolCalls: new(true),
+		},
+	}
+	want, _ = want.Normalize()
+	if !reflect.DeepEqual(got.Chat, want) {
+		t.Errorf("got  %+v\nwant %+v", got.Chat, want)
+	}
+	// The stored form keeps OpenAI's tool_choice shape.
+	b, _ := jobs.EncodeChat(&got.Chat)
+	if !strings.Contains(string(b), `"tool_choice":{"type":"function","function":{"name":"weather"}}`) {
+		t.Errorf("stored %s", b)
+	}
+	back, err := jobs.DecodeChat(b)
+	if err != nil || !reflect.DeepEqual(back.ToolUse, want.ToolUse) || !reflect.DeepEqual(back.Messages, want.Messages) {
+		t.Errorf("decoded back %+v, %v", back, err)
+	}
+}
+
 func TestDecodeChatMinimal(t *testing.T) {
 	t.Parallel()
 	got, err := openaiapi.DecodeChat([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":["a","b"],"response_format":{"type":"json_object"}}`))
@@ -85,11 +136,9 @@ func TestDecodeChatRefuses(t *testing.T) {
 	}{
 		// What promptkit does not support.
 		{`{` + base + `,"n":2}`, "n", openaiapi.CodeUnsupportedValue},
-		{`{` + base + `,"tools":[{"type":"function","function":{"name":"` + secret + `"}}]}`, "tools", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"tool_choice":"auto"}`, "tool_choice", openaiapi.CodeUnsupportedParameter},
+		{`{` + base + `,"tools":[{"type":"web_search","function":{"name":"f"}}]}`, "tools[0].type", openaiapi.CodeUnsupportedValue},
 		{`{` + base + `,"functions":[]}`, "functions", openaiapi.CodeUnsupportedParameter},
 		{`{` + base + `,"function_call":"none"}`, "function_call", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"parallel_tool_calls":false}`, "parallel_tool_calls", openaiapi.CodeUnsupportedParameter},
 		{`{` + base + `,"audio":{"voice":"alloy","format":"mp3"}}`, "audio", openaiapi.CodeUnsupportedParameter},
 		{`{` + base + `,"modalities":["text","audio"]}`, "modalities[1]", openaiapi.CodeUnsupportedValue},
 		{`{` + base + `,"logit_bias":{"50256":-100}}`, "logit_bias", openaiapi.CodeUnsupportedParameter},
@@ -109,14 +158,32 @@ func TestDecodeChatRefuses(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_audio","input_audio":{}}]}]}`, "messages[1].content[1].type", openaiapi.CodeUnsupportedValue},
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{}}]}]}`, "messages[0].content[0].type", openaiapi.CodeUnsupportedValue},
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{}}]}]}`, "messages[0].content[0].cache_control", openaiapi.CodeUnknownParameter},
-		{`{"model":"m","messages":[{"role":"tool","content":"x","tool_call_id":"c"}]}`, "messages[0].role", openaiapi.CodeUnsupportedValue},
+		{`{"model":"m","messages":[{"role":"tool","content":"x","tool_call_id":"c"}]}`, "messages[0].tool_call_id", openaiapi.CodeInvalidValue},
 		{`{"model":"m","messages":[{"role":"function","content":"x"}]}`, "messages[0].role", openaiapi.CodeUnsupportedValue},
 		{`{"model":"m","messages":[{"role":"user","content":"x","name":"bob"}]}`, "messages[0].name", openaiapi.CodeUnsupportedParameter},
-		{`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"user","content":"x"}]}`, "messages[0].tool_calls", openaiapi.CodeUnsupportedParameter},
+		{`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"user","content":"x"}]}`, "messages[0].tool_calls[0].type", openaiapi.CodeMissingParameter},
 		{`{"model":"m","messages":[{"role":"assistant","content":"x","audio":{"id":"a"}},{"role":"user","content":"x"}]}`, "messages[0].audio", openaiapi.CodeUnsupportedParameter},
 		{`{"model":"m","messages":[{"role":"assistant","content":"x","refusal":"no"},{"role":"user","content":"x"}]}`, "messages[0].refusal", openaiapi.CodeUnsupportedParameter},
 		{`{"model":"m","messages":[{"role":"user","content":"x","extra":1}]}`, "messages[0].extra", openaiapi.CodeUnknownParameter},
 		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{},"description":"d"}}}`, "response_format.json_schema.description", openaiapi.CodeUnsupportedParameter},
+
+		// Malformed tools and tool messages.
+		{`{` + base + `,"tools":[{"type":"function","function":{"name":"` + secret + ` !"}}]}`, "tools[0].function.name", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"tools":[{"type":"function"}]}`, "tools[0].function", openaiapi.CodeMissingParameter},
+		{`{` + base + `,"tools":[{"type":"function","function":{}}]}`, "tools[0].function.name", openaiapi.CodeMissingParameter},
+		{`{` + base + `,"tools":[{"type":"function","function":{"name":"f","parameters":[]}}]}`, "tools[0].function.parameters", openaiapi.CodeInvalidType},
+		{`{` + base + `,"tools":[{"type":"function","function":{"name":"f","secret":1}}]}`, "tools[0].function.secret", openaiapi.CodeUnknownParameter},
+		{`{` + base + `,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"f"}}]}`, "tools[1].function.name", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"tools":{}}`, "tools", openaiapi.CodeInvalidType},
+		{`{` + base + `,"tool_choice":"auto"}`, "tool_choice", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"tool_choice":"always","tools":[{"type":"function","function":{"name":"f"}}]}`, "tool_choice", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"tool_choice":{"type":"function","function":{"name":"g"}},"tools":[{"type":"function","function":{"name":"f"}}]}`, "tool_choice.function.name", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"tool_choice":{"type":"allowed_tools"},"tools":[{"type":"function","function":{"name":"f"}}]}`, "tool_choice.type", openaiapi.CodeUnsupportedValue},
+		{`{` + base + `,"parallel_tool_calls":false}`, "parallel_tool_calls", openaiapi.CodeInvalidValue},
+		{`{"model":"m","messages":[{"role":"user","content":"x","tool_calls":[]}]}`, "messages[0].tool_calls", openaiapi.CodeInvalidValue},
+		{`{"model":"m","messages":[{"role":"tool","content":"x"}]}`, "messages[0].tool_call_id", openaiapi.CodeMissingParameter},
+		{`{"model":"m","messages":[{"role":"user","content":"x","tool_call_id":"c"}]}`, "messages[0].tool_call_id", openaiapi.CodeInvalidValue},
+		{`{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":1}}]}]}`, "messages[0].tool_calls[0].function.arguments", openaiapi.CodeInvalidType},
 
 		// Malformed or missing parameters.
 		{`{` + msgs + `}`, "model", openaiapi.CodeMissingParameter},
@@ -243,5 +310,22 @@ func TestDecodeBatchRequest(t *testing.T) {
 		if !errors.As(err, &re) || re.Param != c.param {
 			t.Errorf("%s: got %v, want param %q", c.body, err, c.param)
 		}
+	}
+}
+
+// A batch line takes tools as a request does; its errors name the body's
+// parameter.
+func TestBatchLineTools(t *testing.T) {
+	t.Parallel()
+	l, err := openaiapi.ParseBatchLine([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m",
+		"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}}`))
+	if err != nil || len(l.Body.Chat.Tools) != 1 || l.Body.Chat.ToolChoice == nil || l.Body.Chat.ToolChoice.Mode != "required" {
+		t.Fatalf("line %+v, %v", l, err)
+	}
+	_, err = openaiapi.ParseBatchLine([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m",
+		"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}}`))
+	var re *openaiapi.RequestError
+	if !errors.As(err, &re) || re.Param != "body.tool_choice.function.name" {
+		t.Errorf("bad choice: %v", err)
 	}
 }

@@ -75,22 +75,28 @@ func NewModel(id string) Model {
 // Completion is the chat.completion of a succeeded job: id "chatcmpl-" +
 // job id, created = the response's time, model = the model that answered.
 // The content is the answer's text (its parsed JSON instead when the text
-// itself is not JSON but a checked JSON answer was parsed from it);
-// finish_reason is the provider's, "stop" when it sent none; usage is
-// present only when the provider reported the prompt and completion
-// counts.
+// itself is not JSON but a checked JSON answer was parsed from it), null
+// when the model only called tools; tool_calls are the model's calls;
+// finish_reason is the provider's, when it sent none "tool_calls" for an
+// answer with calls and "stop" otherwise; usage is present only when the
+// provider reported the prompt and completion counts.
 func Completion(j jobs.Job, r jobs.Response) ChatCompletion {
 	content := r.Output
 	if len(r.Parsed) > 0 && !json.Valid([]byte(r.Output)) {
 		content = string(r.Parsed)
 	}
+	msg := Message{Role: pktype.RoleAssistant, Content: &content, ToolCalls: r.ToolCalls}
+	finish := cmp.Or(r.FinishReason, "stop")
+	if len(r.ToolCalls) > 0 {
+		finish = cmp.Or(r.FinishReason, "tool_calls")
+		if content == "" {
+			msg.Content = nil
+		}
+	}
 	return ChatCompletion{
 		ID: "chatcmpl-" + j.ID, Object: "chat.completion", Created: r.CreatedAt.Unix(), Model: r.Model,
-		Choices: []Choice{{
-			Message:      Message{Role: pktype.RoleAssistant, Content: content},
-			FinishReason: cmp.Or(r.FinishReason, "stop"),
-		}},
-		Usage: usageOf(r.Usage),
+		Choices: []Choice{{Message: msg, FinishReason: finish}},
+		Usage:   usageOf(r.Usage),
 	}
 }
 
@@ -144,13 +150,30 @@ type ChunkChoice struct {
 
 // Delta is a chunk's part of the answer message.
 type Delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// ToolCallDelta is a chunk's part of a tool call: the first part of call
+// Index carries its id, type and name, later ones more arguments.
+type ToolCallDelta struct {
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function FunctionDelta `json:"function"`
+}
+
+// FunctionDelta is a piece of a call's function: its name in the first
+// piece, and a piece of its arguments.
+type FunctionDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
 }
 
 // Chunks is a finished completion as stream chunks: the role, the
-// content (left out when empty), the finish reason and, with
-// includeUsage, a chunk with no choices and the usage.
+// content (left out when empty), each tool call whole, the finish reason
+// and, with includeUsage, a chunk with no choices and the usage.
 func Chunks(c ChatCompletion, includeUsage bool) []ChatCompletionChunk {
 	base := ChatCompletionChunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model, WithUsage: includeUsage}
 	with := func(ch ChunkChoice) ChatCompletionChunk {
@@ -165,8 +188,11 @@ func Chunks(c ChatCompletion, includeUsage bool) []ChatCompletionChunk {
 	}
 	empty := ""
 	out := []ChatCompletionChunk{with(ChunkChoice{Delta: Delta{Role: pktype.RoleAssistant, Content: &empty}})}
-	if msg.Content != "" {
-		out = append(out, with(ChunkChoice{Delta: Delta{Content: &msg.Content}}))
+	if msg.Content != nil && *msg.Content != "" {
+		out = append(out, with(ChunkChoice{Delta: Delta{Content: msg.Content}}))
+	}
+	for i, c := range msg.ToolCalls {
+		out = append(out, with(ChunkChoice{Delta: Delta{ToolCalls: []ToolCallDelta{{Index: i, ID: c.ID, Type: c.Type, Function: FunctionDelta(c.Function)}}}}))
 	}
 	out = append(out, with(ChunkChoice{FinishReason: &finish}))
 	if includeUsage {

@@ -39,7 +39,7 @@ func TestCompletion(t *testing.T) {
 	got := openaiapi.Completion(j, r)
 	want := openaiapi.ChatCompletion{
 		ID: "chatcmpl-j1", Object: "chat.completion", Created: t0.Unix(), Model: "gpt-x",
-		Choices: []openaiapi.Choice{{Message: openaiapi.Message{Role: "assistant", Content: "Hello"}, FinishReason: "length"}},
+		Choices: []openaiapi.Choice{{Message: openaiapi.Message{Role: "assistant", Content: new("Hello")}, FinishReason: "length"}},
 		Usage:   &openaiapi.Usage{PromptTokens: 12, CompletionTokens: 3, TotalTokens: 15},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -79,12 +79,12 @@ func TestCompletion(t *testing.T) {
 
 	// A checked JSON answer parsed from text that is not JSON itself.
 	r.Output, r.Parsed = "```json\n{\"a\": 1}\n```", json.RawMessage(`{"a":1}`)
-	if got := openaiapi.Completion(j, r); got.Choices[0].Message.Content != `{"a":1}` {
-		t.Errorf("content %q", got.Choices[0].Message.Content)
+	if got := openaiapi.Completion(j, r); *got.Choices[0].Message.Content != `{"a":1}` {
+		t.Errorf("content %q", *got.Choices[0].Message.Content)
 	}
 	r.Output = `{"a": 1}`
-	if got := openaiapi.Completion(j, r); got.Choices[0].Message.Content != `{"a": 1}` {
-		t.Errorf("content %q", got.Choices[0].Message.Content)
+	if got := openaiapi.Completion(j, r); *got.Choices[0].Message.Content != `{"a": 1}` {
+		t.Errorf("content %q", *got.Choices[0].Message.Content)
 	}
 }
 
@@ -119,7 +119,7 @@ func TestChunks(t *testing.T) {
 	}
 	// Unknown usage: the last chunk says null, never numbers.
 	c.Usage = nil
-	c.Choices[0].Message.Content = ""
+	c.Choices[0].Message.Content = new("")
 	got = enc(openaiapi.Chunks(c, true))
 	if len(got) != 3 || got[2] != head+`[],"usage":null}` {
 		t.Errorf("unknown usage, empty answer: %s", strings.Join(got, "\n"))
@@ -215,7 +215,7 @@ func TestOutputLine(t *testing.T) {
 			}
 			if c.code == 200 {
 				var cc openaiapi.ChatCompletion
-				if json.Unmarshal(l.Response.Body, &cc) != nil || cc.Object != "chat.completion" || cc.Choices[0].Message.Content != "ok" {
+				if json.Unmarshal(l.Response.Body, &cc) != nil || cc.Object != "chat.completion" || cc.Choices[0].Message.Content == nil || *cc.Choices[0].Message.Content != "ok" {
 					t.Errorf("%s: body %s", c.name, l.Response.Body)
 				}
 			} else {
@@ -328,4 +328,58 @@ func TestResolveAndModels(t *testing.T) {
 	if m := openaiapi.NewModel("x"); m.Object != "model" || m.OwnedBy != "promptkit" {
 		t.Errorf("model %+v", m)
 	}
+}
+
+// An answer that calls tools: content null, the calls, finish_reason
+// tool_calls when the provider sent none; as chunks, one delta per call;
+// in a batch, the output line carries them.
+func TestCompletionToolCalls(t *testing.T) {
+	t.Parallel()
+	calls := []pktype.ToolCall{
+		{ID: "c1", Type: "function", Function: pktype.FunctionCall{Name: "f", Arguments: `{"a":1}`}},
+		{ID: "c2", Type: "function", Function: pktype.FunctionCall{Name: "g", Arguments: `{}`}},
+	}
+	j := jobs.Job{ID: "j1", State: jobs.Succeeded}
+	r := jobs.Response{Model: "m", CreatedAt: t0, ToolCalls: calls}
+	c := openaiapi.Completion(j, r)
+	msg := c.Choices[0].Message
+	if msg.Content != nil || !reflect.DeepEqual(msg.ToolCalls, calls) || c.Choices[0].FinishReason != "tool_calls" {
+		t.Errorf("completion %+v", c)
+	}
+	b, _ := json.Marshal(c)
+	if !strings.Contains(string(b), `"content":null`) || !strings.Contains(string(b), `"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}`) {
+		t.Errorf("encoding %s", b)
+	}
+	// Text beside calls stays; the provider's reason is kept.
+	r.Output, r.FinishReason = "Let me look.", "stop"
+	if c := openaiapi.Completion(j, r); deref(c.Choices[0].Message.Content) != "Let me look." || c.Choices[0].FinishReason != "stop" {
+		t.Errorf("with text: %+v", c)
+	}
+
+	r.Output, r.FinishReason = "", ""
+	chunks := openaiapi.Chunks(openaiapi.Completion(j, r), false)
+	var got []openaiapi.ToolCallDelta
+	for _, ch := range chunks {
+		if d := ch.Choices[0].Delta; d.Content != nil && *d.Content != "" {
+			t.Errorf("a content chunk for an answer without text: %+v", ch)
+		}
+		got = append(got, ch.Choices[0].Delta.ToolCalls...)
+	}
+	want := []openaiapi.ToolCallDelta{{Index: 0, ID: "c1", Type: "function", Function: openaiapi.FunctionDelta(calls[0].Function)},
+		{Index: 1, ID: "c2", Type: "function", Function: openaiapi.FunctionDelta(calls[1].Function)}}
+	if !reflect.DeepEqual(got, want) || *chunks[len(chunks)-1].Choices[0].FinishReason != "tool_calls" {
+		t.Errorf("chunks %+v", chunks)
+	}
+
+	line, isErr := openaiapi.OutputLine(jobs.BatchResult{Job: j, Response: &r, Prompt: jobs.Prompt{CustomID: "x"}}, jobs.BatchCompleted)
+	if isErr || !strings.Contains(string(line), `"tool_calls":[{"id":"c1"`) || !strings.Contains(string(line), `"finish_reason":"tool_calls"`) {
+		t.Errorf("output line %s (error file: %v)", line, isErr)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<null>"
+	}
+	return *s
 }

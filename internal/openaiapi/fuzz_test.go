@@ -17,6 +17,7 @@ func FuzzDecodeChat(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"}]},{"role":"user","content":"b"}],"max_tokens":3,"stop":["x"],"seed":1}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"}}}}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"tools":[]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","name":"f","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := openaiapi.DecodeChat(body)
 		again, err2 := openaiapi.DecodeChat(body)
@@ -63,6 +64,50 @@ func FuzzParseBatchLine(f *testing.F) {
 		}
 		if _, err := (jobs.EnqueueParams{OrgID: "o", Chat: &l.Body.Chat, BatchID: "b", CustomID: "c"}).Normalize(); err != nil {
 			t.Fatalf("parsed a chat the store refuses: %v", err)
+		}
+	})
+}
+
+// FuzzDecodeResponses: any body either decodes to a Responses request
+// whose conversation (references unresolved: a refusal) every store
+// accepts, or is refused with a *RequestError that has a message; the
+// same body always gets the same answer.
+func FuzzDecodeResponses(f *testing.F) {
+	f.Add([]byte(`{"model":"m","input":"hi"}`))
+	f.Add([]byte(`{"model":"m","input":[{"role":"developer","content":"d"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"x"}],"tools":[{"type":"function","name":"f"}]}`))
+	f.Add([]byte(`{"model":"m","input":"x","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"}}},"instructions":"i"}`))
+	f.Add([]byte(`{"model":"m","input":[{"type":"item_reference","id":"msg_p"}],"reasoning":{"effort":"low"}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		decode := func() (jobs.ChatRequest, error) {
+			p, err := openaiapi.DecodeResponses(body)
+			if err != nil {
+				return jobs.ChatRequest{}, err
+			}
+			if p.Model == "" || len(p.Input) == 0 {
+				t.Fatalf("decoded without a model or input: %+v", p)
+			}
+			return p.Conversation(nil, p.Input)
+		}
+		got, err := decode()
+		again, err2 := decode()
+		if (err == nil) != (err2 == nil) || err == nil && !reflect.DeepEqual(got, again) {
+			t.Fatalf("not deterministic: %v / %v", err, err2)
+		}
+		if err != nil {
+			var re, re2 *openaiapi.RequestError
+			if !errors.As(err, &re) || !errors.As(err2, &re2) || re.Message == "" || *re != *re2 {
+				t.Fatalf("error %#v / %#v", err, err2)
+			}
+			return
+		}
+		if got.Responses == nil {
+			t.Fatal("a conversation without its Responses fields")
+		}
+		if _, err := (jobs.EnqueueParams{OrgID: "o", Chat: &got}).Normalize(); err != nil {
+			t.Fatalf("decoded a chat the store refuses: %v", err)
+		}
+		if _, err := jobs.EncodeChat(&got); err != nil {
+			t.Fatalf("decoded a chat the store cannot encode: %v", err)
 		}
 	})
 }

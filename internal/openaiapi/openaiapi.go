@@ -1,7 +1,9 @@
 // Package openaiapi is OpenAI's wire format for promptkit's front door:
-// decoding chat completion requests and batch input lines into
-// jobs.ChatRequest, and encoding chat.completion objects, chunks, error
-// objects, files, batches and batch output lines from stored jobs. The
+// decoding chat completion requests, Responses API requests
+// (responses.go) and batch input lines into jobs.ChatRequest, and
+// encoding chat.completion objects, chunks, response objects and their
+// events, error objects, files, batches and batch output lines from
+// stored jobs. The
 // server (POST /v1/chat/completions, /v1/files, /v1/batches) and the batch
 // processor (jobs/batch) share it, so a batch line and a request are one
 // format.
@@ -9,6 +11,7 @@ package openaiapi
 
 import (
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // ErrorBody is OpenAI's error answer: {"error": {...}}.
@@ -81,11 +84,13 @@ type Choice struct {
 	FinishReason string  `json:"finish_reason"`
 }
 
-// Message is an answer message.
+// Message is an answer message: content is null when the model only
+// called tools.
 type Message struct {
-	Role    string  `json:"role"`
-	Content string  `json:"content"`
-	Refusal *string `json:"refusal"`
+	Role      string            `json:"role"`
+	Content   *string           `json:"content"`
+	Refusal   *string           `json:"refusal"`
+	ToolCalls []pktype.ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Usage is OpenAI's usage object, present only when the backend

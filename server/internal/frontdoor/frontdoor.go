@@ -1,8 +1,9 @@
 // Package frontdoor is the OpenAI-compatible API: POST
-// /v1/chat/completions, GET /v1/models, /v1/files and /v1/batches in
-// OpenAI's shapes (internal/openaiapi is the wire format, docs/openai.md
-// the contract), so an OpenAI SDK with only its base URL changed gets
-// durable, retried, paced execution: every request is a job. Its handlers
+// /v1/chat/completions, /v1/responses (responses.go), POST /v1/embeddings,
+// GET /v1/models, /v1/files and /v1/batches in OpenAI's shapes (internal/openaiapi is the wire
+// format, docs/openai.md the contract), so an OpenAI SDK with only its
+// base URL changed gets durable, retried, paced execution: every request
+// is a job, but an embedding, answered at once (embeddings.go). Its handlers
 // run on the httpapi pipeline in the OpenAI dialect, so every answer,
 // errors included, is in OpenAI's format.
 package frontdoor
@@ -10,7 +11,6 @@ package frontdoor
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +29,16 @@ import (
 // Defaults of the OpenAI-compatible routes.
 const (
 	DefaultChatTimeout = 10 * time.Minute
+	// DefaultRepeatWindow is how long after its job finished a chat
+	// request without an Idempotency-Key still finds that job when the
+	// same caller sends it again (see API.RepeatWindow). An SDK retries a
+	// failed attempt after at most 60 s (Retry-After, capped by the
+	// SDKs; 8 s of backoff without one), and that attempt failed no
+	// earlier than the job finished (else it would have had the answer):
+	// five minutes covers every retry with room for slow networks, and
+	// is still short beside a person or a program asking the same thing
+	// again on purpose.
+	DefaultRepeatWindow = 5 * time.Minute
 	// jobRateLimitRetryAfter is the Retry-After of a 429 for a job that
 	// failed on the provider's rate limit: a failed job keeps no provider
 	// Retry-After, and this is the least a worker itself waits after a
@@ -38,9 +48,13 @@ const (
 
 // Headers of POST /v1/chat/completions.
 const (
-	headerPromptID = "X-Promptkit-Prompt-Id"
-	headerJobID    = "X-Promptkit-Job-Id"
+	headerPromptID = httpapi.HeaderPromptID
+	headerJobID    = httpapi.HeaderJobID
 	headerPriority = "X-Promptkit-Priority"
+	// headerRetryCount is the attempt number OpenAI's SDKs (and every
+	// Stainless-made SDK) send: 0 on a call's first attempt, 1 and up on
+	// their retries.
+	headerRetryCount = "X-Stainless-Retry-Count"
 	// headerMaxAttempts sets the job's attempt budget, as max_attempts
 	// does on POST /v1/prompts: 1 fails the request at the first provider
 	// failure instead of retrying it as a job.
@@ -61,6 +75,11 @@ type API struct {
 	MaxBody, MaxFile int64
 	// ChatTimeout bounds a chat completion's wait, MaxWait ?wait=.
 	ChatTimeout, MaxWait time.Duration
+	// RepeatWindow is how long after its job succeeded a chat request
+	// without an Idempotency-Key is answered by that job when the same
+	// caller retries it (repeatGrace); zero: DefaultRepeatWindow;
+	// negative: such requests are never coalesced.
+	RepeatWindow time.Duration
 	// KeepAlive is the interval of keep-alive comments on a stream.
 	KeepAlive time.Duration
 	// BatchPriority is the priority of batch lines; nil: the default.
@@ -130,28 +149,40 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	chat := params.Chat
+	opts := target.Options
+	opts.Stream = params.Stream // the worker publishes the answer's pieces
 	p, err := jobs.EnqueueParams{
 		OrgID: id.Org, CreatedBy: id.User, Chat: &chat, Profile: target.Profile,
-		ExecutionOptions: target.Options, Priority: prio, MaxAttempts: attempts,
+		ExecutionOptions: opts, Priority: prio, MaxAttempts: attempts,
 	}.Normalize()
 	if err != nil {
 		return httpapi.About("chat completion", err)
 	}
-	e, err := a.Jobs.Admit(r.Context(), id, p, key, chatHash(params), "chat completion")
+	hash := chatHash(params)
+	coalesced := false
+	if grace, ok := a.repeatGrace(r); ok && key == "" {
+		key, coalesced = submit.SameRequestKey(id, hash), true
+		p.KeyExpires, p.KeyGrace = true, grace
+	}
+	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "chat completion")
 	if err != nil {
 		return err
 	}
-	a.Log.Debug("chat completion queued", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org, "existing", e.Existing)
-	w.Header().Set(headerPromptID, e.PromptID)
-	w.Header().Set(headerJobID, e.JobID)
+	a.Log.Debug("chat completion queued", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org,
+		"existing", e.Existing, "coalesced", coalesced)
+	httpapi.SetIDs(w, e.PromptID, e.JobID)
 	// The answer may come far later than the server's write timeout.
 	deadline := time.Now().Add(a.chatTimeout())
 	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
 	if params.Stream {
-		a.streamChat(w, r, id, e, params.IncludeUsage, deadline)
+		// Subscribed before the job's backend call can have sent a piece:
+		// the call takes a round trip at least.
+		pieces := a.Store.SubscribeDeltas(r.Context(), e.JobID)
+		a.streamChat(w, r, id, e, params, pieces, deadline) // its headers go at once
 		return nil
 	}
-	j, err := a.awaitJob(r.Context(), id.Org, e, deadline, nil)
+	httpapi.EarlyHints(w, r)
+	j, err := a.awaitJob(r.Context(), id.Org, e, deadline)
 	if err != nil {
 		return httpapi.About("chat completion", err)
 	}
@@ -164,6 +195,25 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpapi.WriteJSON(w, status, v)
 	return nil
+}
+
+// repeatGrace says whether a request without an Idempotency-Key is
+// coalesced with the same request from the same caller, and for how long
+// after its job succeeded: RepeatWindow for a request that says it is a
+// retry (X-Stainless-Retry-Count 1 and up, as OpenAI's SDKs send it), 0
+// (only while the job is queued or running) for any other. A program
+// asking the same again on purpose ("regenerate") gets a fresh answer
+// however soon it asks, whether its client says it is a new call (the
+// SDKs' count 0) or says nothing (fetch, the AI SDK, curl): only what
+// says it is a retry may be answered by a job that already finished.
+func (a *API) repeatGrace(r *http.Request) (time.Duration, bool) {
+	if a.RepeatWindow < 0 {
+		return 0, false
+	}
+	if n, err := strconv.Atoi(r.Header.Get(headerRetryCount)); err == nil && n > 0 {
+		return cmp.Or(a.RepeatWindow, DefaultRepeatWindow), true
+	}
+	return 0, true
 }
 
 func (a *API) chatTimeout() time.Duration {
@@ -186,16 +236,11 @@ func chatHash(p openaiapi.ChatParams) string {
 
 // awaitJob waits until the prompt's current job is terminal, the
 // deadline passes or the server closes, and returns the job as it then
-// is. With tick, it wakes at every KeepAlive to call it, and stops when
-// tick fails.
-func (a *API) awaitJob(ctx context.Context, org string, e jobs.Enqueued, deadline time.Time, tick func() error) (jobs.Job, error) {
+// is.
+func (a *API) awaitJob(ctx context.Context, org string, e jobs.Enqueued, deadline time.Time) (jobs.Job, error) {
 	jobID := e.JobID
 	for {
-		wait := time.Until(deadline)
-		if tick != nil {
-			wait = min(wait, a.KeepAlive)
-		}
-		j, err := a.Jobs.AwaitJob(ctx, org, e.PromptID, jobID, max(wait, 0))
+		j, err := a.Jobs.AwaitJob(ctx, org, e.PromptID, jobID, max(time.Until(deadline), 0))
 		if err != nil {
 			return jobs.Job{}, err
 		}
@@ -203,11 +248,6 @@ func (a *API) awaitJob(ctx context.Context, org string, e jobs.Enqueued, deadlin
 			return j, nil
 		}
 		jobID = j.ID // perhaps a retry's
-		if tick != nil {
-			if err := tick(); err != nil {
-				return jobs.Job{}, err
-			}
-		}
 	}
 }
 
@@ -230,68 +270,12 @@ func (a *API) chatOutcome(ctx context.Context, id auth.Identity, j jobs.Job) (in
 		return status, body, nil
 	case a.Jobs.Serving.Err() != nil:
 		return http.StatusServiceUnavailable, openaiapi.NewError(
-			"The server is shutting down; the request is queued as prompt "+j.PromptID+": repeat it with the same Idempotency-Key, or fetch GET /v1/prompts/"+j.PromptID+".",
+			"The server is shutting down; the request is queued as prompt "+j.PromptID+": repeat it (with the same Idempotency-Key, if it had one) to wait for it again, or fetch GET /v1/prompts/"+j.PromptID+".",
 			openaiapi.TypeServer, "", "server_shutting_down"), nil
 	}
 	return http.StatusGatewayTimeout, openaiapi.NewError(
 		"The answer took longer than the server waits; the job goes on: fetch GET /v1/prompts/"+j.PromptID+" for it.",
 		openaiapi.TypeServer, "", "timeout"), nil
-}
-
-// streamChat answers with Server-Sent Events: the headers at once,
-// keep-alive comments while the job runs, then the finished answer as
-// chat.completion.chunk events and data: [DONE]. A failure after the
-// headers is one data: {"error": {...}} event, which OpenAI's SDKs raise.
-func (a *API) streamChat(w http.ResponseWriter, r *http.Request, id auth.Identity, e jobs.Enqueued, includeUsage bool, deadline time.Time) {
-	// The write deadline is the chat's (set by Chat), not per flush.
-	sse, err := httpapi.StartSSE(w, 0)
-	if err != nil {
-		return
-	}
-	event := func(v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		return sse.Event(0, "", b)
-	}
-	gone := false // a write failed: the client left
-	keepAlive := func() error {
-		err := sse.Comment("keep-alive")
-		if err == nil {
-			err = sse.Flush()
-		}
-		gone = err != nil
-		return err
-	}
-	j, err := a.awaitJob(r.Context(), id.Org, e, deadline, keepAlive)
-	if gone || r.Context().Err() != nil {
-		return // the client left; the job goes on
-	}
-	var status int
-	var v any
-	if err == nil {
-		status, v, err = a.chatOutcome(r.Context(), id, j)
-	}
-	if err != nil {
-		a.Log.Error("request failed", "route", r.Pattern, "op", "chat completion stream", "err", err)
-		_ = event(openaiapi.NewError("The server had an error while processing the request.", openaiapi.TypeAPI, "", "internal_error"))
-		_ = sse.Flush()
-		return
-	}
-	c, ok := v.(openaiapi.ChatCompletion)
-	if status != http.StatusOK || !ok {
-		_ = event(v)
-		_ = sse.Flush()
-		return
-	}
-	for _, ch := range openaiapi.Chunks(c, includeUsage) {
-		if event(ch) != nil {
-			return
-		}
-	}
-	_ = sse.Event(0, "", []byte("[DONE]"))
-	_ = sse.Flush()
 }
 
 // ModelList is the body of GET /v1/models.

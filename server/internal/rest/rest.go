@@ -117,9 +117,12 @@ func (a *API) Submit(w http.ResponseWriter, r *http.Request) error {
 
 // answerSubmitted answers 202 with the ids, or, with a wait, holds the
 // request until the job is terminal (200 with the prompt and its answer)
-// or the wait ends (202).
+// or the wait ends (202). The ids are headers too, sent before the wait
+// when the client asks (httpapi.EarlyHints).
 func (a *API) answerSubmitted(w http.ResponseWriter, r *http.Request, id auth.Identity, sub Submitted, wait time.Duration) error {
+	httpapi.SetIDs(w, sub.PromptID, sub.JobID)
 	if wait > 0 && !sub.State.Terminal() {
+		httpapi.EarlyHints(w, r)
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
 		j, err := a.Jobs.AwaitJob(r.Context(), id.Org, sub.PromptID, sub.JobID, wait)
 		if err != nil {

@@ -2,11 +2,15 @@
 // waits for one, for every API that queues work (promptkit's POST
 // /v1/prompts, OpenAI's chat completions): Admit spends the identity's
 // budget, applies the admission check and enqueues as the identity under
-// its Idempotency-Key; AwaitJob waits for the job through the events hub.
+// its Idempotency-Key (or, for a repeat the route coalesces, the key
+// SameRequestKey derives); AwaitJob waits for the job through the events
+// hub.
 package submit
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
@@ -51,6 +55,22 @@ func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams,
 	}
 	return e, nil
 }
+
+// SameRequestKey is the Idempotency-Key of a request sent without one,
+// for a route that coalesces repeats (POST /v1/chat/completions): derived
+// from the caller (its user and token) and the request's hash, so the
+// same request from the same caller finds the same job, and another
+// caller's never does. The caller sets it to expire
+// (jobs.EnqueueParams.KeyExpires), so that a request sent long after
+// runs afresh; Admit stores it like a key the client sent.
+func SameRequestKey(id auth.Identity, hash string) string {
+	sum := sha256.Sum256([]byte(id.User + "\x00" + id.Key + "\x00" + hash))
+	return sameRequestPrefix + hex.EncodeToString(sum[:])
+}
+
+// sameRequestPrefix marks a derived key in the stored prompt, so that a
+// reader of GET /v1/prompts/{id} can tell it from a client's.
+const sameRequestPrefix = "same-request:"
 
 // AwaitJob waits up to wait for the job (or the retry superseding it) to
 // end, woken by the hub's events of its prompt; when serving ends (the

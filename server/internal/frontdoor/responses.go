@@ -1,0 +1,651 @@
+package frontdoor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
+	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/submit"
+)
+
+// OpenAI's Responses API (docs/openai.md#responses): a request is stored
+// as a prompt whose chat request holds the whole conversation (the
+// instructions, the turns of the response it continues, its input) and
+// the request's echo (jobs.ResponsesRequest); its id is "resp_" and the
+// prompt's, which a retry keeps. Answered like a chat completion (the
+// same wait, errors and relay of the answer's pieces), or at once with
+// background, whose event stream is made from what is stored alone, so
+// that it can be read again from any sequence number, also after a
+// restart.
+
+// maxInputItemsLimit bounds ?limit= of GET /v1/responses/{id}/input_items,
+// as OpenAI does.
+const maxInputItemsLimit = 100
+
+// jobHeaders reads the headers every request that queues a job takes:
+// X-Promptkit-Priority, X-Promptkit-Max-Attempts and Idempotency-Key.
+func jobHeaders(r *http.Request) (prio *int, attempts int, key string, err error) {
+	if r.Header.Get(headerPriority) != "" {
+		n, err := headerInt(r, headerPriority, jobs.MinPriority, jobs.MaxPriority,
+			fmt.Sprintf("%s must be an integer from %d (first) to %d (last).", headerPriority, jobs.MinPriority, jobs.MaxPriority))
+		if err != nil {
+			return nil, 0, "", err
+		}
+		prio = &n
+	}
+	if attempts, err = headerInt(r, headerMaxAttempts, 1, jobs.MaxMaxAttempts,
+		fmt.Sprintf("%s must be an integer from 1 to %d.", headerMaxAttempts, jobs.MaxMaxAttempts)); err != nil {
+		return nil, 0, "", err
+	}
+	key, err = httpapi.IdempotencyKey(r)
+	return prio, attempts, key, err
+}
+
+// CreateResponse answers POST /v1/responses: the request becomes a job;
+// the answer is its response object once the job is terminal, at once
+// with background, or an event stream with stream.
+func (a *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	prio, attempts, key, err := jobHeaders(r)
+	if err != nil {
+		return err
+	}
+	body, err := httpapi.ReadBody(w, r, a.MaxBody)
+	if err != nil {
+		return err
+	}
+	params, err := openaiapi.DecodeResponses(body)
+	if err != nil {
+		return httpapi.About("decoding", err)
+	}
+	target, err := a.resolve(params.Model)
+	if err != nil {
+		return err
+	}
+	var prev []pktype.Message
+	if params.PreviousResponseID != "" {
+		if prev, err = a.continued(r.Context(), id, params.PreviousResponseID); err != nil {
+			return err
+		}
+	}
+	items, err := a.resolveItems(r.Context(), id, params.Input)
+	if err != nil {
+		return err
+	}
+	chat, err := params.Conversation(prev, items)
+	if err != nil {
+		return httpapi.About("decoding", err)
+	}
+	opts := target.Options
+	// A plain stream relays the answer's pieces; a background one is made
+	// from the stored answer alone (see ResponseEvents).
+	opts.Stream = params.Stream && !params.Background
+	p, err := jobs.EnqueueParams{
+		OrgID: id.Org, CreatedBy: id.User, Chat: &chat, Profile: target.Profile,
+		ExecutionOptions: opts, Priority: prio, MaxAttempts: attempts,
+	}.Normalize()
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	hash := responseHash(params.Model, chat)
+	coalesced := false
+	if grace, ok := a.repeatGrace(r); ok && key == "" {
+		key, coalesced = submit.SameRequestKey(id, hash), true
+		p.KeyExpires, p.KeyGrace = true, grace
+	}
+	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "response")
+	if err != nil {
+		return err
+	}
+	a.Log.Debug("response queued", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org,
+		"existing", e.Existing, "coalesced", coalesced, "background", params.Background)
+	httpapi.SetIDs(w, e.PromptID, e.JobID)
+	// Subscribed before the job's backend call can have sent a piece.
+	var pieces <-chan pktype.StreamDelta
+	if opts.Stream {
+		pieces = a.Store.SubscribeDeltas(r.Context(), e.JobID)
+	}
+	stored, err := a.Store.GetPrompt(r.Context(), id.Org, e.PromptID)
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	deadline := time.Now().Add(a.chatTimeout())
+	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
+	switch {
+	case params.Background && params.Stream:
+		a.streamStored(w, r, id, stored, -1, deadline)
+		return nil
+	case params.Background:
+		o, err := a.responseNow(r.Context(), id, stored)
+		if err != nil {
+			return httpapi.About("response", err)
+		}
+		httpapi.WriteJSON(w, http.StatusOK, o)
+		return nil
+	case params.Stream:
+		a.streamLive(w, r, id, e, stored, pieces, deadline)
+		return nil
+	}
+	httpapi.EarlyHints(w, r)
+	j, err := a.awaitJob(r.Context(), id.Org, e, deadline)
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	status, v, err := a.responseOutcome(r.Context(), id, stored, j)
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	if status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", httpapi.RetryAfter(jobRateLimitRetryAfter))
+	}
+	httpapi.WriteJSON(w, status, v)
+	return nil
+}
+
+// responseHash fingerprints a Responses request for its Idempotency-Key:
+// the model and the whole conversation with its parameters and echo
+// (background and previous_response_id included; how it is delivered,
+// stream, is not).
+func responseHash(model string, c jobs.ChatRequest) string {
+	c.Schema = httpapi.CanonicalJSON(c.Schema)
+	h, _ := httpapi.Hash(struct {
+		API   string           `json:"api"`
+		Model string           `json:"model"`
+		Chat  jobs.ChatRequest `json:"chat"`
+	}{"responses", model, c}) // cannot fail: strings, numbers and valid JSON
+	return h
+}
+
+// ownedResponse reads the prompt of a response the identity may see: a
+// prompt made by the Responses API, of the identity's (or, for an admin,
+// its org's).
+func (a *API) ownedResponse(ctx context.Context, id auth.Identity, respID string) (jobs.Prompt, error) {
+	promptID, ok := openaiapi.PromptOfResponse(respID)
+	if !ok {
+		return jobs.Prompt{}, jobs.ErrNotFound
+	}
+	p, err := a.Store.GetPrompt(ctx, id.Org, promptID)
+	if err != nil {
+		return p, err
+	}
+	if !id.Owns(p.OrgID, p.CreatedBy) || p.Chat == nil || p.Chat.Responses == nil {
+		return jobs.Prompt{}, jobs.ErrNotFound
+	}
+	return p, nil
+}
+
+// responseState is a response's current job and, when that job
+// succeeded, its answer (nil when it is no longer stored).
+func (a *API) responseState(ctx context.Context, id auth.Identity, p jobs.Prompt) (jobs.Job, *jobs.Response, error) {
+	js, err := a.Store.PromptJobs(ctx, id.Org, p.ID)
+	if err != nil {
+		return jobs.Job{}, nil, err
+	}
+	if len(js) == 0 {
+		return jobs.Job{}, nil, jobs.ErrNotFound // archived between the reads
+	}
+	j := js[len(js)-1]
+	if j.State != jobs.Succeeded || j.ResponseID == "" {
+		return j, nil, nil
+	}
+	resp, err := a.Store.GetResponse(ctx, id.Org, j.ResponseID)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return j, nil, nil
+	}
+	if err != nil {
+		return j, nil, err
+	}
+	return j, &resp, nil
+}
+
+// responseNow is a response's object as it stands.
+func (a *API) responseNow(ctx context.Context, id auth.Identity, p jobs.Prompt) (openaiapi.Response, error) {
+	j, resp, err := a.responseState(ctx, id, p)
+	if err != nil {
+		return openaiapi.Response{}, err
+	}
+	return openaiapi.ResponseObject(p, j, resp), nil
+}
+
+// continued are the turns a request continuing respID starts with (see
+// openaiapi.ContinuedMessages); the response must be the identity's and
+// answered.
+func (a *API) continued(ctx context.Context, id auth.Identity, respID string) ([]pktype.Message, error) {
+	const param = "previous_response_id"
+	p, err := a.ownedResponse(ctx, id, respID)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Param: param,
+			Message: "The previous response does not exist (or is not yours)."}
+	}
+	if err != nil {
+		return nil, httpapi.About("previous response", err)
+	}
+	j, resp, err := a.responseState(ctx, id, p)
+	if err != nil {
+		return nil, httpapi.About("previous response", err)
+	}
+	if resp == nil {
+		return nil, httpapi.OpenAIInvalid(param, openaiapi.CodeInvalidValue,
+			"The previous response has no answer to continue from: it is "+openaiapi.ResponseObject(p, j, nil).Status+".")
+	}
+	return openaiapi.ContinuedMessages(p, *resp), nil
+}
+
+// resolveItems replaces each item reference of the input with the
+// stored item it names: an item of a response of the identity's (its
+// output, or its input).
+func (a *API) resolveItems(ctx context.Context, id auth.Identity, items []openaiapi.Item) ([]openaiapi.Item, error) {
+	out := slices.Clone(items)
+	for i, it := range out {
+		if it.Type != openaiapi.ItemReference {
+			continue
+		}
+		notFound := &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Param: it.Param + ".id",
+			Message: "No stored item has the id of " + it.Param + ".id."}
+		promptID, ok := openaiapi.PromptOfItem(it.ID)
+		if !ok {
+			return nil, notFound
+		}
+		p, err := a.ownedResponse(ctx, id, openaiapi.ResponseID(promptID))
+		if errors.Is(err, jobs.ErrNotFound) {
+			return nil, notFound
+		}
+		if err != nil {
+			return nil, httpapi.About("item reference", err)
+		}
+		stored := openaiapi.InputItems(p)
+		_, resp, err := a.responseState(ctx, id, p)
+		if err != nil {
+			return nil, httpapi.About("item reference", err)
+		}
+		if resp != nil {
+			o := openaiapi.ResponseObject(p, jobs.Job{State: jobs.Succeeded}, resp)
+			stored = append(stored, o.Output...)
+		}
+		k := slices.IndexFunc(stored, func(o openaiapi.OutputItem) bool { return o.ID == it.ID })
+		if k < 0 {
+			return nil, notFound
+		}
+		out[i] = openaiapi.ItemOf(stored[k], it.Param)
+	}
+	return out, nil
+}
+
+// responseOutcome is the answer of a response request that waited, as
+// awaitJob left its job: the response object, the job's error (as a chat
+// completion's), or (not terminal) a 504 after the chat timeout or a 503
+// when the server is closing.
+func (a *API) responseOutcome(ctx context.Context, id auth.Identity, p jobs.Prompt, j jobs.Job) (int, any, error) {
+	switch {
+	case j.State == jobs.Succeeded:
+		_, resp, err := a.responseState(ctx, id, p)
+		if err != nil {
+			return 0, nil, err
+		}
+		if resp == nil {
+			return http.StatusInternalServerError, openaiapi.NewError("The answer is no longer stored.", openaiapi.TypeAPI, "", "response_unavailable"), nil
+		}
+		return http.StatusOK, openaiapi.ResponseObject(p, j, resp), nil
+	case j.State.Terminal():
+		status, body := openaiapi.JobError(j)
+		return status, body, nil
+	case a.Jobs.Serving.Err() != nil:
+		return http.StatusServiceUnavailable, openaiapi.NewError(
+			"The server is shutting down; the request goes on as response "+openaiapi.ResponseID(p.ID)+": fetch GET /v1/responses/"+openaiapi.ResponseID(p.ID)+".",
+			openaiapi.TypeServer, "", "server_shutting_down"), nil
+	}
+	return http.StatusGatewayTimeout, openaiapi.NewError(
+		"The answer took longer than the server waits; the job goes on: fetch GET /v1/responses/"+openaiapi.ResponseID(p.ID)+" for it.",
+		openaiapi.TypeServer, "", "timeout"), nil
+}
+
+// eventWriter writes a response's events, numbering those it is not
+// given numbered (a live stream's).
+type eventWriter struct {
+	sse  *httpapi.SSE
+	next int
+}
+
+// write sends ev (numbered next unless number), named by its type as
+// OpenAI names its events.
+func (ew *eventWriter) write(ev openaiapi.ResponseEvent, number bool) error {
+	if number {
+		ev.SequenceNumber = ew.next
+	}
+	ew.next = ev.SequenceNumber + 1
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return ew.sse.Event(0, ev.Type, b)
+}
+
+// writeAll sends evs, numbered, and flushes them.
+func (ew *eventWriter) writeAll(evs ...openaiapi.ResponseEvent) error {
+	for _, ev := range evs {
+		if err := ew.write(ev, true); err != nil {
+			return err
+		}
+	}
+	return ew.sse.Flush()
+}
+
+// fail ends a stream with an error event.
+func (ew *eventWriter) fail(code, message string) {
+	_ = ew.writeAll(openaiapi.ErrorEvent(code, message))
+}
+
+// streamLive answers a plain streamed request: response.created and
+// response.in_progress at once, then the answer's text as the worker
+// publishes its pieces (the relay of chat's streams: one backend call,
+// from its first piece), keep-alive comments while none come, and at the
+// end what the stored answer adds (the rest of its text, its function
+// calls whole) and response.completed, .incomplete or .failed. An answer
+// that does not continue what was sent ends in an error event
+// (stream_replaced), as chat's does.
+func (a *API) streamLive(w http.ResponseWriter, r *http.Request, id auth.Identity, e jobs.Enqueued, p jobs.Prompt,
+	pieces <-chan pktype.StreamDelta, deadline time.Time) {
+	sse, err := httpapi.StartSSE(w, 0)
+	if err != nil {
+		return
+	}
+	ew := &eventWriter{sse: sse}
+	o := openaiapi.ResponseObject(p, jobs.Job{State: jobs.Queued}, nil)
+	if ew.writeAll(openaiapi.ResponseStart(o, p.Chat.Responses.Model)...) != nil {
+		return
+	}
+	var rl relay
+	opened := false
+	res, left := a.follow(r, sse, id, e, pieces, deadline, func(d pktype.StreamDelta) error {
+		// Function calls come whole from the stored answer: the message
+		// is the first output item whenever the answer has text, and the
+		// pieces do not tell whether it will.
+		d.ToolCalls = nil
+		delta, ok := rl.take(d)
+		if !ok || delta.Content == nil {
+			return nil
+		}
+		var evs []openaiapi.ResponseEvent
+		if !opened {
+			evs, opened = openaiapi.MessageOpen(p.ID), true
+		}
+		return ew.writeAll(append(evs, openaiapi.TextDelta(p.ID, *delta.Content))...)
+	})
+	if left || r.Context().Err() != nil {
+		return // the client left; the job goes on
+	}
+	if res.err != nil {
+		a.Log.Error("request failed", "route", r.Pattern, "op", "response stream", "err", res.err)
+		ew.fail("internal_error", "The server had an error while processing the request.")
+		return
+	}
+	j := res.j
+	respID := openaiapi.ResponseID(p.ID)
+	switch {
+	case j.State == jobs.Succeeded:
+	case j.State.Terminal():
+		_ = ew.writeAll(openaiapi.ResponseEnd(openaiapi.ResponseObject(p, j, nil)))
+		return
+	case a.Jobs.Serving.Err() != nil:
+		ew.fail("server_shutting_down", "The server is shutting down; the response goes on: fetch GET /v1/responses/"+respID+".")
+		return
+	default:
+		ew.fail("timeout", "The answer took longer than the server waits; the job goes on: fetch GET /v1/responses/"+respID+".")
+		return
+	}
+	_, resp, err := a.responseState(r.Context(), id, p)
+	if err != nil || resp == nil {
+		if err != nil {
+			a.Log.Error("request failed", "route", r.Pattern, "op", "response stream", "err", err)
+		}
+		ew.fail("internal_error", "The server had an error while processing the request.")
+		return
+	}
+	o = openaiapi.ResponseObject(p, j, resp)
+	sent := rl.text.String()
+	if opened && (len(o.Output) == 0 || o.Output[0].Type != openaiapi.ItemMessage || !strings.HasPrefix(openaiapi.AnswerText(*resp), sent)) {
+		ew.fail("stream_replaced", "The answer being streamed was replaced: the backend call that sent its first part failed, "+
+			"and the job's answer came from a retry. Fetch the whole answer with GET /v1/responses/"+respID+".")
+		return
+	}
+	_ = ew.writeAll(append(openaiapi.OutputEvents(p.ID, o, opened, sent), openaiapi.ResponseEnd(o))...)
+}
+
+// streamStored sends a response's stored event stream (ResponseEvents)
+// after sequence number after, then follows the response, sending each
+// event as what is stored comes to hold it, until the response has ended,
+// the deadline passes or the server closes (a client then resumes with
+// starting_after). It wakes on the events of the prompt's jobs.
+func (a *API) streamStored(w http.ResponseWriter, r *http.Request, id auth.Identity, p jobs.Prompt, after int, deadline time.Time) {
+	wake, stop := a.Jobs.Hub.Wake(func(ev jobs.Event) bool { return ev.PromptID == p.ID })
+	defer stop()
+	sse, err := httpapi.StartSSE(w, 0)
+	if err != nil {
+		return
+	}
+	ew := &eventWriter{sse: sse}
+	keepAlive := time.NewTicker(a.KeepAlive)
+	defer keepAlive.Stop()
+	end := time.NewTimer(time.Until(deadline))
+	defer end.Stop()
+	for {
+		j, resp, err := a.responseState(r.Context(), id, p)
+		if err != nil {
+			if r.Context().Err() == nil {
+				a.Log.Error("request failed", "route", r.Pattern, "op", "response stream", "err", err)
+				ew.fail("internal_error", "The server had an error while processing the request.")
+			}
+			return
+		}
+		evs := openaiapi.ResponseEvents(p, j, resp)
+		for _, ev := range evs {
+			if ev.SequenceNumber > after {
+				if ew.write(ev, false) != nil {
+					return
+				}
+				after = ev.SequenceNumber
+			}
+		}
+		if sse.Flush() != nil || openaiapi.Ended(openaiapi.ResponseObject(p, j, resp).Status) {
+			return
+		}
+		select {
+		case <-wake:
+		case <-keepAlive.C:
+			if sse.Comment("keep-alive") != nil || sse.Flush() != nil {
+				return
+			}
+		case <-end.C:
+			return
+		case <-a.Jobs.Serving.Done():
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// GetResponse answers GET /v1/responses/{id}: the object as it stands;
+// with ?stream=true (a background response's), its event stream after
+// ?starting_after=N, following it until it ends.
+func (a *API) GetResponse(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	q := r.URL.Query()
+	if err := refuseInclude(q["include"], q["include[]"]); err != nil {
+		return err
+	}
+	stream := false
+	if v := q.Get("stream"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return httpapi.OpenAIInvalid("stream", openaiapi.CodeInvalidValue, "stream must be true or false.")
+		}
+		stream = b
+	} else if r.ContentLength != 0 {
+		// The OpenAI Go SDK's GetStreaming asks with a JSON body,
+		// {"stream": true}, on its GET, not with the query.
+		body, err := httpapi.ReadBody(w, r, a.MaxBody)
+		if err != nil {
+			return err
+		}
+		var v struct {
+			Stream bool `json:"stream"`
+		}
+		if len(body) > 0 && json.Unmarshal(body, &v) != nil {
+			return httpapi.OpenAIInvalid("stream", openaiapi.CodeInvalidJSON, "The body of GET /v1/responses/{id} may only be {\"stream\": true}.")
+		}
+		stream = v.Stream
+	}
+	after := -1
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < -1 {
+			return httpapi.OpenAIInvalid("starting_after", openaiapi.CodeInvalidValue, "starting_after must be a sequence number (an integer from 0).")
+		}
+		after = n
+	}
+	p, err := a.ownedResponse(r.Context(), id, r.PathValue("id"))
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	if !stream {
+		o, err := a.responseNow(r.Context(), id, p)
+		if err != nil {
+			return httpapi.About("response", err)
+		}
+		httpapi.WriteJSON(w, http.StatusOK, o)
+		return nil
+	}
+	if !p.Chat.Responses.Background {
+		return httpapi.OpenAIInvalid("stream", openaiapi.CodeInvalidValue,
+			"Only a background response's events can be streamed again: this response was not created with background: true.")
+	}
+	deadline := time.Now().Add(a.chatTimeout())
+	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
+	a.streamStored(w, r, id, p, after, deadline)
+	return nil
+}
+
+// refuseInclude refuses ?include= values: promptkit's responses have no
+// optional parts.
+func refuseInclude(lists ...[]string) error {
+	for _, l := range lists {
+		for _, v := range l {
+			if v != "" {
+				return httpapi.OpenAIInvalid("include", openaiapi.CodeUnsupportedValue, "include is not supported: promptkit's responses hold text and function calls only.")
+			}
+		}
+	}
+	return nil
+}
+
+// CancelResponse answers POST /v1/responses/{id}/cancel: a background
+// response's queued or running job is cancelled, and the object returned
+// as it then is (a response that already ended, as it is).
+func (a *API) CancelResponse(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	p, err := a.ownedResponse(r.Context(), id, r.PathValue("id"))
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	if !p.Chat.Responses.Background {
+		return httpapi.OpenAIInvalid("", openaiapi.CodeInvalidValue,
+			"Only responses created with background: true can be cancelled (a job can be: POST /v1/jobs/{id}/cancel).")
+	}
+	j, _, err := a.responseState(r.Context(), id, p)
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	if !j.State.Terminal() {
+		_, err := a.Store.Cancel(r.Context(), jobs.CancelParams{OrgID: id.Org, JobID: j.ID})
+		if err != nil && !errors.Is(err, jobs.ErrIllegalTransition) { // it ended meanwhile: answered as it is
+			return httpapi.About("response", err)
+		}
+		a.Log.Info("response cancelled", "job_id", j.ID, "prompt_id", p.ID, "org", id.Org)
+	}
+	o, err := a.responseNow(r.Context(), id, p)
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, o)
+	return nil
+}
+
+// DeleteResponse answers DELETE /v1/responses/{id}: the prompt goes with
+// its jobs, events and answers. A response still queued or running is
+// refused (409): cancel it first.
+func (a *API) DeleteResponse(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	respID := r.PathValue("id")
+	p, err := a.ownedResponse(r.Context(), id, respID)
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	err = a.Store.DeletePrompt(r.Context(), id.Org, p.ID)
+	if errors.Is(err, jobs.ErrPromptActive) {
+		return &httpapi.Problem{Status: http.StatusConflict, Code: "response_in_progress",
+			Message: "The response is queued or in progress: cancel it first (POST /v1/responses/{id}/cancel for a background response, " +
+				"POST /v1/jobs/{id}/cancel for another), then delete it."}
+	}
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	a.Log.Info("response deleted", "prompt_id", p.ID, "org", id.Org)
+	httpapi.WriteJSON(w, http.StatusOK, openaiapi.DeletedResponse{ID: openaiapi.ResponseID(p.ID), Object: "response", Deleted: true})
+	return nil
+}
+
+// ListInputItems answers GET /v1/responses/{id}/input_items: the
+// request's own input items (not its instructions, nor the turns of the
+// response it continued), as a list object; ?order= asc or desc (the
+// default, as OpenAI), ?after= an item id, ?limit= 1 to 100 (20).
+func (a *API) ListInputItems(w http.ResponseWriter, r *http.Request) error {
+	id := auth.Of(r)
+	q := r.URL.Query()
+	if err := refuseInclude(q["include"], q["include[]"]); err != nil {
+		return err
+	}
+	limit, err := httpapi.Limit(r, maxInputItemsLimit)
+	if err != nil {
+		return err
+	}
+	if limit == 0 {
+		limit = 20
+	}
+	order := q.Get("order")
+	if order != "" && order != "asc" && order != "desc" {
+		return httpapi.OpenAIInvalid("order", openaiapi.CodeInvalidValue, "order must be asc or desc.")
+	}
+	p, err := a.ownedResponse(r.Context(), id, r.PathValue("id"))
+	if err != nil {
+		return httpapi.About("response", err)
+	}
+	items := openaiapi.InputItems(p)
+	if order != "asc" {
+		slices.Reverse(items)
+	}
+	if after := q.Get("after"); after != "" {
+		k := slices.IndexFunc(items, func(o openaiapi.OutputItem) bool { return o.ID == after })
+		if k < 0 {
+			return httpapi.OpenAIInvalid("after", openaiapi.CodeInvalidValue, "after must name an input item of this response.")
+		}
+		items = items[k+1:]
+	}
+	more := len(items) > limit
+	if more {
+		items = items[:limit]
+	}
+	httpapi.WriteJSON(w, http.StatusOK, openaiapi.NewList(items, func(o openaiapi.OutputItem) string { return o.ID }, more))
+	return nil
+}
