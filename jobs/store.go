@@ -253,7 +253,10 @@ type Store interface {
 	// answer. On SQLite, other processes' readers get nothing.
 	PublishDelta(jobID string, d pktype.StreamDelta)
 	// SubscribeDeltas returns a channel that receives the pieces of job
-	// jobID's answer published from now on; it is closed when ctx ends.
+	// jobID's answer published from now on, after its first pieces when
+	// they came in the last few seconds (a reader may subscribe once the
+	// job is stored, and a worker may have started it); it is closed when
+	// ctx ends.
 	SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta
 
 	// Close releases the store.

@@ -182,7 +182,6 @@ func decodeEmbedding(body []byte, inputs int, dims *int) (*pktype.EmbeddingRespo
 	return &pktype.EmbeddingResponse{Vectors: vectors, Model: env.Model, Usage: u, UsagePresence: &p}, u, p, nil
 }
 
-
 // vector decodes one embedding: an array of finite numbers, or base64 of
 // little-endian float32 values.
 func vector(raw json.RawMessage) ([]float64, error) {

@@ -442,5 +442,3 @@ func (a *assembler) response(u pktype.TokenUsage, p pktype.TokenUsagePresence) (
 	}
 	return &pktype.GenerateResponse{Text: a.text.String(), ToolCalls: calls, Model: a.model, FinishReason: a.finish, Usage: u, UsagePresence: &p}, nil
 }
-
-

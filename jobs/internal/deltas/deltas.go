@@ -5,10 +5,12 @@
 // PostgreSQL notifications, for the processes sharing a database.
 //
 // Delivery is best effort and never blocks the worker: a reader that
-// falls behind misses pieces, and so does one that subscribes after a
-// piece was published. Pieces are numbered (pktype.StreamDelta.Index), so
-// a reader can tell, and a reader must treat the stored answer as the
-// answer.
+// falls behind misses pieces. A reader that subscribes late gets the
+// job's first pieces again if they came recently (a request subscribes
+// once its job is stored, and a worker of this process may have started
+// it already); later ones it misses. Pieces are numbered
+// (pktype.StreamDelta.Index), so a reader can tell, and a reader must
+// treat the stored answer as the answer.
 package deltas
 
 import (
@@ -16,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/promptkit/promptkit/pktype"
 )
@@ -24,15 +27,53 @@ import (
 // some: a few seconds of a fast backend's output.
 const Buffer = 256
 
-// Hub holds one process's readers, by job. The zero value is ready; it is
-// safe for concurrent use.
+// A job's first RecentPieces pieces are kept for RecentFor after its
+// first, for a reader that subscribes late.
+const (
+	RecentPieces = 64
+	RecentFor    = 10 * time.Second
+)
+
+// Hub holds one process's readers, by job, and each job's recent first
+// pieces. The zero value is ready; it is safe for concurrent use.
 type Hub struct {
-	mu   sync.Mutex
-	subs map[string]map[chan pktype.StreamDelta]struct{}
+	// Now is the clock of RecentFor; nil: time.Now.
+	Now func() time.Time
+
+	mu     sync.Mutex
+	subs   map[string]map[chan pktype.StreamDelta]struct{}
+	recent map[string][]pktype.StreamDelta
+	// since lists the jobs in recent by the time of their first piece,
+	// oldest first, so expiry looks only at the front.
+	since []started
 }
 
-// Subscribe returns a channel that receives the pieces of jobID's answer
-// delivered from now on; it is closed when ctx ends.
+type started struct {
+	jobID string
+	at    time.Time
+}
+
+func (h *Hub) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}
+
+// expire drops the recent pieces of jobs that started over RecentFor ago.
+// The caller holds h.mu.
+func (h *Hub) expire(now time.Time) {
+	n := 0
+	for n < len(h.since) && now.Sub(h.since[n].at) >= RecentFor {
+		delete(h.recent, h.since[n].jobID)
+		n++
+	}
+	h.since = h.since[n:]
+}
+
+// Subscribe returns a channel that receives the job's recent first
+// pieces, then the pieces of jobID's answer delivered from now on; it is
+// closed when ctx ends.
 func (h *Hub) Subscribe(ctx context.Context, jobID string) <-chan pktype.StreamDelta {
 	ch := make(chan pktype.StreamDelta, Buffer)
 	if ctx.Err() != nil {
@@ -40,6 +81,10 @@ func (h *Hub) Subscribe(ctx context.Context, jobID string) <-chan pktype.StreamD
 		return ch
 	}
 	h.mu.Lock()
+	h.expire(h.now())
+	for _, d := range h.recent[jobID] { // fewer than Buffer: they fit
+		ch <- d
+	}
 	if h.subs == nil {
 		h.subs = map[string]map[chan pktype.StreamDelta]struct{}{}
 	}
@@ -61,23 +106,28 @@ func (h *Hub) Subscribe(ctx context.Context, jobID string) <-chan pktype.StreamD
 }
 
 // Deliver passes d to jobID's readers without blocking: a reader whose
-// buffer is full misses it.
+// buffer is full misses it. It keeps the job's first pieces for a reader
+// yet to come.
 func (h *Hub) Deliver(jobID string, d pktype.StreamDelta) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	now := h.now()
+	h.expire(now)
+	if r, ok := h.recent[jobID]; !ok {
+		if h.recent == nil {
+			h.recent = map[string][]pktype.StreamDelta{}
+		}
+		h.recent[jobID] = []pktype.StreamDelta{d}
+		h.since = append(h.since, started{jobID, now})
+	} else if len(r) < RecentPieces {
+		h.recent[jobID] = append(r, d)
+	}
 	for ch := range h.subs[jobID] {
 		select {
 		case ch <- d:
 		default:
 		}
 	}
-}
-
-// Subscribed reports whether jobID has a reader in this process.
-func (h *Hub) Subscribed(jobID string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs[jobID]) > 0
 }
 
 // MaxPayload is the largest notification payload PostgreSQL takes (8000

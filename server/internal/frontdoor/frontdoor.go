@@ -175,8 +175,8 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	deadline := time.Now().Add(a.chatTimeout())
 	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
 	if params.Stream {
-		// Subscribed before the job's backend call can have sent a piece:
-		// the call takes a round trip at least.
+		// A worker may have started the job already: the store replays a
+		// job's first pieces to a reader that comes late.
 		pieces := a.Store.SubscribeDeltas(r.Context(), e.JobID)
 		a.streamChat(w, r, id, e, params, pieces, deadline) // its headers go at once
 		return nil

@@ -111,7 +111,8 @@ func (a *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	a.Log.Debug("response queued", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org,
 		"existing", e.Existing, "coalesced", coalesced, "background", params.Background)
 	httpapi.SetIDs(w, e.PromptID, e.JobID)
-	// Subscribed before the job's backend call can have sent a piece.
+	// A worker may have started the job already: the store replays a
+	// job's first pieces to a reader that comes late.
 	var pieces <-chan pktype.StreamDelta
 	if opts.Stream {
 		pieces = a.Store.SubscribeDeltas(r.Context(), e.JobID)

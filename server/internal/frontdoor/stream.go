@@ -110,8 +110,7 @@ func (r *relay) rest(message openaiapi.Message) (openaiapi.Delta, bool) {
 // finish reason, the usage when asked, and data: [DONE]. A failure after
 // the headers is one data: {"error": {...}} event, which OpenAI's SDKs
 // raise; so is an answer that does not continue what was sent (see
-// relay). pieces is the job's subscription, made before the job could
-// start.
+// relay). pieces is the job's subscription.
 func (a *API) streamChat(w http.ResponseWriter, r *http.Request, id auth.Identity, e jobs.Enqueued, params openaiapi.ChatParams,
 	pieces <-chan pktype.StreamDelta, deadline time.Time) {
 	// The write deadline is the chat's (set by Chat), not per flush.
