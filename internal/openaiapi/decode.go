@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
@@ -466,13 +467,15 @@ func decodeMessage(m map[string]json.RawMessage, mp string) (pktype.Message, err
 		}
 		return msg, reqErr(mp+".content", CodeMissingParameter, "%s.content is required.", mp)
 	}
-	msg.Content, err = decodeContent(content, mp+".content")
+	msg.Content, err = decodeParts(content, mp+".content", "text")
 	return msg, err
 }
 
-// decodeContent reads a string, or an array of text parts joined with a
-// newline.
-func decodeContent(raw json.RawMessage, p string) (string, error) {
+// decodeParts reads content: a string, or an array of text parts of type
+// want ("text" in chat, "input_text" or "output_text" in the Responses
+// API), joined with a newline. An output_text part may carry the
+// annotations it was answered with when it has none.
+func decodeParts(raw json.RawMessage, p, want string) (string, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return s, nil
@@ -481,33 +484,41 @@ func decodeContent(raw json.RawMessage, p string) (string, error) {
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return "", invalidType(p, "a string or an array of content parts")
 	}
-	var b bytes.Buffer
+	var b strings.Builder
 	for j, r := range parts {
 		pp := fmt.Sprintf("%s[%d]", p, j)
 		part, err := object(r, pp)
 		if err != nil {
 			return "", err
 		}
-		typ, ok := part["type"]
-		if !ok || isNull(typ) {
-			return "", reqErr(pp+".type", CodeMissingParameter, "%s.type is required.", pp)
+		typ, err := required(part, "type", pp+".type")
+		if err != nil {
+			return "", err
 		}
 		t, err := decodeString(typ, pp+".type")
 		if err != nil {
 			return "", err
 		}
-		if t != "text" {
+		if t != want {
 			return "", reqErr(pp+".type", CodeUnsupportedValue,
-				"%s.type: only text parts are supported; promptkit does not take images, audio or files.", pp)
+				"%s.type must be %s: promptkit takes text only (no images, files, audio or refusals).", pp, want)
 		}
 		for _, key := range slices.Sorted(maps.Keys(part)) {
-			if key != "type" && key != "text" {
+			v := part[key]
+			switch {
+			case key == "type" || key == "text":
+			case want == "output_text" && (key == "annotations" || key == "logprobs"):
+				var list []json.RawMessage
+				if !isNull(v) && (json.Unmarshal(v, &list) != nil || len(list) > 0) {
+					return "", reqErr(pp+"."+key, CodeUnsupportedValue, "%s.%s must be empty: promptkit sends the text only.", pp, key)
+				}
+			default:
 				return "", unknownKey(pp+".", key)
 			}
 		}
-		textRaw, ok := part["text"]
-		if !ok || isNull(textRaw) {
-			return "", reqErr(pp+".text", CodeMissingParameter, "%s.text is required.", pp)
+		textRaw, err := required(part, "text", pp+".text")
+		if err != nil {
+			return "", err
 		}
 		text, err := decodeString(textRaw, pp+".text")
 		if err != nil {

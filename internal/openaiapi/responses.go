@@ -1,7 +1,6 @@
 package openaiapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -427,66 +426,6 @@ func decodeItem(m map[string]json.RawMessage, p string) (Item, error) {
 	return it, err
 }
 
-// decodeParts reads a string, or an array of parts of type want
-// ("input_text" or "output_text"), joined with a newline. An output_text
-// part may carry the annotations it was answered with when it has none.
-func decodeParts(raw json.RawMessage, p, want string) (string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", invalidType(p, "a string or an array of content parts")
-	}
-	var b strings.Builder
-	for j, r := range parts {
-		pp := fmt.Sprintf("%s[%d]", p, j)
-		part, err := object(r, pp)
-		if err != nil {
-			return "", err
-		}
-		typ, err := required(part, "type", pp+".type")
-		if err != nil {
-			return "", err
-		}
-		t, err := decodeString(typ, pp+".type")
-		if err != nil {
-			return "", err
-		}
-		if t != want {
-			return "", reqErr(pp+".type", CodeUnsupportedValue,
-				"%s.type must be %s: promptkit takes text only (no images, files, audio or refusals).", pp, want)
-		}
-		for _, key := range slices.Sorted(maps.Keys(part)) {
-			v := part[key]
-			switch {
-			case key == "type" || key == "text":
-			case want == "output_text" && (key == "annotations" || key == "logprobs"):
-				var list []json.RawMessage
-				if !isNull(v) && (json.Unmarshal(v, &list) != nil || len(list) > 0) {
-					return "", reqErr(pp+"."+key, CodeUnsupportedValue, "%s.%s must be empty: promptkit sends the text only.", pp, key)
-				}
-			default:
-				return "", unknownKey(pp+".", key)
-			}
-		}
-		textRaw, err := required(part, "text", pp+".text")
-		if err != nil {
-			return "", err
-		}
-		text, err := decodeString(textRaw, pp+".text")
-		if err != nil {
-			return "", err
-		}
-		if j > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(text)
-	}
-	return b.String(), nil
-}
-
 // decodeResponseTools reads Responses' flat function tools: {type:
 // "function", name, description, parameters, strict}.
 func decodeResponseTools(raw json.RawMessage, p string) ([]pktype.Tool, error) {
@@ -513,21 +452,10 @@ func decodeResponseTools(raw json.RawMessage, p string) ([]pktype.Tool, error) {
 			if key == "type" || isNull(v) {
 				continue
 			}
-			switch key {
-			case "name":
-				t.Function.Name, err = decodeString(v, kp)
-			case "description":
-				t.Function.Description, err = decodeString(v, kp)
-			case "parameters":
-				if _, err = object(v, kp); err == nil {
-					t.Function.Parameters = bytes.Clone(v)
-				}
-			case "strict":
-				var b bool
-				if b, err = decodeBool(v, kp); err == nil {
-					t.Function.Strict = &b
-				}
-			case "defer_loading", "async":
+			known, err := decodeFunctionKey(&t.Function, key, v, kp)
+			switch {
+			case known:
+			case key == "defer_loading" || key == "async":
 				err = reqErr(kp, CodeUnsupportedParameter, "%s is not supported by promptkit.", kp)
 			default:
 				err = unknownKey(tp+".", key)

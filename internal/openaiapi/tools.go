@@ -54,21 +54,8 @@ func decodeTools(raw json.RawMessage, p string) ([]pktype.Tool, error) {
 			if isNull(v) {
 				continue
 			}
-			switch key {
-			case "name":
-				t.Function.Name, err = decodeString(v, kp)
-			case "description":
-				t.Function.Description, err = decodeString(v, kp)
-			case "parameters":
-				if _, err = object(v, kp); err == nil {
-					t.Function.Parameters = bytes.Clone(v)
-				}
-			case "strict":
-				var b bool
-				if b, err = decodeBool(v, kp); err == nil {
-					t.Function.Strict = &b
-				}
-			default:
+			known, err := decodeFunctionKey(&t.Function, key, v, kp)
+			if err == nil && !known {
 				err = unknownKey(fp+".", key)
 			}
 			if err != nil {
@@ -81,6 +68,31 @@ func decodeTools(raw json.RawMessage, p string) ([]pktype.Tool, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// decodeFunctionKey reads one member of a function tool's description
+// (name, description, parameters, strict) into f; known is false for any
+// other key. Chat nests them under "function", the Responses API does
+// not.
+func decodeFunctionKey(f *pktype.ToolFunction, key string, v json.RawMessage, kp string) (known bool, err error) {
+	switch key {
+	case "name":
+		f.Name, err = decodeString(v, kp)
+	case "description":
+		f.Description, err = decodeString(v, kp)
+	case "parameters":
+		if _, err = object(v, kp); err == nil {
+			f.Parameters = bytes.Clone(v)
+		}
+	case "strict":
+		var b bool
+		if b, err = decodeBool(v, kp); err == nil {
+			f.Strict = &b
+		}
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
 // functionType checks that a tool (or a tool call, or a named tool
