@@ -107,6 +107,17 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (*EmbedResult, err
 	return res, finish(rec, nil, err)
 }
 
+// CheckEmbed resolves req as Embed would (its profile, model and backend,
+// and its own rules) without calling the backend, returning the error
+// Embed would return before any attempt. It performs no I/O.
+func (e *Engine) CheckEmbed(ctx context.Context, req EmbedRequest) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := e.resolveEmbed(req)
+	return err
+}
+
 // embedPlan is a resolved embedding call.
 type embedPlan struct {
 	profile Profile

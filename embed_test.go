@@ -225,6 +225,10 @@ func TestEmbedRefusals(t *testing.T) {
 		{"unknown profile", promptkit.EmbedRequest{Input: []string{"a"}, ProfileID: "nope"}, promptkit.ErrProfileNotFound},
 		{"backend without the model", promptkit.EmbedRequest{Input: []string{"a"}, Backend: "local", Model: "other"}, promptkit.ErrInvalidRequest},
 	} {
+		// CheckEmbed refuses what Embed refuses, as Embed would.
+		if err := r.eng.CheckEmbed(context.Background(), c.req); !errors.Is(err, c.want) {
+			t.Errorf("%s: CheckEmbed %v, want %v", c.name, err, c.want)
+		}
 		var log eventLog
 		c.req.Observer = log.Observe
 		res, err := r.eng.Embed(context.Background(), c.req)
@@ -241,6 +245,12 @@ func TestEmbedRefusals(t *testing.T) {
 	}
 	if _, err := (*promptkit.Engine)(nil).Embed(context.Background(), promptkit.EmbedRequest{Input: []string{"a"}}); !errors.Is(err, promptkit.ErrInvalidConfig) {
 		t.Fatalf("nil engine: %v", err)
+	}
+	if err := r.eng.CheckEmbed(context.Background(), promptkit.EmbedRequest{Input: []string{"a"}, Model: "m1", Backend: "local"}); err != nil {
+		t.Fatalf("CheckEmbed: %v", err)
+	}
+	if r.srv.Count() != 0 {
+		t.Fatalf("CheckEmbed reached the provider: %d", r.srv.Count())
 	}
 	// The model override goes to the provider; the model a profile uses
 	// on a backend may be named with it.

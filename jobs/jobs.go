@@ -186,20 +186,23 @@ func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTra
 
 // Prompt is a submitted prompt: ad-hoc text, or a named prompt with inputs.
 type Prompt struct {
-	ID             string          `json:"id"`
-	OrgID          string          `json:"org_id"`
-	CreatedBy      string          `json:"created_by"`
-	ParentID       string          `json:"parent_id,omitempty"`
-	CorrelationID  string          `json:"correlation_id,omitempty"`
-	Text           string          `json:"text,omitempty"`
-	PromptRef      string          `json:"prompt_ref,omitempty"`
-	Inputs         json.RawMessage `json:"inputs,omitempty"`
-	Chat           *ChatRequest    `json:"chat,omitempty"`
-	Profile        string          `json:"profile,omitempty"`
-	BatchID        string          `json:"batch_id,omitempty"`
-	CustomID       string          `json:"custom_id,omitempty"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
+	ID            string          `json:"id"`
+	OrgID         string          `json:"org_id"`
+	CreatedBy     string          `json:"created_by"`
+	ParentID      string          `json:"parent_id,omitempty"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	Text          string          `json:"text,omitempty"`
+	PromptRef     string          `json:"prompt_ref,omitempty"`
+	Inputs        json.RawMessage `json:"inputs,omitempty"`
+	Chat          *ChatRequest    `json:"chat,omitempty"`
+	// Embedding is set for an embeddings request (a batch line for
+	// /v1/embeddings): its job computes vectors, not text.
+	Embedding      *EmbeddingRequest `json:"embedding,omitempty"`
+	Profile        string            `json:"profile,omitempty"`
+	BatchID        string            `json:"batch_id,omitempty"`
+	CustomID       string            `json:"custom_id,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	CreatedAt      time.Time         `json:"created_at"`
 }
 
 // Job is one execution of a prompt. Zero times mean "not set".

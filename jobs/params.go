@@ -175,9 +175,9 @@ func checkPriority(p int) error {
 
 // Normalize checks p and fills its defaults: priority 50, three attempts,
 // and AvailableAt at microsecond precision. Exactly one of Text (not
-// blank), PromptRef and Chat (see ChatRequest.Normalize) must be set;
-// Inputs go with PromptRef and must be a JSON object; BatchID and
-// CustomID go together; ExecutionOptions.Depth is 0 to MaxDepth;
+// blank), PromptRef, Chat (see ChatRequest.Normalize) and Embedding (see
+// EmbeddingRequest.Normalize) must be set; Inputs go with PromptRef and
+// must be a JSON object; BatchID and CustomID go together; ExecutionOptions.Depth is 0 to MaxDepth;
 // KeyExpires needs an IdempotencyKey, and KeyGrace goes with KeyExpires
 // and is not negative.
 //
@@ -192,16 +192,16 @@ func checkPriority(p int) error {
 // are normalized again from scratch.
 func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 	set := 0
-	for _, ok := range []bool{p.PromptRef != "", p.Text != "", p.Chat != nil} {
+	for _, ok := range []bool{p.PromptRef != "", p.Text != "", p.Chat != nil, p.Embedding != nil} {
 		if ok {
 			set++
 		}
 	}
 	switch {
-	case set == 0 || p.Chat == nil && p.PromptRef == "" && strings.TrimSpace(p.Text) == "":
+	case set == 0 || p.Chat == nil && p.Embedding == nil && p.PromptRef == "" && strings.TrimSpace(p.Text) == "":
 		return p, invalid("set text or prompt_ref")
 	case set > 1:
-		return p, invalid("set one of text, prompt_ref and chat")
+		return p, invalid("set one of text, prompt_ref, chat and embedding")
 	case p.PromptRef == "" && len(p.Inputs) > 0:
 		return p, invalid("inputs go with prompt_ref, not text")
 	case (p.BatchID == "") != (p.CustomID == ""):
@@ -236,6 +236,13 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 			return p, err
 		}
 		p.Chat = &c
+	}
+	if p.Embedding != nil {
+		e, err := p.Embedding.Normalize()
+		if err != nil {
+			return p, err
+		}
+		p.Embedding = &e
 	}
 	if len(p.Inputs) > 0 && !p.normalized {
 		var obj map[string]json.RawMessage

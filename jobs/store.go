@@ -273,11 +273,12 @@ type Options struct {
 type EnqueueParams struct {
 	OrgID     string
 	CreatedBy string
-	// Text, PromptRef with Inputs, or Chat: what to run.
+	// Text, PromptRef with Inputs, Chat or Embedding: what to run.
 	Text      string
 	PromptRef string
 	Inputs    json.RawMessage
 	Chat      *ChatRequest
+	Embedding *EmbeddingRequest
 	Profile   string
 	// BatchID and CustomID make the prompt a line of a batch (its
 	// custom_id); both or neither.

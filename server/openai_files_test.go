@@ -242,7 +242,7 @@ func TestOpenAIBatches(t *testing.T) {
 		for _, c := range []struct{ body, param string }{
 			{`{"input_file_id":"file-nope","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "input_file_id"},
 			{`{"input_file_id":"` + *got.OutputFileID + `","endpoint":"/v1/chat/completions","completion_window":"24h"}`, "input_file_id"},
-			{`{"input_file_id":"` + f.ID + `","endpoint":"/v1/embeddings","completion_window":"24h"}`, "endpoint"},
+			{`{"input_file_id":"` + f.ID + `","endpoint":"/v1/completions","completion_window":"24h"}`, "endpoint"},
 			{`{"input_file_id":"` + f.ID + `","endpoint":"/v1/chat/completions","completion_window":"1h"}`, "completion_window"},
 			{`{"input_file_id":"` + f.ID + `","endpoint":"/v1/chat/completions","completion_window":"24h","metadata":{"a":1}}`, "metadata"},
 			{`{"input_file_id":"` + f.ID + `","endpoint":"/v1/chat/completions","completion_window":"24h","extra":1}`, "extra"},

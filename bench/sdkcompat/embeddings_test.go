@@ -1,6 +1,9 @@
 package sdkcompat
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -108,5 +111,68 @@ func TestEmbeddings(t *testing.T) {
 	var e *openai.Error
 	if !errors.As(err, &e) || e.StatusCode != http.StatusTooManyRequests || e.Response.Header.Get("Retry-After") != "4" {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestFrontDoorEmbeddingsBatch: a batch with endpoint /v1/embeddings
+// through the SDK's Batches.New against `serve`: each line runs as a job
+// and the output file holds one embeddings list per line, which the
+// SDK's CreateEmbeddingResponse reads (vectors in input order, the
+// dimensions asked, usage).
+func TestFrontDoorEmbeddingsBatch(t *testing.T) {
+	t.Parallel()
+	s := startService(t)
+	cl := s.client(s.token)
+	inputs := map[string][]string{"a": {"the cat sat", "on the mat"}, "b": {"alone"}}
+	var in bytes.Buffer
+	for _, id := range []string{"a", "b"} {
+		line, err := json.Marshal(map[string]any{"custom_id": id, "method": "POST", "url": "/v1/embeddings",
+			"body": map[string]any{"model": "default", "input": inputs[id], "dimensions": 8}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Write(line)
+		in.WriteByte('\n')
+	}
+	b := createBatchFor(t, cl, in.Bytes(), openai.BatchNewParamsEndpointV1Embeddings)
+	b = waitBatch(t, cl, b.ID)
+	if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != 2 || b.ErrorFileID != "" {
+		t.Fatalf("batch %s", b.RawJSON())
+	}
+	res, err := cl.Files.Content(t.Context(), b.OutputFileID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	seen := 0
+	for sc.Scan() {
+		var l struct {
+			CustomID string `json:"custom_id"`
+			Response struct {
+				StatusCode int                            `json:"status_code"`
+				Body       openai.CreateEmbeddingResponse `json:"body"`
+			} `json:"response"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		seen++
+		body := l.Response.Body
+		want := inputs[l.CustomID]
+		if l.Response.StatusCode != http.StatusOK || string(l.Error) != "null" || len(body.Data) != len(want) ||
+			body.Model != "main-model" || body.Usage.PromptTokens == 0 || body.Usage.TotalTokens != body.Usage.PromptTokens {
+			t.Fatalf("line %s: %s", l.CustomID, sc.Text())
+		}
+		for i, text := range want {
+			if d := body.Data[i]; d.Index != int64(i) || !reflect.DeepEqual(d.Embedding, providertest.EmbeddingFor(text, 8)) {
+				t.Errorf("line %s, vector %d: %+v", l.CustomID, i, d)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil || seen != 2 {
+		t.Fatalf("output file: %d lines, %v", seen, err)
 	}
 }

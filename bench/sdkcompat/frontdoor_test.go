@@ -424,8 +424,14 @@ func batchInput(t *testing.T, model string, n int) []byte {
 	return b.Bytes()
 }
 
-// createBatch uploads input and creates a batch of it.
+// createBatch uploads input and creates a chat completions batch of it.
 func createBatch(t *testing.T, cl openai.Client, input []byte) *openai.Batch {
+	t.Helper()
+	return createBatchFor(t, cl, input, openai.BatchNewParamsEndpointV1ChatCompletions)
+}
+
+// createBatchFor uploads input and creates a batch of it for endpoint.
+func createBatchFor(t *testing.T, cl openai.Client, input []byte, endpoint openai.BatchNewParamsEndpoint) *openai.Batch {
 	t.Helper()
 	ctx := t.Context()
 	f, err := cl.Files.New(ctx, openai.FileNewParams{
@@ -442,14 +448,14 @@ func createBatch(t *testing.T, cl openai.Client, input []byte) *openai.Batch {
 		t.Fatalf("Files.Get: %v %s", err, got.RawJSON())
 	}
 	b, err := cl.Batches.New(ctx, openai.BatchNewParams{
-		InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		InputFileID: f.ID, Endpoint: endpoint,
 		CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
 		Metadata:         map[string]string{"job": "sdkcompat"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.ID == "" || b.InputFileID != f.ID || b.Endpoint != "/v1/chat/completions" || b.CompletionWindow != "24h" || b.Metadata["job"] != "sdkcompat" {
+	if b.ID == "" || b.InputFileID != f.ID || b.Endpoint != string(endpoint) || b.CompletionWindow != "24h" || b.Metadata["job"] != "sdkcompat" {
 		t.Fatalf("created batch %s", b.RawJSON())
 	}
 	return b

@@ -696,8 +696,10 @@ func decodeStreamOptions(raw json.RawMessage, p string) (bool, error) {
 
 // ParseBatchLine decodes one input line ({"custom_id", "method": "POST",
 // "url": "/v1/chat/completions", "body": {...}}): the line's keys, their
-// types, and its body as DecodeChat does (parameters named "body.…").
-// Errors are *RequestError; a body with stream: true is refused. The
+// types, and its body as DecodeChat does (parameters named "body.…"), or
+// as DecodeEmbeddings does when the url is EndpointEmbeddings (into
+// Embedding). Errors are *RequestError; a body with stream: true is
+// refused. The
 // values of custom_id, method and url are the caller's to check against
 // its batch.
 func ParseBatchLine(line []byte) (BatchLine, error) {
@@ -736,6 +738,22 @@ func ParseBatchLine(line []byte) (BatchLine, error) {
 	if body == nil || isNull(body) {
 		return out, reqErr("body", CodeMissingParameter, "body is required.")
 	}
+	if out.URL == EndpointEmbeddings {
+		e, err := decodeEmbeddings(body, "body.")
+		if err != nil {
+			return out, err
+		}
+		// What the store would refuse of it (a NUL), refused naming the
+		// parameter.
+		if _, err := e.Request().Normalize(); err != nil {
+			if ie, ok := errors.AsType[*jobs.InvalidError](err); ok && ie.Field != "" {
+				return out, reqErr("body."+ie.Field, CodeInvalidValue, "body.%s %s.", ie.Field, ie.Reason)
+			}
+			return out, reqErr("body", CodeInvalidValue, "body is not a valid embeddings request.")
+		}
+		out.Embedding = &e
+		return out, nil
+	}
 	if out.Body, err = decodeChat(body, "body."); err != nil {
 		return out, err
 	}
@@ -756,11 +774,13 @@ type BatchRequest struct {
 // Batch endpoints and windows promptkit offers.
 const (
 	EndpointChatCompletions = "/v1/chat/completions"
+	EndpointEmbeddings      = "/v1/embeddings"
 	CompletionWindow24h     = "24h"
 )
 
 // DecodeBatchRequest decodes a POST /v1/batches body: input_file_id,
-// endpoint (only /v1/chat/completions), completion_window (only 24h) and
+// endpoint (/v1/chat/completions or /v1/embeddings), completion_window
+// (only 24h) and
 // metadata. Errors are *RequestError.
 func DecodeBatchRequest(body []byte) (BatchRequest, error) {
 	var out BatchRequest
@@ -794,8 +814,9 @@ func DecodeBatchRequest(body []byte) (BatchRequest, error) {
 		return out, reqErr("input_file_id", CodeMissingParameter, "input_file_id is required.")
 	case out.Endpoint == "":
 		return out, reqErr("endpoint", CodeMissingParameter, "endpoint is required.")
-	case out.Endpoint != EndpointChatCompletions:
-		return out, reqErr("endpoint", CodeUnsupportedValue, "endpoint must be %s: promptkit batches chat completions only.", EndpointChatCompletions)
+	case out.Endpoint != EndpointChatCompletions && out.Endpoint != EndpointEmbeddings:
+		return out, reqErr("endpoint", CodeUnsupportedValue, "endpoint must be %s or %s: promptkit batches chat completions and embeddings only.",
+			EndpointChatCompletions, EndpointEmbeddings)
 	case out.CompletionWindow == "":
 		return out, reqErr("completion_window", CodeMissingParameter, "completion_window is required.")
 	case out.CompletionWindow != CompletionWindow24h:

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -259,9 +260,18 @@ func TestParseBatchLine(t *testing.T) {
 		t.Errorf("got %+v", l)
 	}
 	// The caller checks the values against its batch.
-	l, err = openaiapi.ParseBatchLine([]byte(`{"custom_id":"","method":"GET","url":"/v1/embeddings","body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`))
-	if err != nil || l.Method != "GET" || l.URL != "/v1/embeddings" {
+	l, err = openaiapi.ParseBatchLine([]byte(`{"custom_id":"","method":"GET","url":"/v1/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`))
+	if err != nil || l.Method != "GET" || l.URL != "/v1/completions" || l.Embedding != nil {
 		t.Errorf("got %+v, %v", l, err)
+	}
+	// An embeddings line's body is decoded as POST /v1/embeddings decodes
+	// one.
+	l, err = openaiapi.ParseBatchLine([]byte(`{"custom_id":"e","method":"POST","url":"/v1/embeddings","body":{"model":"em","input":["a","b"],"dimensions":3,"encoding_format":"base64"}}`))
+	if err != nil || l.Embedding == nil || l.Model() != "em" || !slices.Equal(l.Embedding.Input, []string{"a", "b"}) ||
+		*l.Embedding.Dimensions != 3 || !l.Embedding.Base64 {
+		t.Errorf("embeddings line: got %+v, %v", l, err)
+	} else if r := l.Embedding.Request(); r.EncodingFormat != "base64" || *r.Dimensions != 3 || len(r.Input) != 2 {
+		t.Errorf("embeddings request %+v", r)
 	}
 
 	for _, c := range []struct{ line, param, code string }{
@@ -273,6 +283,13 @@ func TestParseBatchLine(t *testing.T) {
 		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions"}`, "body", openaiapi.CodeMissingParameter},
 		{`{"custom_id":1,"method":"POST","url":"/v1/chat/completions","body":{}}`, "custom_id", openaiapi.CodeInvalidType},
 		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{},"extra":1}`, "extra", openaiapi.CodeUnknownParameter},
+		{`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`, "body.messages", openaiapi.CodeUnknownParameter},
+		{`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m"}}`, "body.input", openaiapi.CodeMissingParameter},
+		{`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m","input":["a",""]}}`, "body.input[1]", openaiapi.CodeInvalidValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m","input":[1,2]}}`, "body.input", openaiapi.CodeUnsupportedValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m","input":"a","dimensions":0}}`, "body.dimensions", openaiapi.CodeInvalidValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":[]}`, "body", openaiapi.CodeInvalidType},
+		{`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m","input":["a","b\u0000"]}}`, "body.input[1]", openaiapi.CodeInvalidValue},
 		{`{"custom_id":"a"} {"x":1}`, "", openaiapi.CodeInvalidJSON},
 		{`"line"`, "", openaiapi.CodeInvalidJSON},
 		{`{"custom_id":`, "", openaiapi.CodeInvalidJSON},
@@ -291,6 +308,9 @@ func TestDecodeBatchRequest(t *testing.T) {
 	if err != nil || got.InputFileID != "file-1" || got.Metadata["a"] != "b" {
 		t.Fatalf("got %+v, %v", got, err)
 	}
+	if got, err := openaiapi.DecodeBatchRequest([]byte(`{"input_file_id":"f","endpoint":"/v1/embeddings","completion_window":"24h"}`)); err != nil || got.Endpoint != "/v1/embeddings" {
+		t.Fatalf("embeddings: got %+v, %v", got, err)
+	}
 	many := map[string]string{}
 	for i := range 17 {
 		many[string(rune('a'+i))] = "v"
@@ -299,7 +319,7 @@ func TestDecodeBatchRequest(t *testing.T) {
 	for _, c := range []struct{ body, param string }{
 		{`{"endpoint":"/v1/chat/completions","completion_window":"24h"}`, "input_file_id"},
 		{`{"input_file_id":"f","completion_window":"24h"}`, "endpoint"},
-		{`{"input_file_id":"f","endpoint":"/v1/embeddings","completion_window":"24h"}`, "endpoint"},
+		{`{"input_file_id":"f","endpoint":"/v1/completions","completion_window":"24h"}`, "endpoint"},
 		{`{"input_file_id":"f","endpoint":"/v1/chat/completions"}`, "completion_window"},
 		{`{"input_file_id":"f","endpoint":"/v1/chat/completions","completion_window":"48h"}`, "completion_window"},
 		{string(tooMany), "metadata"},

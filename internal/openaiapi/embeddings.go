@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
 )
 
@@ -35,48 +36,61 @@ type EmbeddingParams struct {
 // parameter is refused too; null is an unset parameter. Every error is a
 // *RequestError whose message never quotes the request.
 func DecodeEmbeddings(body []byte) (EmbeddingParams, error) {
+	return decodeEmbeddings(body, "")
+}
+
+// decodeEmbeddings is DecodeEmbeddings naming parameters after prefix
+// ("body." in a batch line).
+func decodeEmbeddings(body []byte, prefix string) (EmbeddingParams, error) {
 	var out EmbeddingParams
-	m, err := object(body, "")
+	var m map[string]json.RawMessage
+	var err error
+	if prefix == "" {
+		m, err = object(body, "")
+	} else {
+		m, err = object(body, prefix[:len(prefix)-1])
+	}
 	if err != nil {
 		return out, err
 	}
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		raw := m[key]
+		p := prefix + key
 		if isNull(raw) {
 			if key == "model" || key == "input" {
-				return out, reqErr(key, CodeMissingParameter, "%s is required.", key)
+				return out, reqErr(p, CodeMissingParameter, "%s is required.", p)
 			}
 			continue
 		}
 		switch key {
 		case "model":
-			out.Model, err = decodeModel(raw, key)
+			out.Model, err = decodeModel(raw, p)
 		case "input":
-			out.Input, err = decodeEmbeddingInput(raw)
+			out.Input, err = decodeEmbeddingInput(raw, p)
 		case "dimensions":
 			var n int64
-			if n, err = decodeInt(raw, key); err == nil {
+			if n, err = decodeInt(raw, p); err == nil {
 				if n < 1 || n > math.MaxInt32 {
-					err = reqErr(key, CodeInvalidValue, "dimensions must be at least 1.")
+					err = reqErr(p, CodeInvalidValue, "%s must be at least 1.", p)
 					break
 				}
 				out.Dimensions = new(int(n))
 			}
 		case "encoding_format":
 			var f string
-			if f, err = decodeString(raw, key); err == nil {
+			if f, err = decodeString(raw, p); err == nil {
 				switch f {
 				case pktype.EncodingFloat:
 				case pktype.EncodingBase64:
 					out.Base64 = true
 				default:
-					err = reqErr(key, CodeInvalidValue, "encoding_format must be %q or %q.", pktype.EncodingFloat, pktype.EncodingBase64)
+					err = reqErr(p, CodeInvalidValue, "%s must be %q or %q.", p, pktype.EncodingFloat, pktype.EncodingBase64)
 				}
 			}
 		case "user":
-			out.User, err = decodeString(raw, key)
+			out.User, err = decodeString(raw, p)
 		default:
-			err = unknownKey("", key)
+			err = unknownKey(prefix, key)
 		}
 		if err != nil {
 			return out, err
@@ -84,38 +98,49 @@ func DecodeEmbeddings(body []byte) (EmbeddingParams, error) {
 	}
 	switch {
 	case out.Model == "":
-		return out, reqErr("model", CodeMissingParameter, "model is required.")
+		return out, reqErr(prefix+"model", CodeMissingParameter, "%smodel is required.", prefix)
 	case out.Input == nil:
-		return out, reqErr("input", CodeMissingParameter, "input is required.")
+		return out, reqErr(prefix+"input", CodeMissingParameter, "%sinput is required.", prefix)
 	}
 	return out, nil
 }
 
-// decodeEmbeddingInput reads input: one string, or an array of strings.
-func decodeEmbeddingInput(raw json.RawMessage) ([]string, error) {
+// Request is the embeddings request as promptkit stores one (a batch
+// line's): the model goes to the prompt's profile and options instead.
+func (e EmbeddingParams) Request() jobs.EmbeddingRequest {
+	r := jobs.EmbeddingRequest{Input: e.Input, Dimensions: e.Dimensions}
+	if e.Base64 {
+		r.EncodingFormat = pktype.EncodingBase64
+	}
+	return r
+}
+
+// decodeEmbeddingInput reads input (named param): one string, or an
+// array of strings.
+func decodeEmbeddingInput(raw json.RawMessage, param string) ([]string, error) {
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
 		if one == "" {
-			return nil, reqErr("input", CodeInvalidValue, "input must not be empty.")
+			return nil, reqErr(param, CodeInvalidValue, "%s must not be empty.", param)
 		}
 		return []string{one}, nil
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
-		return nil, invalidType("input", "a string or an array of strings")
+		return nil, invalidType(param, "a string or an array of strings")
 	}
 	switch {
 	case len(items) == 0:
-		return nil, reqErr("input", CodeInvalidValue, "input must hold at least one string.")
+		return nil, reqErr(param, CodeInvalidValue, "%s must hold at least one string.", param)
 	case len(items) > pktype.MaxEmbeddingInputs:
-		return nil, reqErr("input", CodeInvalidValue, "input holds more than %d strings.", pktype.MaxEmbeddingInputs)
+		return nil, reqErr(param, CodeInvalidValue, "%s holds more than %d strings.", param, pktype.MaxEmbeddingInputs)
 	case tokenArrays(items):
-		return nil, reqErr("input", CodeUnsupportedValue,
+		return nil, reqErr(param, CodeUnsupportedValue,
 			"promptkit embeds text: token arrays are not supported; send the input as a string or an array of strings.")
 	}
 	out := make([]string, len(items))
 	for i, it := range items {
-		p := "input[" + strconv.Itoa(i) + "]"
+		p := param + "[" + strconv.Itoa(i) + "]"
 		if err := json.Unmarshal(it, &out[i]); err != nil || isNull(it) {
 			return nil, invalidType(p, "a string")
 		}

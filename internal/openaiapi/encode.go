@@ -254,7 +254,8 @@ const (
 // or cancelled job's error response, or (in an expired or cancelled
 // batch) a request that never finished (code batch_expired or
 // batch_cancelled), in the error file. A job cancelled by its batch's
-// cancel counts as never finished.
+// cancel counts as never finished. An embeddings line's completion is an
+// EmbeddingList of the stored vectors, base64 when the line asked.
 func OutputLine(r jobs.BatchResult, status jobs.BatchStatus) ([]byte, bool) {
 	out := outputLine{ID: "batch_req_" + cmp.Or(r.Job.ID, r.Prompt.ID), CustomID: r.Prompt.CustomID}
 	stopped := status == jobs.BatchCancelled || status == jobs.BatchCancelling
@@ -265,6 +266,16 @@ func OutputLine(r jobs.BatchResult, status jobs.BatchStatus) ([]byte, bool) {
 		}
 	}
 	switch {
+	case r.Job.State == jobs.Succeeded && r.Response != nil && r.Prompt.Embedding != nil:
+		// An embeddings line: the stored vectors as POST /v1/embeddings
+		// answers them.
+		var vectors [][]float64
+		if err := json.Unmarshal(r.Response.Parsed, &vectors); err != nil {
+			out.Error = &lineError{Code: "response_unavailable", Message: "This request's embeddings could not be read."}
+			break
+		}
+		out.Response = &lineResponse{StatusCode: http.StatusOK, RequestID: r.Job.ID,
+			Body: Embeddings(vectors, r.Response.Model, r.Response.Usage, r.Prompt.Embedding.EncodingFormat == pktype.EncodingBase64)}
 	case r.Job.State == jobs.Succeeded && r.Response != nil:
 		out.Response = &lineResponse{StatusCode: http.StatusOK, RequestID: r.Job.ID, Body: Completion(r.Job, *r.Response)}
 	case r.Job.State == jobs.Succeeded:

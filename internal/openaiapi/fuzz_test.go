@@ -50,6 +50,7 @@ func FuzzParseBatchLine(f *testing.F) {
 	f.Add([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}]}}`))
 	f.Add([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}}`))
 	f.Add([]byte(`{"custom_id":"a"}`))
+	f.Add([]byte(`{"custom_id":"a","method":"POST","url":"/v1/embeddings","body":{"model":"m","input":["x","y"],"dimensions":2}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		l, err := openaiapi.ParseBatchLine(line)
 		if err != nil {
@@ -59,8 +60,15 @@ func FuzzParseBatchLine(f *testing.F) {
 			}
 			return
 		}
-		if l.Body.Stream || l.Body.Model == "" {
+		if l.Body.Stream || l.Model() == "" {
 			t.Fatalf("parsed %+v", l)
+		}
+		if l.Embedding != nil {
+			e := l.Embedding.Request()
+			if _, err := (jobs.EnqueueParams{OrgID: "o", Embedding: &e, BatchID: "b", CustomID: "c"}).Normalize(); err != nil {
+				t.Fatalf("parsed an embeddings request the store refuses: %v", err)
+			}
+			return
 		}
 		if _, err := (jobs.EnqueueParams{OrgID: "o", Chat: &l.Body.Chat, BatchID: "b", CustomID: "c"}).Normalize(); err != nil {
 			t.Fatalf("parsed a chat the store refuses: %v", err)

@@ -56,7 +56,19 @@ type BatchLine struct {
 	CustomID string
 	Method   string
 	URL      string
-	Body     ChatParams
+	// Body is a chat completion's; Embedding is set instead for a line
+	// whose url is EndpointEmbeddings.
+	Body      ChatParams
+	Embedding *EmbeddingParams
+}
+
+// Model is the line's model: its chat completion's or its embeddings
+// request's.
+func (l BatchLine) Model() string {
+	if l.Embedding != nil {
+		return l.Embedding.Model
+	}
+	return l.Body.Model
 }
 
 // Target is what a request's model names: a profile, and execution

@@ -616,35 +616,63 @@ func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) 
 		return jobs.EnqueueParams{}, e
 	}
 	l, err := openaiapi.ParseBatchLine(raw)
-	if err != nil {
-		if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
-			return bad(cmp.Or(re.Code, CodeInvalid), re.Param, re.Message)
+	// The line's own fields come first: its body is decoded as its url's
+	// request, so a line for another endpoint is a url_mismatch rather
+	// than that endpoint's body errors. ParseBatchLine has read them when
+	// only the body is wrong.
+	header := func() *jobs.BatchError {
+		switch {
+		case l.CustomID == "":
+			return &jobs.BatchError{Code: CodeInvalid, Param: "custom_id", Message: "custom_id is missing or empty.", Line: no}
+		case l.Method != methodPost:
+			return &jobs.BatchError{Code: CodeInvalid, Param: "method", Message: "method must be POST.", Line: no}
+		case l.URL != b.Endpoint:
+			return &jobs.BatchError{Code: CodeURLMismatch, Param: "url", Line: no,
+				Message: fmt.Sprintf("url must be the batch's endpoint, %s.", b.Endpoint)}
 		}
-		return bad(CodeInvalid, "", "This line is not a valid batch request.")
+		return nil
+	}
+	if err != nil {
+		re, ok := errors.AsType[*openaiapi.RequestError](err)
+		if !ok {
+			return bad(CodeInvalid, "", "This line is not a valid batch request.")
+		}
+		if re.Param == "body" || strings.HasPrefix(re.Param, "body.") {
+			if e := header(); e != nil {
+				return jobs.EnqueueParams{}, e
+			}
+		}
+		return bad(cmp.Or(re.Code, CodeInvalid), re.Param, re.Message)
+	}
+	if e := header(); e != nil {
+		return jobs.EnqueueParams{}, e
 	}
 	switch {
-	case l.CustomID == "":
-		return bad(CodeInvalid, "custom_id", "custom_id is missing or empty.")
-	case l.Method != methodPost:
-		return bad(CodeInvalid, "method", "method must be POST.")
-	case l.URL != b.Endpoint:
-		return bad(CodeURLMismatch, "url", fmt.Sprintf("url must be the batch's endpoint, %s.", b.Endpoint))
 	case l.Body.Stream:
 		return bad(CodeInvalid, "body.stream", "stream is not supported in a batch.")
 	}
-	t, ok := p.cfg.Resolve(l.Body.Model)
+	t, ok := p.cfg.Resolve(l.Model())
 	if !ok {
 		return bad(CodeModelNotFound, "body.model", "The model is not a profile or a model of a configured backend (see GET /v1/models).")
 	}
 	prio := b.Priority
-	chat := l.Body.Chat
-	params, err := jobs.EnqueueParams{
+	params := jobs.EnqueueParams{
 		OrgID: b.OrgID, CreatedBy: b.CreatedBy,
-		Chat: &chat, Profile: t.Profile, ExecutionOptions: t.Options,
+		Profile: t.Profile, ExecutionOptions: t.Options,
 		BatchID: b.ID, CustomID: l.CustomID,
 		Priority: &prio, MaxAttempts: p.cfg.MaxAttempts,
 		IdempotencyKey: fmt.Sprintf("%s%s/%d", batchKeyPrefix, b.ID, no),
-	}.Normalize()
+	}
+	if l.Embedding != nil {
+		// A line for /v1/embeddings (the batch's endpoint: checked
+		// above): its job computes vectors.
+		e := l.Embedding.Request()
+		params.Embedding = &e
+	} else {
+		chat := l.Body.Chat
+		params.Chat = &chat
+	}
+	params, err = params.Normalize()
 	if err != nil {
 		// What the store would refuse, refused here instead of failing
 		// the enqueue of a whole chunk.

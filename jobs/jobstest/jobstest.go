@@ -190,6 +190,7 @@ func Run(t *testing.T, h Harness) {
 		{"CheckConcurrentWrites", testCheckConcurrentWrites},
 		{"CheckClosed", testCheckClosed},
 		{"FrontDoorFields", testFrontDoorFields},
+		{"EmbeddingPrompts", testEmbeddingPrompts},
 		{"Files", testFiles},
 		{"ListFiles", testListFiles},
 		{"FileContent", testFileContent},
@@ -284,7 +285,7 @@ func (f *fixture) advance(d time.Duration) time.Time { return f.clock.Advance(d)
 func (f *fixture) enqueue(p jobs.EnqueueParams) jobs.Enqueued {
 	f.t.Helper()
 	f.n++
-	if p.Text == "" && p.PromptRef == "" && p.Chat == nil {
+	if p.Text == "" && p.PromptRef == "" && p.Chat == nil && p.Embedding == nil {
 		p.Text = "prompt text"
 	}
 	if p.CreatedBy == "" {

@@ -29,12 +29,15 @@ func (s *Store) Enqueue(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueue
 	return r.enqueue.out, nil
 }
 
-// normalize normalizes p and checks that its chat request encodes (see
-// newEnqueueRows).
+// normalize normalizes p and checks that its chat and embeddings
+// requests encode (see newEnqueueRows).
 func normalize(p jobs.EnqueueParams) (jobs.EnqueueParams, error) {
 	p, err := p.Normalize()
 	if err == nil {
 		_, err = jobs.EncodeChat(p.Chat)
+	}
+	if err == nil {
+		_, err = jobs.EncodeEmbedding(p.Embedding)
 	}
 	return p, err
 }
@@ -99,7 +102,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 // enqueueRows holds a batch as column arrays for unnest.
 type enqueueRows struct {
 	promptID, jobID, org, by, parent, refUser, corr, text, ref, inputs, profile, key, hash, opts, dep []string
-	chat, batch, customID                                                                             []string
+	chat, embedding, batch, customID                                                                  []string
 	priority, maxAttempts                                                                             []int
 	available                                                                                         []time.Time
 	// grace is each item's KeyGrace when its key expires (KeyExpires),
@@ -235,11 +238,13 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		parent: make([]string, n), refUser: make([]string, n), corr: make([]string, n), text: make([]string, n), ref: make([]string, n),
 		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), hash: make([]string, n),
 		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
-		available: make([]time.Time, n), chat: make([]string, n), batch: make([]string, n), customID: make([]string, n),
-		grace: make([]time.Duration, n),
+		available: make([]time.Time, n), chat: make([]string, n), embedding: make([]string, n), batch: make([]string, n),
+		customID: make([]string, n),
+		grace:    make([]time.Duration, n),
 	}
 	for i, p := range ps {
-		chat, _ := jobs.EncodeChat(p.Chat) // checked by normalize
+		chat, _ := jobs.EncodeChat(p.Chat)                // checked by normalize
+		embedding, _ := jobs.EncodeEmbedding(p.Embedding) // checked by normalize
 		avail := now
 		if !p.AvailableAt.IsZero() {
 			avail = p.AvailableAt
@@ -250,7 +255,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.text[i], r.ref[i], r.inputs[i], r.profile[i] = p.Text, p.PromptRef, string(p.Inputs), p.Profile
 		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions.JSON()), p.DependsOn
 		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
-		r.chat[i], r.batch[i], r.customID[i] = string(chat), p.BatchID, p.CustomID
+		r.chat[i], r.embedding[i], r.batch[i], r.customID[i] = string(chat), string(embedding), p.BatchID, p.CustomID
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
 		r.grace[i] = -1
@@ -341,14 +346,14 @@ func (b *enqueueBatch) insertPrompts(p *phase) {
 	}
 	q := `
 		INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs, profile, idempotency_key,
-			request_hash, created_at, chat, batch_id, custom_id)
+			request_hash, created_at, chat, batch_id, custom_id, embedding)
 		SELECT u.id, u.org, u.by, NULLIF(u.parent, ''), u.corr, u.text, u.ref, NULLIF(u.inputs, '')::json, u.profile, u.key, u.hash, $12,
-			NULLIF(u.chat, '')::json, NULLIF(u.batch, ''), NULLIF(u.custom, '')
+			NULLIF(u.chat, '')::json, NULLIF(u.batch, ''), NULLIF(u.custom, ''), NULLIF(u.embedding, '')::json
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-				$11::text[], $13::text[], $14::text[], $15::text[])
-			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key, hash, chat, batch, custom)`
+				$11::text[], $13::text[], $14::text[], $15::text[], $16::text[])
+			AS u(id, org, by, parent, corr, text, ref, inputs, profile, key, hash, chat, batch, custom, embedding)`
 	args := []any{col(r.promptID), col(r.org), col(r.by), col(r.parent), col(r.corr), col(r.text), col(r.ref),
-		col(r.inputs), col(r.profile), col(r.key), col(r.hash), b.now, col(r.chat), col(r.batch), col(r.customID)}
+		col(r.inputs), col(r.profile), col(r.key), col(r.hash), b.now, col(r.chat), col(r.batch), col(r.customID), col(r.embedding)}
 	if !r.hasKeys {
 		// Nothing can conflict: every prompt is inserted.
 		p.exec(q, args...)

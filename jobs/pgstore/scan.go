@@ -119,16 +119,16 @@ func scanEventExtra(row pgx.Row, extra ...any) (jobs.Event, error) {
 }
 
 const promptCols = `id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs::text, profile, idempotency_key, created_at,
-	chat::text, batch_id, custom_id`
+	chat::text, batch_id, custom_id, embedding::text`
 
 func scanPrompt(row pgx.Row) (jobs.Prompt, error) {
 	var (
 		p                       jobs.Prompt
 		parent, batch, customID *string
-		inputs, chat            []byte
+		inputs, chat, embedding []byte
 	)
 	if err := row.Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID, &p.Text, &p.PromptRef, &inputs, &p.Profile,
-		&p.IdempotencyKey, &p.CreatedAt, &chat, &batch, &customID); err != nil {
+		&p.IdempotencyKey, &p.CreatedAt, &chat, &batch, &customID, &embedding); err != nil {
 		return jobs.Prompt{}, err
 	}
 	p.ParentID = str(parent)
@@ -137,6 +137,9 @@ func scanPrompt(row pgx.Row) (jobs.Prompt, error) {
 	}
 	var err error
 	if p.Chat, err = jobs.DecodeChat(chat); err != nil {
+		return jobs.Prompt{}, err
+	}
+	if p.Embedding, err = jobs.DecodeEmbedding(embedding); err != nil {
 		return jobs.Prompt{}, err
 	}
 	p.BatchID, p.CustomID = str(batch), str(customID)

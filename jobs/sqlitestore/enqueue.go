@@ -25,8 +25,8 @@ var (
 	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
 	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
 	qInsertPrompt = wq(`INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text,
-		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at, chat, batch_id, custom_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at, chat, batch_id, custom_id, embedding)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
 		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
@@ -87,10 +87,14 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	if err != nil {
 		return jobs.Enqueued{}, err
 	}
+	embedding, err := jobs.EncodeEmbedding(p.Embedding)
+	if err != nil {
+		return jobs.Enqueued{}, err
+	}
 	promptID := jobs.NewID()
 	if _, err := w.exec(qInsertPrompt, promptID, p.OrgID, p.CreatedBy, nullString(p.ParentID),
 		p.CorrelationID, p.Text, p.PromptRef, nullBytes(p.Inputs), p.Profile, p.IdempotencyKey, p.RequestHash, w.now,
-		nullBytes(chat), nullString(p.BatchID), nullString(p.CustomID)); err != nil {
+		nullBytes(chat), nullString(p.BatchID), nullString(p.CustomID), nullBytes(embedding)); err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("insert prompt: %w", err)
 	}
 	availableAt := w.now

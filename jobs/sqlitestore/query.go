@@ -559,18 +559,18 @@ func (s *Store) GetResponses(ctx context.Context, orgID string, ids []string) (m
 
 // promptCols is the column list scanPrompt reads.
 const promptCols = `id, org_id, created_by, parent_id, correlation_id, text, prompt_ref, inputs,
-	profile, idempotency_key, created_at, chat, batch_id, custom_id`
+	profile, idempotency_key, created_at, chat, batch_id, custom_id, embedding`
 
 // scanPrompt reads one row of promptCols.
 func scanPrompt(r scanner) (jobs.Prompt, error) {
 	var (
 		p                       jobs.Prompt
 		parent, batch, customID sql.NullString
-		inputs, chat            sql.NullString
+		inputs, chat, embedding sql.NullString
 		createdAt               int64
 	)
 	err := r.Scan(&p.ID, &p.OrgID, &p.CreatedBy, &parent, &p.CorrelationID,
-		&p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &createdAt, &chat, &batch, &customID)
+		&p.Text, &p.PromptRef, &inputs, &p.Profile, &p.IdempotencyKey, &createdAt, &chat, &batch, &customID, &embedding)
 	if err != nil {
 		return jobs.Prompt{}, err
 	}
@@ -579,6 +579,9 @@ func scanPrompt(r scanner) (jobs.Prompt, error) {
 		p.Inputs = json.RawMessage(inputs.String)
 	}
 	if p.Chat, err = jobs.DecodeChat([]byte(chat.String)); err != nil {
+		return jobs.Prompt{}, err
+	}
+	if p.Embedding, err = jobs.DecodeEmbedding([]byte(embedding.String)); err != nil {
 		return jobs.Prompt{}, err
 	}
 	p.BatchID, p.CustomID = batch.String, customID.String

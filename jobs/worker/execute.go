@@ -23,9 +23,9 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	// run's cancellation: a handed-back job must still be written back.
 	fin := context.WithoutCancel(parent)
 
-	req, o := w.prepare(fin, j)
+	t, o := w.prepare(fin, j)
 	if o.err == nil && o.dependency == "" {
-		o = w.run(ctx, j, req)
+		o = w.run(ctx, j, t)
 	}
 	now := w.cfg.Now()
 	wr := settle(j, o, w.cfg.Name, now, w.cfg.Jitter)
@@ -34,7 +34,8 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 
 // outcome is what became of one job attempt, as settle needs it.
 type outcome struct {
-	// res is the engine's result, nil unless the run succeeded.
+	// res is the engine's result, nil unless the run succeeded. An
+	// embeddings call's is made from its EmbedResult (see embedResult).
 	res *promptkit.RunResult
 	// err is why there is no result: the engine's error, or the request
 	// could not be built.
@@ -53,10 +54,17 @@ type outcome struct {
 	wallStart, clockStart time.Time
 }
 
+// task is what a job asks of the engine: a run, or, for an embeddings
+// prompt (jobs.Prompt.Embedding), an embeddings call.
+type task struct {
+	run   promptkit.RunRequest
+	embed *promptkit.EmbedRequest
+}
+
 // prepare checks the job's dependency and builds its engine request: the
 // prompt (ad-hoc text, or a named prompt with inputs), the thread history
-// and the job's options.
-func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest, outcome) {
+// and the job's options; or the embeddings call of an embeddings prompt.
+func (w *Worker) prepare(ctx context.Context, j jobs.Job) (task, outcome) {
 	if j.DependsOn != "" {
 		dep, err := w.store.GetJob(ctx, "", j.DependsOn)
 		var depJob *jobs.Job
@@ -64,20 +72,24 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest,
 		case err == nil:
 			depJob = &dep
 		case !errors.Is(err, jobs.ErrNotFound):
-			return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the dependency: %w", err)}
+			return task{}, outcome{err: fmt.Errorf("reading the dependency: %w", err)}
 		}
 		if run, reason := jobs.DependencyOutcome(depJob); !run {
-			return promptkit.RunRequest{}, outcome{dependency: reason}
+			return task{}, outcome{dependency: reason}
 		}
 	}
 	p, err := w.store.GetPrompt(ctx, "", j.PromptID)
 	if err != nil {
-		return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
+		return task{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
 	}
 	opts := j.ExecutionOptions
+	if p.Embedding != nil {
+		req := embedRequest(*p.Embedding, p.Profile, opts)
+		return task{embed: &req}, outcome{}
+	}
 	req, err := Request(p, opts)
 	if err != nil {
-		return promptkit.RunRequest{}, outcome{err: err}
+		return task{}, outcome{err: err}
 	}
 	depth := w.cfg.HistoryDepth
 	if opts.Depth != nil {
@@ -87,11 +99,35 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest,
 	if depth > 0 && p.ParentID != "" && p.Chat == nil {
 		turns, err := w.store.Thread(ctx, jobs.ThreadParams{PromptID: p.ID, Depth: depth})
 		if err != nil {
-			return promptkit.RunRequest{}, outcome{err: fmt.Errorf("reading the thread: %w", err)}
+			return task{}, outcome{err: fmt.Errorf("reading the thread: %w", err)}
 		}
 		req.History = history(turns)
 	}
-	return req, outcome{}
+	return task{run: req}, outcome{}
+}
+
+// embedRequest is the engine's embeddings call for a stored embeddings
+// request, resolved as a run is: the prompt's profile, the options' model
+// and backend. The encoding format is not sent (as POST /v1/embeddings
+// does not): the vectors come as numbers and the answer is written as
+// the request asked.
+func embedRequest(e jobs.EmbeddingRequest, profile string, opts jobs.ExecutionOptions) promptkit.EmbedRequest {
+	return promptkit.EmbedRequest{Input: e.Input, ProfileID: profile, Model: opts.Model, Backend: opts.PreferProvider,
+		Dimensions: e.Dimensions}
+}
+
+// embedResult is an embeddings call's result as the job's: no text, the
+// vectors as JSON (Output, stored as the response's parsed value), the
+// model and usage. Vectors JSON cannot hold (a NaN from an injected
+// client) are a malformed response.
+func embedResult(r *promptkit.EmbedResult) (*promptkit.RunResult, error) {
+	vectors, err := json.Marshal(r.Embeddings)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the embeddings are not finite numbers", promptkit.ErrMalformedResponse)
+	}
+	return &promptkit.RunResult{RunID: r.RunID, ProfileID: r.ProfileID, BackendID: r.BackendID, Model: r.Model,
+		Output: vectors, Validation: promptkit.Validation{Status: promptkit.ValidationSkipped}, Usage: r.Usage,
+		Attempts: r.Attempts, Timings: r.Timings}, nil
 }
 
 // Request is the engine request for a prompt with execution options,
@@ -99,8 +135,12 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (promptkit.RunRequest,
 // refuse at submission what the worker could not run. A chat prompt
 // (p.Chat) becomes a Messages request with its sampling values and
 // response format: json_object asks for a JSON object, json_schema for
-// an output valid against its schema.
+// an output valid against its schema. An embeddings prompt is no run:
+// ErrInvalid.
 func Request(p jobs.Prompt, opts jobs.ExecutionOptions) (promptkit.RunRequest, error) {
+	if p.Embedding != nil {
+		return promptkit.RunRequest{}, fmt.Errorf("%w: an embeddings prompt is not a run", jobs.ErrInvalid)
+	}
 	req := promptkit.RunRequest{Text: p.Text, PromptID: p.PromptRef, ProfileID: p.Profile,
 		Model: opts.Model, Backend: opts.PreferProvider}
 	if c := p.Chat; c != nil {
@@ -136,9 +176,11 @@ func history(turns []jobs.Turn) []promptkit.Message {
 	return msgs
 }
 
-// run calls the engine under the job timeout, recording its attempts.
-func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) outcome {
+// run calls the engine under the job timeout, recording its attempts:
+// Run, or Embed for an embeddings task.
+func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 	rec := &attemptLog{w: w, ctx: context.WithoutCancel(ctx), job: j}
+	req := t.run
 	req.Observer = chainObservers(rec.observe, w.cfg.Observer)
 	if j.ExecutionOptions.Stream {
 		// Someone relays the answer as it comes (a streamed chat
@@ -151,7 +193,16 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, req promptkit.RunRequest) 
 	runCtx, stop := context.WithTimeout(ctx, w.cfg.JobTimeout)
 	defer stop()
 	o := outcome{wallStart: time.Now(), clockStart: w.cfg.Now()}
-	o.res, o.err = w.cfg.Engine.Run(runCtx, req)
+	if e := t.embed; e != nil {
+		er := *e
+		er.Observer, er.NoWaitPastDeadline = req.Observer, true
+		var res *promptkit.EmbedResult
+		if res, o.err = w.cfg.Engine.Embed(runCtx, er); o.err == nil {
+			o.res, o.err = embedResult(res)
+		}
+	} else {
+		o.res, o.err = w.cfg.Engine.Run(runCtx, req)
+	}
 	rec.finish(o.err)
 	o.unrecorded = rec.unrecorded
 	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
