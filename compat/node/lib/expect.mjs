@@ -1,6 +1,5 @@
-// What the tests share: the reasons a test is todo (each names what the
-// server or the fake must do for it to pass), and the tool every tools
-// test offers.
+// What the tests share: the tool every tools test offers, and what it
+// answers.
 
 /** The text the tool returns: a test finds it in what the provider was sent, and in the answer. */
 export const toolResult = 'sunny, 21 degrees (tool result 7f3a)';
