@@ -174,7 +174,7 @@ func (d *opsDB) Changed() { d.notify.Broadcast() }
 // walSizeLimit.
 func (d *opsDB) StoredFiles(ctx context.Context, bytes int64) {
 	if bytes > walSizeLimit {
-		d.store().truncateWAL(ctx)
+		d.store().truncateWAL(ctx, 0)
 	}
 }
 

@@ -99,6 +99,16 @@ const busyTimeout = 10 * time.Second
 // truncateWAL).
 const walSizeLimit = 16 << 20
 
+// A -wal file past walCheckpointAt after a commit (half again the 4 MiB
+// the automatic checkpoints keep it at) is checkpointed and truncated at
+// once, the writer waiting up to walCheckpointWait for readers of older
+// snapshots to finish: readers that always overlap starve the automatic
+// checkpoints, and the WAL would grow until the disk is full.
+const (
+	walCheckpointAt   = 6 << 20
+	walCheckpointWait = 2 * time.Second
+)
+
 // Store is a jobs.Store on one SQLite file. Create it with Open; it is safe
 // for concurrent use, and several processes may open the same file.
 //
@@ -116,6 +126,7 @@ type Store struct {
 
 	writer *sql.DB // exactly one connection: the only writer in this process
 	reader *sql.DB // query_only connections for reads
+	wal    string  // the -wal file's path
 	// deltas fans answer pieces out to this process's readers.
 	deltas deltas.Hub
 	now    func() time.Time
@@ -327,6 +338,7 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 	s := &Store{
 		writer: writer,
 		reader: reader,
+		wal:    path + "-wal",
 		now:    opts.Now,
 		wstmts: make(map[string]*sql.Stmt, len(writerQueries)),
 		rstmts: make(map[string]*sql.Stmt),
@@ -502,7 +514,19 @@ func (s *Store) tx(ctx context.Context, fn func(w *wtx) error) error {
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		if full(err) {
+			// The -wal file holds frames already checkpointed: give their
+			// space back, so the writes that follow have room once the
+			// disk has some.
+			s.truncateWAL(ctx, walCheckpointWait)
+		}
 		return fmt.Errorf("commit: %w", err)
+	}
+	if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walCheckpointAt {
+		// The automatic checkpoints are not keeping up: readers on older
+		// snapshots kept the WAL from starting over, and it grows by every
+		// commit until the disk is full.
+		s.truncateWAL(ctx, walCheckpointWait)
 	}
 	if len(w.events) > 0 {
 		s.notify.Broadcast()
@@ -538,22 +562,29 @@ func (w *wtx) transition(j jobs.Job, from, to jobs.State, data []byte) {
 		typ: jobs.EventTransition, from: from, to: to, data: data})
 }
 
-// truncateWAL checkpoints the WAL and truncates the -wal file to nothing,
-// after a write that stored more than walSizeLimit bytes of file content:
-// journal_size_limit alone would shrink it only at the next write. It
-// runs on the writer connection, outside any transaction, after the
-// write committed, so it changes nothing the caller gets: a checkpoint
-// that fails, or is busy because another connection reads an older
-// snapshot or writes, is skipped (the limit applies at the next write
-// then). The busy timeout is off while it runs, so it never waits for
-// other connections while holding this process's only writer.
-func (s *Store) truncateWAL(ctx context.Context) {
+// full reports whether err is SQLite's SQLITE_FULL: the disk is full.
+func full(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL
+}
+
+// truncateWAL checkpoints the WAL and truncates the -wal file to nothing:
+// after a write that stored more than walSizeLimit bytes of file content
+// (journal_size_limit alone would shrink it only at the next write), after
+// a commit that left the WAL past walCheckpointAt, and after one that
+// failed on a full disk. It runs on the writer connection, outside any
+// transaction, after the commit, so it changes nothing the caller gets: a
+// checkpoint that fails, or is still busy after wait because another
+// connection reads an older snapshot or writes, is skipped. With wait 0 it
+// never waits for other connections while holding this process's only
+// writer.
+func (s *Store) truncateWAL(ctx context.Context, wait time.Duration) {
 	conn, err := s.writer.Conn(ctx)
 	if err != nil {
 		return // ctx ended or the store closed: nothing to do
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err == nil {
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", wait.Milliseconds())); err == nil {
 		// A busy checkpoint reports busy = 1 rather than an error.
 		var busy, frames, done int
 		_ = conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
