@@ -110,15 +110,28 @@ func TestFullDisk(t *testing.T) {
 	}
 	checkErr := d.store.Check(ctx)
 	if checkErr == nil {
-		t.Errorf("Check returned nil while writes fail with a full disk: readiness does not reflect failing writes")
+		// The failed commit may have given back the WAL's checkpointed
+		// space, and writes work again: then readiness is right to say so.
+		// Otherwise it must not say nil.
+		e, err := d.store.Enqueue(ctx, jobs.EnqueueParams{OrgID: "org", CreatedBy: "faults", Text: jobText(diskJobs + tries), MaxAttempts: maxAttempts})
+		if err != nil {
+			t.Errorf("Check returned nil while writes fail with a full disk (%v): readiness does not reflect failing writes", err)
+		} else {
+			ids = append(ids, e.JobID)
+			byText[jobText(diskJobs+tries)] = e.JobID
+			tries++
+		}
 	}
 
-	// The disk stays full until the worker has met it too: a finished
-	// answer whose write failed is being held.
-	testkit.WaitFor(t, time.Minute, "the worker to hold a result it cannot write", func() (bool, string) {
-		held := logs.Count("job finalization failing")
-		return held > 0, fmt.Sprintf("%d results held", held)
-	}, &logs)
+	// The disk stays full until the worker has met it too (a finished
+	// answer whose write failed is being held), unless writes work again
+	// already.
+	if checkErr != nil {
+		testkit.WaitFor(t, time.Minute, "the worker to hold a result it cannot write", func() (bool, string) {
+			held := logs.Count("job finalization failing")
+			return held > 0, fmt.Sprintf("%d results held", held)
+		}, &logs)
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}

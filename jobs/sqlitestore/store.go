@@ -107,7 +107,16 @@ const walSizeLimit = 16 << 20
 const (
 	walCheckpointAt   = 6 << 20
 	walCheckpointWait = 2 * time.Second
+	// walCheckEvery: the size is looked at every so many commits, which
+	// add far less than the margin above the 4 MiB between looks.
+	walCheckEvery = 16
 )
+
+// walPast reports whether the file at path is larger than n bytes.
+func walPast(path string, n int64) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > n
+}
 
 // Store is a jobs.Store on one SQLite file. Create it with Open; it is safe
 // for concurrent use, and several processes may open the same file.
@@ -127,6 +136,9 @@ type Store struct {
 	writer *sql.DB // exactly one connection: the only writer in this process
 	reader *sql.DB // query_only connections for reads
 	wal    string  // the -wal file's path
+	// commits counts commits, to look at the -wal file's size every
+	// walCheckEvery of them.
+	commits atomic.Uint64
 	// deltas fans answer pieces out to this process's readers.
 	deltas deltas.Hub
 	now    func() time.Time
@@ -522,7 +534,7 @@ func (s *Store) tx(ctx context.Context, fn func(w *wtx) error) error {
 		}
 		return fmt.Errorf("commit: %w", err)
 	}
-	if fi, err := os.Stat(s.wal); err == nil && fi.Size() > walCheckpointAt {
+	if s.commits.Add(1)%walCheckEvery == 0 && walPast(s.wal, walCheckpointAt) {
 		// The automatic checkpoints are not keeping up: readers on older
 		// snapshots kept the WAL from starting over, and it grows by every
 		// commit until the disk is full.
