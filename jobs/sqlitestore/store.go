@@ -526,12 +526,6 @@ func (s *Store) tx(ctx context.Context, fn func(w *wtx) error) error {
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		if full(err) {
-			// The -wal file holds frames already checkpointed: give their
-			// space back, so the writes that follow have room once the
-			// disk has some.
-			s.truncateWAL(ctx, walCheckpointWait)
-		}
 		return fmt.Errorf("commit: %w", err)
 	}
 	if s.commits.Add(1)%walCheckEvery == 0 && walPast(s.wal, walCheckpointAt) {
@@ -574,17 +568,10 @@ func (w *wtx) transition(j jobs.Job, from, to jobs.State, data []byte) {
 		typ: jobs.EventTransition, from: from, to: to, data: data})
 }
 
-// full reports whether err is SQLite's SQLITE_FULL: the disk is full.
-func full(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_FULL
-}
-
 // truncateWAL checkpoints the WAL and truncates the -wal file to nothing:
 // after a write that stored more than walSizeLimit bytes of file content
-// (journal_size_limit alone would shrink it only at the next write), after
-// a commit that left the WAL past walCheckpointAt, and after one that
-// failed on a full disk. It runs on the writer connection, outside any
+// (journal_size_limit alone would shrink it only at the next write), and
+// after a commit that left the WAL past walCheckpointAt. It runs on the writer connection, outside any
 // transaction, after the commit, so it changes nothing the caller gets: a
 // checkpoint that fails, or is still busy after wait because another
 // connection reads an older snapshot or writes, is skipped. With wait 0 it
