@@ -110,9 +110,9 @@ func TestFullDisk(t *testing.T) {
 	}
 	checkErr := d.store.Check(ctx)
 	if checkErr == nil {
-		// The failed commit may have given back the WAL's checkpointed
-		// space, and writes work again: then readiness is right to say so.
-		// Otherwise it must not say nil.
+		// A checkpoint may have given back some of the WAL's space, and
+		// writes work again: then readiness is right to say so. Otherwise
+		// it must not say nil.
 		e, err := d.store.Enqueue(ctx, jobs.EnqueueParams{OrgID: "org", CreatedBy: "faults", Text: jobText(diskJobs + tries), MaxAttempts: maxAttempts})
 		if err != nil {
 			t.Errorf("Check returned nil while writes fail with a full disk (%v): readiness does not reflect failing writes", err)
