@@ -743,14 +743,6 @@ func ParseBatchLine(line []byte) (BatchLine, error) {
 		if err != nil {
 			return out, err
 		}
-		// What the store would refuse of it (a NUL), refused naming the
-		// parameter.
-		if _, err := e.Request().Normalize(); err != nil {
-			if ie, ok := errors.AsType[*jobs.InvalidError](err); ok && ie.Field != "" {
-				return out, reqErr("body."+ie.Field, CodeInvalidValue, "body.%s %s.", ie.Field, ie.Reason)
-			}
-			return out, reqErr("body", CodeInvalidValue, "body is not a valid embeddings request.")
-		}
 		out.Embedding = &e
 		return out, nil
 	}

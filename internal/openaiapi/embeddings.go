@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"maps"
 	"math"
 	"slices"
@@ -101,6 +102,15 @@ func decodeEmbeddings(body []byte, prefix string) (EmbeddingParams, error) {
 		return out, reqErr(prefix+"model", CodeMissingParameter, "%smodel is required.", prefix)
 	case out.Input == nil:
 		return out, reqErr(prefix+"input", CodeMissingParameter, "%sinput is required.", prefix)
+	}
+	// What the store refuses of a request (a NUL) is refused on both
+	// routes, the synchronous one too: one that reached a backend would
+	// come back in its answer.
+	if _, err := out.Request().Normalize(); err != nil {
+		if ie, ok := errors.AsType[*jobs.InvalidError](err); ok && ie.Field != "" {
+			return out, reqErr(prefix+ie.Field, CodeInvalidValue, "%s%s %s.", prefix, ie.Field, ie.Reason)
+		}
+		return out, reqErr(prefix+"input", CodeInvalidValue, "%sinput is not a valid embeddings input.", prefix)
 	}
 	return out, nil
 }

@@ -119,3 +119,14 @@ func FuzzDecodeEmbeddings(f *testing.F) {
 		}
 	})
 }
+
+// A NUL in an input is refused on POST /v1/embeddings as in a batch line,
+// naming the input and never quoting it.
+func TestDecodeEmbeddingsRefusesNUL(t *testing.T) {
+	t.Parallel()
+	_, err := openaiapi.DecodeEmbeddings([]byte(`{"model":"m","input":["fine","SECRET\u0000"]}`))
+	var re *openaiapi.RequestError
+	if !errors.As(err, &re) || !strings.HasPrefix(re.Param, "input") || strings.Contains(re.Message, "SECRET") {
+		t.Fatalf("got %v", err)
+	}
+}
