@@ -2,7 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/promptkit/promptkit/jobs"
 )
@@ -32,11 +35,22 @@ const deletePromptSQL = `
 	)
 	SELECT EXISTS (SELECT 1 FROM target), (SELECT ok FROM verdict)`
 
+// isForeignKeyViolation reports whether err is PostgreSQL's
+// foreign_key_violation (23503).
+func isForeignKeyViolation(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == "23503"
+}
+
 // DeletePrompt implements jobs.Store.
 func (s *Store) DeletePrompt(ctx context.Context, orgID, id string) error {
 	var found, ok bool
 	err := notFound(s.pool.QueryRow(ctx, deletePromptSQL, id, orgID).Scan(&found, &ok))
 	switch {
+	case isForeignKeyViolation(err):
+		// A job of the prompt was made after the statement's snapshot (a
+		// Retry): the foreign key kept it, nothing was deleted.
+		err = jobs.ErrPromptActive
 	case err != nil:
 	case !found:
 		err = jobs.ErrNotFound
