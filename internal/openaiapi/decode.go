@@ -163,13 +163,8 @@ func DecodeChat(body []byte) (ChatParams, error) {
 // prefix ("body." in a batch line).
 func decodeChat(body []byte, prefix string) (ChatParams, error) {
 	var out ChatParams
-	var m map[string]json.RawMessage
-	var err error
-	if prefix == "" {
-		m, err = object(body, "")
-	} else {
-		m, err = object(body, prefix[:len(prefix)-1])
-	}
+	// The body's own name: "" for a request, "body" for a batch line's.
+	m, err := object(body, strings.TrimSuffix(prefix, "."))
 	if err != nil {
 		return out, err
 	}
@@ -233,7 +228,7 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 		case "stream_options":
 			streamOptions = raw
 		case "tools":
-			out.Chat.Tools, err = decodeTools(raw, p)
+			out.Chat.Tools, err = decodeTools(raw, p, false, nestedTool)
 		case "tool_choice":
 			out.Chat.ToolChoice, err = decodeToolChoice(raw, p, nestedFunction)
 		case "parallel_tool_calls":

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
@@ -44,13 +45,8 @@ func DecodeEmbeddings(body []byte) (EmbeddingParams, error) {
 // ("body." in a batch line).
 func decodeEmbeddings(body []byte, prefix string) (EmbeddingParams, error) {
 	var out EmbeddingParams
-	var m map[string]json.RawMessage
-	var err error
-	if prefix == "" {
-		m, err = object(body, "")
-	} else {
-		m, err = object(body, prefix[:len(prefix)-1])
-	}
+	// The body's own name: "" for a request, "body" for a batch line's.
+	m, err := object(body, strings.TrimSuffix(prefix, "."))
 	if err != nil {
 		return out, err
 	}

@@ -138,7 +138,7 @@ func DecodeResponses(body []byte) (ResponsesParams, error) {
 				out.Chat.MaxTokens = new(int(n))
 			}
 		case "tools":
-			out.Chat.Tools, err = decodeResponseTools(raw, key)
+			out.Chat.Tools, err = decodeTools(raw, key, true, flatTool)
 		case "tool_choice":
 			out.Chat.ToolChoice, err = decodeToolChoice(raw, key, flatFunction)
 		case "parallel_tool_calls":
@@ -426,50 +426,10 @@ func decodeItem(m map[string]json.RawMessage, p string) (Item, error) {
 	return it, err
 }
 
-// decodeResponseTools reads Responses' flat function tools: {type:
-// "function", name, description, parameters, strict}.
-func decodeResponseTools(raw json.RawMessage, p string) ([]pktype.Tool, error) {
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, invalidType(p, "an array of tools")
-	}
-	if len(list) > pktype.MaxTools {
-		return nil, reqErr(p, CodeInvalidValue, "%s may hold at most %d tools.", p, pktype.MaxTools)
-	}
-	var out []pktype.Tool
-	for i, r := range list {
-		tp := fmt.Sprintf("%s[%d]", p, i)
-		m, err := object(r, tp)
-		if err != nil {
-			return nil, err
-		}
-		if err := functionType(m, tp); err != nil {
-			return nil, err
-		}
-		t := pktype.Tool{Type: pktype.ToolTypeFunction}
-		for _, key := range slices.Sorted(maps.Keys(m)) {
-			v, kp := m[key], tp+"."+key
-			if key == "type" || isNull(v) {
-				continue
-			}
-			known, err := decodeFunctionKey(&t.Function, key, v, kp)
-			switch {
-			case known:
-			case key == "defer_loading" || key == "async":
-				err = reqErr(kp, CodeUnsupportedParameter, "%s is not supported by promptkit.", kp)
-			default:
-				err = unknownKey(tp+".", key)
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		if t.Function.Name == "" {
-			return nil, reqErr(tp+".name", CodeMissingParameter, "%s.name is required.", tp)
-		}
-		out = append(out, t)
-	}
-	return out, nil
+// flatTool reads a Responses tool's function, flat beside its type:
+// {type: "function", name, description, parameters, strict}.
+func flatTool(m map[string]json.RawMessage, tp string) (pktype.ToolFunction, error) {
+	return decodeFunction(m, tp, "type", "defer_loading", "async")
 }
 
 // flatFunction reads a Responses tool choice's function name: {type:

@@ -10,21 +10,24 @@ import (
 	"github.com/promptkit/promptkit/pktype"
 )
 
-// decodeTools reads a request's tools: function tools only. The rules a
-// decoded list must keep (names, schemas, limits) are pktype.ToolUse's,
-// checked by Normalize.
-func decodeTools(raw json.RawMessage, p string) ([]pktype.Tool, error) {
+// decodeTools reads a request's function tools, each object's function
+// read by function (chat nests it under "function", the Responses API
+// does not); an empty list is refused unless emptyOK. The rules a decoded
+// list must keep (names, schemas, limits) are pktype.ToolUse's, checked
+// by Normalize.
+func decodeTools(raw json.RawMessage, p string, emptyOK bool,
+	function func(m map[string]json.RawMessage, p string) (pktype.ToolFunction, error)) ([]pktype.Tool, error) {
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return nil, invalidType(p, "an array of tools")
 	}
-	if len(list) == 0 {
+	if len(list) == 0 && !emptyOK {
 		return nil, reqErr(p, CodeInvalidValue, "%s must not be empty; leave it out to offer no tools.", p)
 	}
 	if len(list) > pktype.MaxTools {
 		return nil, reqErr(p, CodeInvalidValue, "%s may hold at most %d tools.", p, pktype.MaxTools)
 	}
-	out := make([]pktype.Tool, 0, len(list))
+	var out []pktype.Tool
 	for i, r := range list {
 		tp := fmt.Sprintf("%s[%d]", p, i)
 		m, err := object(r, tp)
@@ -34,65 +37,73 @@ func decodeTools(raw json.RawMessage, p string) ([]pktype.Tool, error) {
 		if err := functionType(m, tp); err != nil {
 			return nil, err
 		}
-		for _, key := range slices.Sorted(maps.Keys(m)) {
-			if key != "type" && key != "function" {
-				return nil, unknownKey(tp+".", key)
-			}
-		}
-		fp := tp + ".function"
-		f, err := required(m, "function", fp)
+		f, err := function(m, tp)
 		if err != nil {
 			return nil, err
 		}
-		fm, err := object(f, fp)
-		if err != nil {
-			return nil, err
-		}
-		t := pktype.Tool{Type: pktype.ToolTypeFunction}
-		for _, key := range slices.Sorted(maps.Keys(fm)) {
-			v, kp := fm[key], fp+"."+key
-			if isNull(v) {
-				continue
-			}
-			known, err := decodeFunctionKey(&t.Function, key, v, kp)
-			if err == nil && !known {
-				err = unknownKey(fp+".", key)
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		if t.Function.Name == "" {
-			return nil, reqErr(fp+".name", CodeMissingParameter, "%s.name is required.", fp)
-		}
-		out = append(out, t)
+		out = append(out, pktype.Tool{Type: pktype.ToolTypeFunction, Function: f})
 	}
 	return out, nil
 }
 
-// decodeFunctionKey reads one member of a function tool's description
-// (name, description, parameters, strict) into f; known is false for any
-// other key. Chat nests them under "function", the Responses API does
-// not.
-func decodeFunctionKey(f *pktype.ToolFunction, key string, v json.RawMessage, kp string) (known bool, err error) {
-	switch key {
-	case "name":
-		f.Name, err = decodeString(v, kp)
-	case "description":
-		f.Description, err = decodeString(v, kp)
-	case "parameters":
-		if _, err = object(v, kp); err == nil {
-			f.Parameters = bytes.Clone(v)
+// nestedTool reads a chat tool's function: {type, function: {…}}.
+func nestedTool(m map[string]json.RawMessage, tp string) (pktype.ToolFunction, error) {
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		if key != "type" && key != "function" {
+			return pktype.ToolFunction{}, unknownKey(tp+".", key)
 		}
-	case "strict":
-		var b bool
-		if b, err = decodeBool(v, kp); err == nil {
-			f.Strict = &b
-		}
-	default:
-		return false, nil
 	}
-	return true, err
+	fp := tp + ".function"
+	f, err := required(m, "function", fp)
+	if err != nil {
+		return pktype.ToolFunction{}, err
+	}
+	fm, err := object(f, fp)
+	if err != nil {
+		return pktype.ToolFunction{}, err
+	}
+	return decodeFunction(fm, fp, "")
+}
+
+// decodeFunction reads a function tool's description from m: name
+// (required), description, parameters, strict. skip is a key its caller
+// reads (type, in the Responses API's flat form); refused are keys
+// promptkit knows and does not honour; any other key is unknown.
+func decodeFunction(m map[string]json.RawMessage, p, skip string, refused ...string) (pktype.ToolFunction, error) {
+	var f pktype.ToolFunction
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		v, kp := m[key], p+"."+key
+		if key == skip || isNull(v) {
+			continue
+		}
+		var err error
+		switch {
+		case key == "name":
+			f.Name, err = decodeString(v, kp)
+		case key == "description":
+			f.Description, err = decodeString(v, kp)
+		case key == "parameters":
+			if _, err = object(v, kp); err == nil {
+				f.Parameters = bytes.Clone(v)
+			}
+		case key == "strict":
+			var b bool
+			if b, err = decodeBool(v, kp); err == nil {
+				f.Strict = &b
+			}
+		case slices.Contains(refused, key):
+			err = reqErr(kp, CodeUnsupportedParameter, "%s is not supported by promptkit.", kp)
+		default:
+			err = unknownKey(p+".", key)
+		}
+		if err != nil {
+			return f, err
+		}
+	}
+	if f.Name == "" {
+		return f, reqErr(p+".name", CodeMissingParameter, "%s.name is required.", p)
+	}
+	return f, nil
 }
 
 // functionType checks that a tool (or a tool call, or a named tool
