@@ -1,6 +1,11 @@
 package promptkit
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"github.com/promptkit/promptkit/internal/dispatch"
+)
 
 // Pacing is what one backend's pacer follows now; see Engine.Pacing and
 // docs/retries.md.
@@ -23,6 +28,21 @@ type Pacing struct {
 	// answer) may be dispatched before ResetAt. Known is false when the
 	// provider sent no such header.
 	Requests, Tokens RateBudget
+
+	// Shared is set while the engine shares its pacing with the engines
+	// of other processes (Engine.SharePacing). RequestsPerSecond and
+	// TokensPerMinute are then provider-wide, the same in every process,
+	// and this engine dispatches Share of them: its demand on the backend
+	// (callers waiting for it or in flight on it) over the demand of all
+	// the Processes present on it, itself included. Share and Processes
+	// are 0 when not shared.
+	Shared    bool
+	Share     float64
+	Processes int
+	// PausedUntil is when the backend's pause ends: a provider's
+	// Retry-After, received by this engine or, when shared, by another.
+	// Zero when not paused.
+	PausedUntil time.Time
 }
 
 // RateBudget is one rate-limit header budget; see Pacing.
@@ -54,7 +74,157 @@ func (e *Engine) Pacing() map[string]Pacing {
 			Source:            p.Source,
 			Requests:          RateBudget(p.Requests),
 			Tokens:            RateBudget(p.Tokens),
+			Shared:            p.Shared,
+			Share:             p.Share,
+			Processes:         p.Processes,
+			PausedUntil:       p.PausedUntil,
 		}
 	}
 	return m
+}
+
+// PacingStore is where engines in several processes share their pacing:
+// per backend, a pause a provider asked for (Retry-After), the rate
+// learned from its 429s, and each process's demand, so that N processes
+// calling one provider pace like one. See Engine.SharePacing;
+// jobs/worker.PacingStore makes one of a jobs.Store.
+type PacingStore interface {
+	// SyncPacing records news published by peer (a process) and returns
+	// every backend's shared state. The store merges: a pause keeps the
+	// later end; a decrease (LearnedRate) is replaced by a later one; a
+	// peer's demand replaces its last one, its estimate too unless older,
+	// and a peer not heard from for a few seconds is gone.
+	SyncPacing(ctx context.Context, peer string, news []PacingNews) ([]SharedPacing, error)
+}
+
+// PacingNews is what one process publishes about one backend.
+type PacingNews struct {
+	Backend string
+	// Demand is how many of the process's callers wait for the backend or
+	// are in flight on it: its presence, and its weight in the rates.
+	Demand int
+	// PauseUntil is a pause the process was asked for; zero: none.
+	PauseUntil time.Time
+	// Rate is a decrease of the learned rate made by this process;
+	// Rate.At zero: none.
+	Rate LearnedRate
+	// Estimate is this process's part of the last decrease; At zero:
+	// none.
+	Estimate RateEstimate
+}
+
+// LearnedRate is a decrease of a provider-wide request rate learned from
+// 429s, made At: the rate becomes 95 % of the attempts the provider
+// admitted in the second before (all processes' RateEstimates for At),
+// at most Cap and at least Floor; from there it grows, slowly
+// then faster while no 429 comes, as every process computes alike (see
+// SharedPacing.RequestsPerSecond).
+type LearnedRate struct {
+	Cap, Floor float64
+	At         time.Time
+}
+
+// RateEstimate is one process's part of the decrease made At: Admitted
+// of its attempts dispatched in the second before were admitted.
+type RateEstimate struct {
+	Admitted int
+	At       time.Time
+}
+
+// SharedPacing is one backend's shared state.
+type SharedPacing struct {
+	Backend    string
+	PauseUntil time.Time
+	Rate       LearnedRate
+	// Peers are the processes present on the backend, this one included.
+	Peers []PacingPeer
+}
+
+// PacingPeer is one process present on a backend.
+type PacingPeer struct {
+	ID       string
+	Demand   int
+	Estimate RateEstimate
+}
+
+// RequestsPerSecond is the learned provider-wide rate at now, as every
+// engine sharing it computes it; 0 when none was learned or it has grown
+// back to unpaced (an engine's configured requests_per_second may still
+// bound it).
+func (s SharedPacing) RequestsPerSecond(now time.Time) float64 {
+	return dispatch.SharedRate(s.state(), now)
+}
+
+func (s SharedPacing) state() dispatch.State {
+	st := dispatch.State{Backend: s.Backend, PauseUntil: s.PauseUntil, Rate: dispatch.Learned(s.Rate)}
+	for _, pr := range s.Peers {
+		st.Peers = append(st.Peers, dispatch.Peer{ID: pr.ID, Demand: pr.Demand, Estimate: dispatch.Estimate(pr.Estimate)})
+	}
+	return st
+}
+
+// SharePacingOptions tune Engine.SharePacing. Zero values take the
+// defaults.
+type SharePacingOptions struct {
+	// Peer identifies this engine to the others; defaults to a random
+	// UUID.
+	Peer string
+	// Interval is how often the others' state is read while any backend
+	// has callers; defaults to 200ms. News (a pause, a new rate) is
+	// published at once.
+	Interval time.Duration
+	// Heartbeat is how often this engine's demand is published while it
+	// has callers; defaults to 1s. A store forgets a peer not heard from
+	// for a few heartbeats.
+	Heartbeat time.Duration
+	// OnSync, if set, is called after each sync with its error, nil on
+	// success: a caller reports failures, once per outage.
+	OnSync func(error)
+	// Wake, if set, hints that the store changed (jobs.Store.Notify):
+	// the engine then reads the shared state at once (at most every
+	// 20ms) rather than at its next Interval, so that a pause another
+	// process received reaches this one sooner.
+	Wake <-chan struct{}
+}
+
+// SharePacing shares this engine's pacing with the engines of other
+// processes through st until ctx ends, then returns nil. While it runs:
+//
+//   - a Retry-After one engine receives pauses the backend in all;
+//   - the rate learned from 429s is provider-wide: every engine follows
+//     it, and each dispatches its share of it (its demand on the backend
+//     over all engines' demand), and likewise of the configured
+//     requests_per_second and tokens_per_minute, which are then limits
+//     of the provider, not of each process;
+//   - each engine spends only its share of what the provider's
+//     rate-limit headers say is left.
+//
+// Nothing in the request path waits for st: engines publish news at
+// once, their demand once a second while they have callers, and read the
+// others' every Interval while they have callers. When st fails, the
+// engine paces on what it knows and tries again. When ctx ends it tells
+// the others it has left. Call it once per engine, in a goroutine of its
+// own; an engine without it paces alone, as before.
+func (e *Engine) SharePacing(ctx context.Context, st PacingStore, opts SharePacingOptions) error {
+	return e.sched.Share(ctx, pacingShared{st}, dispatch.ShareOptions(opts))
+}
+
+// pacingShared adapts a PacingStore to dispatch.Shared.
+type pacingShared struct{ st PacingStore }
+
+func (p pacingShared) Sync(ctx context.Context, peer string, news []dispatch.News) ([]dispatch.State, error) {
+	in := make([]PacingNews, len(news))
+	for i, n := range news {
+		in[i] = PacingNews{Backend: n.Backend, Demand: n.Demand, PauseUntil: n.PauseUntil,
+			Rate: LearnedRate(n.Rate), Estimate: RateEstimate(n.Estimate)}
+	}
+	got, err := p.st.SyncPacing(ctx, peer, in)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dispatch.State, len(got))
+	for i, s := range got {
+		out[i] = s.state()
+	}
+	return out, nil
 }

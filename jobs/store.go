@@ -193,7 +193,9 @@ type Store interface {
 	// more follow.
 	ListBatches(ctx context.Context, p BatchListParams) ([]Batch, bool, error)
 	// ActiveBatches returns every batch, of any org, that is not terminal,
-	// oldest first: the batch processor's work list.
+	// oldest first: the batch processor's work list. Unlike every other
+	// read, its Counts are the stored ones, not its jobs counted
+	// (BatchProgress counts them).
 	ActiveBatches(ctx context.Context) ([]Batch, error)
 	// MoveBatch moves a batch From → To (stamping To's time; in_progress
 	// keeps expires_at), only if it is From: otherwise ErrBatchChanged
@@ -243,6 +245,15 @@ type Store interface {
 	// CancelBatch, FinishBatch). It is closed when ctx ends or the store
 	// closes. Consumers must still poll: a notification is a hint.
 	Notify(ctx context.Context) <-chan struct{}
+
+	// SyncPacing records one process's pacing news (see PacingUpdate for
+	// how each merges; a pause or rate stamps UpdatedAt with the store's
+	// time) and the peer's presence on each backend updated, in one
+	// transaction, then returns every backend's shared pacing with the
+	// peers seen within PeerTTL, by backend. Without updates it only
+	// reads, and returns backends with a pause, a rate or a peer present.
+	// ErrInvalid for what PacingSyncParams.Normalize refuses.
+	SyncPacing(ctx context.Context, p PacingSyncParams) ([]BackendPacing, error)
 
 	// PublishDelta passes a piece of running job jobID's answer, as the
 	// backend generates it, to the readers waiting for it

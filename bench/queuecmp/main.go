@@ -6,7 +6,11 @@
 //     then work them off with each worker count, timing both phases;
 //   - steady state: P producers insert one job per transaction for a
 //     fixed time while workers run; insert latency and insert → worker
-//     start latency.
+//     start latency. On PostgreSQL it runs twice (-steady-cross): once
+//     with producers and workers on one handle, once on two handles, each
+//     with its own pool and LISTEN connection (River: an insert-only
+//     client and a working one), as in two processes, where a job's
+//     wake-up reaches the workers only through NOTIFY.
 //
 // Our store runs both twice: N independent claimers ("promptkit"), and
 // one claimer feeding N workers ("promptkit-1claimer", the shape of
@@ -93,6 +97,9 @@ type options struct {
 	Producers  int
 	SteadyWork int
 	Trial      time.Duration
+	// SteadyCross adds, on PostgreSQL, steady-state trials whose producers
+	// and workers use separate store handles (steadyParams.Cross).
+	SteadyCross bool
 }
 
 func main() {
@@ -108,6 +115,7 @@ func main() {
 	flag.DurationVar(&o.Steady, "steady", 10*time.Second, "steady-state duration per trial (0: skip)")
 	flag.IntVar(&o.Producers, "producers", 8, "steady-state producers")
 	flag.IntVar(&o.SteadyWork, "steady-workers", 100, "steady-state workers")
+	flag.BoolVar(&o.SteadyCross, "steady-cross", true, "PostgreSQL: also run the steady state with producers and workers on separate store handles (pools, LISTEN connections), as across processes")
 	flag.DurationVar(&o.Trial, "trial-timeout", 3*time.Minute, "deadline of one trial")
 	skipBulk := flag.Bool("skip-bulk", false, "steady state only")
 	jsonOut := flag.Bool("json", false, "print results as JSON")
@@ -184,14 +192,20 @@ func run(o options, pgURL string, jsonOut bool, cpuProfile string) error {
 				}
 			}
 			if o.Steady > 0 {
-				for _, s := range order {
-					t, err := steadyTrial(ctx, e, s, db, run)
-					if err != nil {
-						return fmt.Errorf("run %d, steady, %s on %s: %w", run, s.Name(), db, err)
+				crosses := []bool{false}
+				if o.SteadyCross && db == dbPostgres {
+					crosses = append(crosses, true)
+				}
+				for _, cross := range crosses {
+					for _, s := range order {
+						t, err := steadyTrial(ctx, e, s, db, run, cross)
+						if err != nil {
+							return fmt.Errorf("run %d, steady (cross %t), %s on %s: %w", run, cross, s.Name(), db, err)
+						}
+						fmt.Fprintf(os.Stderr, "run %d %-9s %-8s steady%s: %6.0f inserts/s  insert p50 %6.2f p99 %6.2f ms  start p50 %6.2f p99 %6.2f ms  not started %d\n",
+							run, s.Name(), db, map[bool]string{true: " cross", false: ""}[cross], t.InsertJPS, t.InsertP50, t.InsertP99, t.StartP50, t.StartP99, t.NotStarted)
+						rep.Steady = append(rep.Steady, t)
 					}
-					fmt.Fprintf(os.Stderr, "run %d %-9s %-8s steady: %6.0f inserts/s  insert p50 %6.2f p99 %6.2f ms  start p50 %6.2f p99 %6.2f ms  not started %d\n",
-						run, s.Name(), db, t.InsertJPS, t.InsertP50, t.InsertP99, t.StartP50, t.StartP99, t.NotStarted)
-					rep.Steady = append(rep.Steady, t)
 				}
 			}
 		}
@@ -218,6 +232,8 @@ type steadyTrialResult struct {
 	DB     string `json:"db"`
 	System string `json:"system"`
 	Run    int    `json:"run"`
+	// Cross: producers and workers on separate handles (steadyParams.Cross).
+	Cross bool `json:"cross"`
 	steadyResult
 }
 
@@ -246,7 +262,7 @@ func bulkTrial(ctx context.Context, e *env, s system, db string, workers, run in
 		InsertJPS: float64(e.opts.N) / ins.Seconds(), WorkJPS: float64(e.opts.N) / work.Seconds()}, nil
 }
 
-func steadyTrial(ctx context.Context, e *env, s system, db string, run int) (steadyTrialResult, error) {
+func steadyTrial(ctx context.Context, e *env, s system, db string, run int, cross bool) (steadyTrialResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.opts.Trial)
 	defer cancel()
 	inst, err := s.Open(ctx, e, db)
@@ -255,8 +271,9 @@ func steadyTrial(ctx context.Context, e *env, s system, db string, run int) (ste
 	}
 	defer closeInstance(inst)
 	runtime.GC()
-	r, err := inst.Steady(ctx, steadyParams{Producers: e.opts.Producers, Workers: e.opts.SteadyWork, Duration: e.opts.Steady, Drain: 30 * time.Second})
-	return steadyTrialResult{DB: db, System: s.Name(), Run: run, steadyResult: r}, err
+	r, err := inst.Steady(ctx, steadyParams{Producers: e.opts.Producers, Workers: e.opts.SteadyWork, Duration: e.opts.Steady,
+		Drain: 30 * time.Second, Cross: cross})
+	return steadyTrialResult{DB: db, System: s.Name(), Run: run, Cross: cross, steadyResult: r}, err
 }
 
 func closeInstance(inst instance) {

@@ -38,10 +38,11 @@ func (s promptkitSystem) Open(ctx context.Context, e *env, db string) (instance,
 			drop()
 			return nil, err
 		}
+		url := withSearchPath(e.pgURL, schema)
 		return &pkInstance{store: st, claimLimit: e.opts.ClaimLimit, dispatch: s.dispatch, describe: pgStoreSetup, cleanup: func() error {
 			err := st.Close()
 			return errors.Join(err, drop())
-		}}, nil
+		}, openPeer: func(ctx context.Context) (jobs.Store, error) { return openPGStore(ctx, url) }}, nil
 	case dbSQLite:
 		path, remove, err := e.newSQLiteFile("pk")
 		if err != nil {
@@ -66,6 +67,8 @@ type pkInstance struct {
 	dispatch   bool
 	describe   string
 	cleanup    func() error
+	// openPeer opens a second handle on the same queue (PostgreSQL only).
+	openPeer func(context.Context) (jobs.Store, error)
 }
 
 func (p *pkInstance) Describe() string { return p.describe }
@@ -101,7 +104,7 @@ func (p *pkInstance) Work(ctx context.Context, n, workers int) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if p.dispatch {
-		p.dispatchLoop(ctx, cancel, workers, nil, func(k int) {
+		p.dispatchLoop(ctx, p.store, cancel, workers, nil, func(k int) {
 			if done.Add(int64(k)) >= int64(n) {
 				cancel(nil)
 			}
@@ -157,15 +160,28 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // Steady: the same worker loop, but an idle worker waits for the store's
 // Notify (or 1 s, River's FetchPollInterval default), then at least 1 ms.
+// With sp.Cross the workers run on a second store handle.
 func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult, error) {
 	rec := newSteadyRecorder()
+	ws := p.store
+	if sp.Cross {
+		if p.openPeer == nil {
+			return steadyResult{}, errors.New("no second handle on this database")
+		}
+		peer, err := p.openPeer(ctx)
+		if err != nil {
+			return steadyResult{}, fmt.Errorf("second handle: %w", err)
+		}
+		defer peer.Close()
+		ws = peer
+	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	if p.dispatch {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.dispatchLoop(wctx, cancel, sp.Workers, rec, nil)
+			p.dispatchLoop(wctx, ws, cancel, sp.Workers, rec, nil)
 		}()
 	}
 	for i := range sp.Workers {
@@ -176,9 +192,9 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 		go func() {
 			defer wg.Done()
 			worker := "steady-" + strconv.Itoa(i)
-			wake := p.store.Notify(wctx)
+			wake := ws.Notify(wctx)
 			for wctx.Err() == nil {
-				js, err := p.store.Claim(wctx, jobs.ClaimParams{Worker: worker, Limit: p.claimLimit})
+				js, err := ws.Claim(wctx, jobs.ClaimParams{Worker: worker, Limit: p.claimLimit})
 				if err != nil {
 					if wctx.Err() == nil {
 						cancel(fmt.Errorf("claim: %w", err))
@@ -198,7 +214,7 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 				}
 				for _, j := range js {
 					rec.started(j.AvailableAt.UnixNano())
-					if _, err := p.store.Succeed(wctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+					if _, err := ws.Succeed(wctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
 						if wctx.Err() == nil {
 							cancel(fmt.Errorf("succeed: %w", err))
 						}
@@ -231,12 +247,12 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 //
 // rec (steady state) records start latencies; succeeded, if non-nil, is
 // told of each finished job.
-func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCauseFunc, workers int, rec *steadyRecorder, succeeded func(int)) {
+func (p *pkInstance) dispatchLoop(ctx context.Context, st jobs.Store, cancel context.CancelCauseFunc, workers int, rec *steadyRecorder, succeeded func(int)) {
 	const worker = "steady-dispatch"
 	slots := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wake := p.store.Notify(ctx)
+	wake := st.Notify(ctx)
 	for ctx.Err() == nil {
 		// Wait for at least one free slot, then count them all.
 		select {
@@ -254,7 +270,7 @@ func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCaus
 			}
 			break
 		}
-		js, err := p.store.Claim(ctx, jobs.ClaimParams{Worker: worker, Limit: free})
+		js, err := st.Claim(ctx, jobs.ClaimParams{Worker: worker, Limit: free})
 		if err != nil {
 			if ctx.Err() == nil {
 				cancel(fmt.Errorf("claim: %w", err))
@@ -272,7 +288,7 @@ func (p *pkInstance) dispatchLoop(ctx context.Context, cancel context.CancelCaus
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				if _, err := p.store.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+				if _, err := st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
 					if ctx.Err() == nil {
 						cancel(fmt.Errorf("succeed: %w", err))
 					}

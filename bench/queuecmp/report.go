@@ -110,32 +110,46 @@ func (r report) markdown(w io.Writer, systems []system) {
 	if len(r.Steady) > 0 {
 		fmt.Fprintf(w, "Steady state: %d producers, one job per transaction, %s, %d workers; per run p50/p99 over all jobs, then min / median / max over runs (ms).\n\n",
 			o.Producers, o.Steady, o.SteadyWork)
-		fmt.Fprintln(w, "| database | system | inserts/s | insert p50 | insert p99 | insert→start p50 | insert→start p99 | not started (max) |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "Handles: same, producers and workers on one store handle (River: one client); 2, on two (own pools and LISTEN connections, River: an insert-only client and a working one), as two processes would be.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| database | system | handles | inserts/s | insert p50 | insert p99 | insert→start p50 | insert→start p99 | not started (max) |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 		for _, db := range o.DBs {
-			for _, n := range names {
-				var ips, ip50, ip99, sp50, sp99 []float64
-				ns := 0
-				for _, s := range r.Steady {
-					if s.DB != db || s.System != n {
-						continue
-					}
-					ips = append(ips, s.InsertJPS)
-					ip50 = append(ip50, s.InsertP50)
-					ip99 = append(ip99, s.InsertP99)
-					sp50 = append(sp50, s.StartP50)
-					sp99 = append(sp99, s.StartP99)
-					ns = max(ns, s.NotStarted)
+			for _, cross := range []bool{false, true} {
+				for _, n := range names {
+					r.steadyRow(w, db, n, cross)
 				}
-				if len(ips) == 0 {
-					continue
-				}
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %d |\n", db, n,
-					summarize(ips).String("%.0f"), summarize(ip50).String("%.1f"), summarize(ip99).String("%.1f"),
-					summarize(sp50).String("%.1f"), summarize(sp99).String("%.1f"), ns)
 			}
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, strings.TrimSpace(`Raw samples: -json.`))
+}
+
+// steadyRow prints the steady-state row of one database, system and
+// handle setup, if it was measured.
+func (r report) steadyRow(w io.Writer, db, n string, cross bool) {
+	var ips, ip50, ip99, sp50, sp99 []float64
+	ns := 0
+	for _, s := range r.Steady {
+		if s.DB != db || s.System != n || s.Cross != cross {
+			continue
+		}
+		ips = append(ips, s.InsertJPS)
+		ip50 = append(ip50, s.InsertP50)
+		ip99 = append(ip99, s.InsertP99)
+		sp50 = append(sp50, s.StartP50)
+		sp99 = append(sp99, s.StartP99)
+		ns = max(ns, s.NotStarted)
+	}
+	if len(ips) == 0 {
+		return
+	}
+	handles := "same"
+	if cross {
+		handles = "2"
+	}
+	fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", db, n, handles,
+		summarize(ips).String("%.0f"), summarize(ip50).String("%.1f"), summarize(ip99).String("%.1f"),
+		summarize(sp50).String("%.1f"), summarize(sp99).String("%.1f"), ns)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -55,6 +56,7 @@ func (riverSystem) Open(ctx context.Context, e *env, db string) (instance, error
 			drop()
 			return nil, err
 		}
+		url := withSearchPath(e.pgURL, schema)
 		inst, err := newRiverInstance[pgx.Tx](ctx, riverpgxv5.New(pool), schema, func() error {
 			pool.Close()
 			return drop()
@@ -63,6 +65,13 @@ func (riverSystem) Open(ctx context.Context, e *env, db string) (instance, error
 			pool.Close()
 			drop()
 			return nil, err
+		}
+		inst.peer = func(ctx context.Context) (riverdriver.Driver[pgx.Tx], func(), error) {
+			p, err := pgxpool.New(ctx, url)
+			if err != nil {
+				return nil, nil, err
+			}
+			return riverpgxv5.New(p), p.Close, nil
 		}
 		inst.describe = fmt.Sprintf("pgxpool MaxConns %d", pool.Config().MaxConns)
 		return inst, nil
@@ -102,6 +111,9 @@ type riverInstance[TTx any] struct {
 	schema   string
 	cleanup  func() error
 	describe string
+	// peer opens a second driver (its own pool) on the same schema
+	// (PostgreSQL only).
+	peer func(context.Context) (riverdriver.Driver[TTx], func(), error)
 
 	mu      sync.Mutex
 	onStart func(int64)
@@ -125,6 +137,12 @@ func quietLogger() *slog.Logger {
 func (r *riverInstance[TTx]) Describe() string { return r.describe }
 
 func (r *riverInstance[TTx]) client(workers int) (*river.Client[TTx], error) {
+	return r.clientOn(r.driver, workers)
+}
+
+// clientOn is a client on driver: with workers > 0, one that works the
+// default queue with that many workers.
+func (r *riverInstance[TTx]) clientOn(driver riverdriver.Driver[TTx], workers int) (*river.Client[TTx], error) {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, &noopWorker{onStart: func(t0 int64) {
 		r.mu.Lock()
@@ -145,7 +163,7 @@ func (r *riverInstance[TTx]) client(workers int) (*river.Client[TTx], error) {
 	if workers > 0 {
 		cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}
 	}
-	return river.NewClient(r.driver, cfg)
+	return river.NewClient(driver, cfg)
 }
 
 func (r *riverInstance[TTx]) Insert(ctx context.Context, n, batch int) error {
@@ -221,12 +239,31 @@ func (r *riverInstance[TTx]) Steady(ctx context.Context, p steadyParams) (steady
 	if err != nil {
 		return steadyResult{}, err
 	}
+	ins := c
+	if p.Cross {
+		// The workers run on a client of their own pool; the producers
+		// insert through an insert-only client on the first pool.
+		if r.peer == nil {
+			return steadyResult{}, errors.New("no second pool on this database")
+		}
+		driver, closePool, err := r.peer(ctx)
+		if err != nil {
+			return steadyResult{}, fmt.Errorf("second pool: %w", err)
+		}
+		defer closePool()
+		if c, err = r.clientOn(driver, p.Workers); err != nil {
+			return steadyResult{}, err
+		}
+		if ins, err = river.NewClient(r.driver, &river.Config{Logger: quietLogger(), Schema: r.schema}); err != nil {
+			return steadyResult{}, err
+		}
+	}
 	if err := c.Start(ctx); err != nil {
 		return steadyResult{}, err
 	}
 	defer stopRiver(c)
 	return rec.run(ctx, p, func(ctx context.Context, t0 time.Time) error {
-		_, err := c.Insert(ctx, noopArgs{T0: t0.UnixNano()}, nil)
+		_, err := ins.Insert(ctx, noopArgs{T0: t0.UnixNano()}, nil)
 		return err
 	})
 }

@@ -18,6 +18,12 @@ type steadyParams struct {
 	// Drain bounds the wait, after the producers stop, for the last jobs
 	// to start.
 	Drain time.Duration
+	// Cross: the producers insert through one store handle (River: an
+	// insert-only client) and the workers claim through another, each with
+	// its own connection pool and LISTEN connection, as two processes
+	// would; a job's wake-up then reaches the workers only through
+	// PostgreSQL's NOTIFY.
+	Cross bool
 }
 
 type steadyResult struct {

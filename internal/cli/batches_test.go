@@ -110,18 +110,20 @@ func TestBatchSettingsChecked(t *testing.T) {
 		{"service:\n  max_file_bytes: 0\n", "max_file_bytes 0 must be above zero"},
 		{"service:\n  max_file_bytes: lots\n", "want a whole number"},
 		{"service:\n  max_body_bytes: 0\n", "max_body_bytes 0 must be above zero"},
+		{"service:\n  max_batch_lines: 0\n", "max_batch_lines 0 must be above zero"},
+		{"service:\n  max_batch_lines: -5\n", "max_batch_lines -5 must be above zero"},
 	} {
 		_, cfg := inDir(t, c.yaml)
 		expect(t, 2, []string{"batches", "list", "--config", cfg}, c.want, "promptkit.yaml")
 		expect(t, 2, []string{"serve", "--config", cfg}, c.want)
 	}
 	sc, err := loadService("")
-	if err != nil || sc.BatchPriority != jobs.DefaultBatchPriority || sc.MaxFileBytes != jobs.DefaultMaxFileBytes || sc.MaxBodyBytes != server.DefaultMaxBodyBytes {
-		t.Fatalf("defaults: batch_priority %d, max_file_bytes %d, max_body_bytes %d (err %v); want %d, %d and %d",
-			sc.BatchPriority, sc.MaxFileBytes, sc.MaxBodyBytes, err, jobs.DefaultBatchPriority, jobs.DefaultMaxFileBytes, server.DefaultMaxBodyBytes)
+	if err != nil || sc.BatchPriority != jobs.DefaultBatchPriority || sc.MaxFileBytes != jobs.DefaultMaxFileBytes || sc.MaxBodyBytes != server.DefaultMaxBodyBytes || sc.MaxBatchLines != 50_000 {
+		t.Fatalf("defaults: batch_priority %d, max_file_bytes %d, max_body_bytes %d, max_batch_lines %d (err %v); want %d, %d, %d and 50000",
+			sc.BatchPriority, sc.MaxFileBytes, sc.MaxBodyBytes, sc.MaxBatchLines, err, jobs.DefaultBatchPriority, jobs.DefaultMaxFileBytes, server.DefaultMaxBodyBytes)
 	}
-	_, cfg := inDir(t, "service:\n  batch_priority: 70\n  max_file_bytes: 1048576\n")
-	if sc, err := loadService(cfg); err != nil || sc.BatchPriority != 70 || sc.MaxFileBytes != 1<<20 {
+	_, cfg := inDir(t, "service:\n  batch_priority: 70\n  max_file_bytes: 1048576\n  max_batch_lines: 2000000\n")
+	if sc, err := loadService(cfg); err != nil || sc.BatchPriority != 70 || sc.MaxFileBytes != 1<<20 || sc.MaxBatchLines != 2_000_000 {
 		t.Fatalf("loadService: %+v, %v", sc, err)
 	}
 }
@@ -194,6 +196,38 @@ func TestServeRunsABatch(t *testing.T) {
 	jobsOut := expect(t, 0, []string{"jobs", "list", "--database", db}, "succeeded")
 	if !strings.Contains(jobsOut, fmt.Sprintf(" %d ", jobs.DefaultBatchPriority)) {
 		t.Errorf("the batch's jobs did not run at priority %d:\n%s", jobs.DefaultBatchPriority, jobsOut)
+	}
+}
+
+// serve's batch processor enforces max_batch_lines: a batch of one line
+// more fails too_many_tasks, one of exactly that many runs.
+func TestServeMaxBatchLines(t *testing.T) {
+	t.Parallel()
+	dir, cfg := inDir(t, "service:\n  max_batch_lines: 3\n")
+	db := filepath.Join(dir, "serve.db")
+	st := batchStore(t, db)
+	var in strings.Builder
+	for i := range 3 {
+		in.WriteString(chatLine(fmt.Sprintf("req-%d", i), simulate.ProfileID, "q"))
+	}
+	fits := newBatch(t, st, "default", in.String())
+	over := newBatch(t, st, "default", in.String()+chatLine("req-3", simulate.ProfileID, "q"))
+	url, stop := startServe(t, db, "--config", cfg)
+	defer stop()
+	for _, id := range []string{fits.ID, over.ID} {
+		resp, err := http.Get(url + "/v1/batches/" + id + "?wait=60s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	got, err := st.GetBatch(context.Background(), "", fits.ID)
+	if err != nil || got.Status != jobs.BatchCompleted || got.Counts.Completed != 3 {
+		t.Fatalf("batch of max_batch_lines lines: %s, counts %+v (err %v); want completed 3", got.Status, got.Counts, err)
+	}
+	got, err = st.GetBatch(context.Background(), "", over.ID)
+	if err != nil || got.Status != jobs.BatchFailed || len(got.Errors) != 1 || got.Errors[0].Code != "too_many_tasks" {
+		t.Fatalf("batch of max_batch_lines+1 lines: %s, errors %+v (err %v); want failed, too_many_tasks", got.Status, got.Errors, err)
 	}
 }
 

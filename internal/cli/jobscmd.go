@@ -432,8 +432,18 @@ func newJobsMetricsCmd(g *globals) *cobra.Command {
 	var asJSON, byOrg bool
 	cmd := &cobra.Command{
 		Use:   "metrics",
-		Short: "Count jobs by state; latency and error rate of recent jobs (per org with --by-org)",
-		Args:  cobra.NoArgs,
+		Short: "Count jobs by state; latency and error rate of recent jobs (per org with --by-org); the shared pacing",
+		Long: `Count jobs by state, and the latency and error rate of the jobs finished
+in the --since window (per org with --by-org).
+
+Then, per backend, the pacing the serve and worker processes on this
+database share: the provider-wide rate learned from 429s (RATE, the same
+in every process; each dispatches its part of it, in proportion to its
+callers waiting for the backend), when the last 429 cut it, until when
+a provider's Retry-After pauses every process, and how many processes
+have callers on the backend. Each process's own view is on its /metrics
+(promptkit_backend_learned_rate, promptkit_backend_pacing_share).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := parseTime("since", since)
 			if err != nil {
@@ -444,8 +454,15 @@ func newJobsMetricsCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				pacing, err := sharedPacing(ctx, st, time.Now())
+				if err != nil {
+					return err
+				}
 				if asJSON {
-					return printJSON(cmd.OutOrStdout(), m)
+					return printJSON(cmd.OutOrStdout(), struct {
+						jobs.Metrics
+						Pacing []backendPacing `json:"pacing"`
+					}{m, pacing})
 				}
 				w := cmd.OutOrStdout()
 				for _, s := range jobs.States() {
@@ -465,9 +482,11 @@ func newJobsMetricsCmd(g *globals) *cobra.Command {
 						fmt.Fprintf(tw, "%s\t%d\t%v\t%v\n", orDash(o.OrgID), o.Finished,
 							o.LatencyAverage.Round(time.Millisecond), o.LatencyP95.Round(time.Millisecond))
 					}
-					return tw.Flush()
+					if err := tw.Flush(); err != nil {
+						return err
+					}
 				}
-				return nil
+				return printPacing(w, pacing)
 			})
 		},
 	}

@@ -50,6 +50,9 @@ type serviceConfig struct {
 	BatchPriority int `yaml:"batch_priority"`
 	// MaxFileBytes caps an upload to /v1/files.
 	MaxFileBytes int64 `yaml:"max_file_bytes"`
+	// MaxBatchLines caps the requests of one batch (too_many_tasks
+	// beyond): OpenAI's 50,000 by default.
+	MaxBatchLines int `yaml:"max_batch_lines"`
 	// MaxBodyBytes caps a request body, and a batch line's body alike:
 	// a batch must not run what the endpoint would refuse.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
@@ -76,6 +79,7 @@ func defaultService() serviceConfig {
 		ShutdownGrace:     worker.DefaultShutdownGrace,
 		BatchPriority:     jobs.DefaultBatchPriority,
 		MaxFileBytes:      jobs.DefaultMaxFileBytes,
+		MaxBatchLines:     batch.MaxLines,
 		MaxBodyBytes:      server.DefaultMaxBodyBytes,
 		ChatTimeout:       server.DefaultChatTimeout,
 		MetricsAccess:     string(server.MetricsAuth),
@@ -100,6 +104,8 @@ func (sc serviceConfig) check() error {
 		return usageError{fmt.Errorf("batch_priority %d: want %d–%d", sc.BatchPriority, jobs.MinPriority, jobs.MaxPriority)}
 	case sc.MaxFileBytes <= 0:
 		return usageError{fmt.Errorf("max_file_bytes %d must be above zero (default %d, 200 MB)", sc.MaxFileBytes, jobs.DefaultMaxFileBytes)}
+	case sc.MaxBatchLines <= 0:
+		return usageError{fmt.Errorf("max_batch_lines %d must be above zero (default %d)", sc.MaxBatchLines, batch.MaxLines)}
 	case sc.MaxBodyBytes <= 0:
 		return usageError{fmt.Errorf("max_body_bytes %d must be above zero (default %d, 1 MiB)", sc.MaxBodyBytes, server.DefaultMaxBodyBytes)}
 	}
@@ -317,6 +323,7 @@ func (rt *svc) batches() (*batch.Processor, error) {
 		},
 		Check:        rt.check,
 		MaxBodyBytes: rt.sc.MaxBodyBytes,
+		MaxLines:     rt.sc.MaxBatchLines,
 		Logger:       rt.log,
 	})
 }
@@ -475,11 +482,13 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 			if err := rt.background(ctx, &wg, bp); err != nil {
 				return err
 			}
+			stopSharing := rt.sharePacing(ctx, &wg)
 			if w != nil {
 				err = runUntilDone(ctx, w)
 			} else {
 				<-ctx.Done()
 			}
+			stopSharing()
 			rt.log.Info("shutting down")
 			// The worker has handed its jobs back; now end streams and
 			// drain requests.
@@ -509,11 +518,30 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	var f serviceFlags
 	var once bool
 	var batch, ceiling int
+	var metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Execute queued jobs (long-running, or one batch with --once for cron)",
-		Args:  cobra.NoArgs,
+		Long: `Execute queued jobs: claim them from the database, run them through the
+engine, store their answers. Run as many worker processes (and serve
+processes) on one database as you like, on one host or many.
+
+The processes on one database pace each provider as one: a Retry-After
+one of them receives pauses the backend in all of them, the rate learned
+from 429s is the provider's, shared through the database, and each
+process dispatches its part of it (and of requests_per_second and
+tokens_per_minute, which are limits of the provider, not of each
+process), in proportion to its callers waiting for the backend. The
+hosts' clocks must agree to well under a second (NTP).
+promptkit jobs metrics shows the shared state; --metrics-addr serves
+this process's /metrics (promptkit_backend_learned_rate,
+promptkit_backend_pacing_share, promptkit_backend_pause_seconds, and the
+workers' and provider calls' metrics). See docs/retries.md.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if once && metricsAddr != "" {
+				return usageError{errors.New("--metrics-addr serves a long-running worker's metrics; not with --once")}
+			}
 			rt, err := openService(cmd, g, &f)
 			if err != nil {
 				return err
@@ -528,6 +556,15 @@ func newWorkerCmd(g *globals) *cobra.Command {
 					return usageError{errors.New("--priority-ceiling must be 0–100")}
 				}
 				ceil = &ceiling
+			}
+			if metricsAddr != "" {
+				rt.metrics = metrics.New(rt.store, metrics.Options{Models: rt.models, Logger: rt.log, Pacing: rt.engine.Pacing})
+				ln, err := rt.metrics.Listen(metricsAddr, rt.log)
+				if err != nil {
+					return err
+				}
+				defer ln.Close()
+				rt.log.Info("metrics served without a token", "url", ln.URL()+"/metrics")
 			}
 			w, err := rt.worker("", batch, ceil)
 			if err != nil {
@@ -550,7 +587,9 @@ func newWorkerCmd(g *globals) *cobra.Command {
 			if err := rt.background(cmd.Context(), &wg); err != nil {
 				return err
 			}
+			stopSharing := rt.sharePacing(cmd.Context(), &wg)
 			err = runUntilDone(cmd.Context(), w)
+			stopSharing()
 			wg.Wait()
 			return err
 		},
@@ -559,5 +598,6 @@ func newWorkerCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&once, "once", false, "claim one batch, run it, exit")
 	cmd.Flags().IntVar(&batch, "batch-size", 0, "jobs claimed at once (default: --workers)")
 	cmd.Flags().IntVar(&ceiling, "priority-ceiling", 100, "only jobs with priority <= N")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "serve /metrics, open to anyone who reaches it, on this address (e.g. 127.0.0.1:9091)")
 	return cmd
 }

@@ -110,6 +110,13 @@ type Scheduler struct {
 
 	// onWait, set only by tests, is called just before a caller blocks.
 	onWait func(what string)
+
+	// Sharing (share.go): peer is set once Share runs; news is closed to
+	// wake its loop.
+	shareMu sync.Mutex
+	peer    string
+	news    chan struct{}
+	shareOn atomic.Bool // peer is set
 }
 
 // gate is one backend's pause, pacing and permits.
@@ -125,6 +132,73 @@ type gate struct {
 
 	mu          sync.Mutex
 	pausedUntil time.Time
+	pauseNews   bool // pausedUntil not yet published (share.go)
+	// changed is closed, and replaced, when a pause begins or the
+	// learned rate is cut: callers waiting for pacing look again instead
+	// of leaving on a reservation made at the old rate.
+	changed chan struct{}
+
+	// Sharing (share.go): demand counts callers waiting for the backend
+	// or in flight on it, peak its highest since the last heartbeat,
+	// published the demand last published, others the other processes'.
+	demand, peak, published, others atomic.Int64
+}
+
+// changes returns the channel closed on the backend's next change.
+func (g *gate) changes() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.changed == nil {
+		g.changed = make(chan struct{})
+	}
+	return g.changed
+}
+
+// change wakes the callers waiting for pacing. Callers hold mu.
+func (g *gate) change() {
+	if g.changed != nil {
+		close(g.changed)
+		g.changed = nil
+	}
+}
+
+// cut wakes the callers waiting for pacing after the learned rate was
+// cut.
+func (g *gate) cut() {
+	g.mu.Lock()
+	g.change()
+	g.mu.Unlock()
+}
+
+// share is this process's part of the backend's rates now; 1 alone.
+func (g *gate) share() float64 {
+	return share(g.published.Load(), g.demand.Load(), int(g.others.Load()))
+}
+
+// enter counts a caller in g's demand until the returned func is called.
+// Demand that grew well past what was published wakes the sharing loop.
+func (s *Scheduler) enter(g *gate) (leave func()) {
+	d := g.demand.Add(1)
+	for {
+		p := g.peak.Load()
+		if d <= p || g.peak.CompareAndSwap(p, d) {
+			break
+		}
+	}
+	if s.shareOn.Load() && grown(d, g.published.Load()) {
+		s.wake()
+	}
+	return func() { g.demand.Add(-1) }
+}
+
+// setRate sets lim's rate to r × sh, when it differs.
+func setRate(lim *rate.Limiter, now time.Time, r, sh float64) {
+	if lim == nil {
+		return
+	}
+	if want := rate.Limit(scaled(r, sh)); lim.Limit() != want {
+		lim.SetLimitAt(now, want)
+	}
 }
 
 // New returns a Scheduler for cfg.
@@ -219,7 +293,14 @@ func (s *Scheduler) Pacing() map[string]Pacing {
 	now := s.now()
 	m := make(map[string]Pacing, len(s.gates))
 	for id, g := range s.gates {
-		m[id] = g.learn.pacing(now, g.rps, g.tpm)
+		p := g.learn.pacing(now, g.rps, g.tpm)
+		if p.Shared {
+			p.Share = g.share()
+		}
+		if u := g.until(); u.After(now) {
+			p.PausedUntil = u
+		}
+		m[id] = p
 	}
 	return m
 }
@@ -250,6 +331,9 @@ func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens in
 		if err := ctx.Err(); err != nil {
 			return ticket{}, &CapacityError{What: "backend permit", Cause: err}
 		}
+		// Taken before the checks: a pause or cut after them ends the
+		// pacing waits below.
+		changed := g.changes()
 		if d := g.pauseLeft(s.now()); d > 0 {
 			if until := g.until(); noWaitPastDeadline && pastDeadline(ctx, until) {
 				return ticket{}, &CapacityError{What: "backend pause outlasts the deadline", NotBefore: until}
@@ -260,19 +344,34 @@ func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens in
 			}
 			continue
 		}
-		if err := s.pace(ctx, g.requests, 1); err != nil {
+		// This process's share of the backend's rates (1 unless shared
+		// with other processes: share.go).
+		sh := g.share()
+		setRate(g.requests, s.now(), g.rps*pacingMargin, sh)
+		setRate(g.tokens, s.now(), float64(g.tpm)/60, sh)
+		// The configured rates keep their reservations (a limiter cannot
+		// return many in any order): a pause that began meanwhile is
+		// checked after them.
+		if _, err := s.pace(ctx, g.requests, 1, nil); err != nil {
 			return ticket{}, err
 		}
-		if err := s.pace(ctx, g.tokens, tokens); err != nil {
+		if _, err := s.pace(ctx, g.tokens, tokens, nil); err != nil {
 			return ticket{}, err
 		}
 		// The learned rate, with burst 1: after a pause, callers leave at
-		// that rate instead of all at once.
-		if err := s.pace(ctx, g.learn.sync(s.now()), 1); err != nil {
-			return ticket{}, err
+		// that rate instead of all at once. A pause or a cut ends the
+		// wait, and restarts the limiter (learner.restart).
+		if again, err := s.pace(ctx, g.learn.sync(s.now(), sh), 1, changed); err != nil || again {
+			if err != nil {
+				return ticket{}, err
+			}
+			continue
+		}
+		if g.pauseLeft(s.now()) > 0 {
+			continue // a pause began while we waited: honour it
 		}
 		now := s.now()
-		d, answered, reqCost, tokCost := g.learn.take(now, tokens)
+		d, answered, reqCost, tokCost := g.learn.take(now, tokens, sh)
 		if d > 0 {
 			// The provider's header budget is spent until its reset, or
 			// held by attempts in flight until one answers.
@@ -327,23 +426,33 @@ func (s *Scheduler) waitOr(ctx context.Context, d time.Duration, early <-chan st
 }
 
 // pace waits for n tokens from lim; a canceled wait returns its tokens.
-func (s *Scheduler) pace(ctx context.Context, lim *rate.Limiter, n int) error {
+// When changed is closed first (a pause began, or the rate was cut), it
+// returns them too, and again: the caller looks again.
+func (s *Scheduler) pace(ctx context.Context, lim *rate.Limiter, n int, changed <-chan struct{}) (again bool, err error) {
 	if lim == nil || n <= 0 {
-		return nil
+		return false, nil
 	}
 	n = min(n, lim.Burst())
 	now := s.now()
 	r := lim.ReserveN(now, n)
 	d := r.DelayFrom(now)
 	if d <= 0 {
-		return nil
+		return false, nil
 	}
 	s.signalWait("backend pacing")
-	if err := s.wait(ctx, d); err != nil {
+	if err := s.waitOr(ctx, d, changed); err != nil {
 		r.CancelAt(s.now())
-		return &CapacityError{What: "backend pacing", Cause: err}
+		return false, &CapacityError{What: "backend pacing", Cause: err}
 	}
-	return nil
+	select {
+	case <-changed:
+		if r.DelayFrom(s.now()) > 0 {
+			r.CancelAt(s.now())
+			return true, nil
+		}
+	default:
+	}
+	return false, nil
 }
 
 // charge consumes tokens the estimate missed, so the next requests wait
@@ -369,10 +478,17 @@ func (s *Scheduler) pause(backend string, t time.Time) {
 		return
 	}
 	g.mu.Lock()
+	news := false
 	if t.After(g.pausedUntil) {
 		g.pausedUntil = t
+		g.pauseNews, news = true, true
+		g.change()
 	}
 	g.mu.Unlock()
+	if news {
+		g.learn.restart()
+		s.wake()
+	}
 }
 
 func onceRelease(sem *semaphore.Weighted) func() {
@@ -485,6 +601,10 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
+	g := s.gates[seq.Backend]
+	if g != nil {
+		defer s.enter(g)()
+	}
 	start := s.now()
 	tk, err := s.acquireTicket(ctx, seq.Backend, seq.Tokens, seq.NoWaitPastDeadline)
 	a.CapacityWait = s.now().Sub(start)
@@ -493,7 +613,6 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 	}
 	release := tk.release
 	defer release() // also when Attempt panics
-	g := s.gates[seq.Backend]
 	if err := ctx.Err(); err != nil {
 		release()
 		if g != nil {
@@ -520,7 +639,13 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 	// Learn, pause and charge before the permit goes, so a caller waiting
 	// for it already sees them.
 	if g != nil {
-		g.learn.observe(out, start, s.now(), tk.reqCost, tk.tokCost)
+		news, cut := g.learn.observe(out, start, s.now(), tk.reqCost, tk.tokCost, g.share())
+		if cut {
+			g.cut()
+		}
+		if news {
+			s.wake() // a new rate to publish
+		}
 	}
 	if out.Err != nil && !out.NotBefore.IsZero() && (out.StatusCode == 429 || out.StatusCode == 503) {
 		s.pause(seq.Backend, out.NotBefore)

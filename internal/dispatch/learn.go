@@ -34,6 +34,13 @@ import (
 //   - A 429 with nothing admitted in the second before, and no rate
 //     learned yet, teaches nothing: a lone request cannot reveal a rate,
 //     and the backend-wide pause already covers it.
+//   - A cut, like a pause, wakes the callers waiting for their turn and
+//     drops the limiter's reservations: they queue again at the new rate
+//     instead of leaving at the old one's pace (which is what ran into
+//     the limit), or into the pause.
+//   - Shared between processes (share.go), the rate is provider-wide: the
+//     attempts admitted in the second before a cut are every process's,
+//     each counting its own, and each process dispatches its share.
 const (
 	learnShare     = 0.95
 	learnMinCut    = 0.5
@@ -66,6 +73,18 @@ type Pacing struct {
 	// still be dispatched before ResetAt. Known is false when the provider
 	// sent no such header.
 	Requests, Tokens BudgetState
+
+	// Shared is set when the scheduler shares its pacing with other
+	// processes (Scheduler.Share). The rates above are then
+	// provider-wide, and this process uses Share of them: its demand over
+	// the demand of the Processes present on the backend (itself
+	// included). Share and Processes are 0 when not shared.
+	Shared    bool
+	Share     float64
+	Processes int
+	// PausedUntil is when the backend's pause (a provider's Retry-After,
+	// received here or by another process) ends; zero or past: none.
+	PausedUntil time.Time
 }
 
 // BudgetState is one header budget as the pacer sees it.
@@ -95,6 +114,18 @@ type learner struct {
 	// answered is closed, and replaced, when an answer settles: callers
 	// waiting on budget held by attempts in flight look again.
 	answered chan struct{}
+
+	// Sharing with other processes (share.go). base, at and estCap are
+	// provider-wide; est, sent and granted count this process's attempts,
+	// othersEst what the others counted in the second before at: base
+	// is learnShare of their sum, within its bounds (rebase). rateNews
+	// marks a decrease not yet published, estNews a change of est; peers
+	// is how many other processes have demand on the backend.
+	shared            bool
+	floor             float64 // the least the last decrease keeps
+	othersEst         int
+	rateNews, estNews bool
+	peers             int
 }
 
 func newLearner(off bool, ceiling float64) *learner {
@@ -120,7 +151,10 @@ type budget struct {
 // take spends cost at now, or returns how long to wait for the reset; then
 // inFlight says whether what is in flight is short of the budget, so that
 // an answer may free it sooner. It returns the cost spent, for settle.
-func (b *budget) take(now time.Time, cost int64) (wait time.Duration, inFlight bool, spent int64) {
+// sh is this process's share of the provider-wide budget (1 alone): the
+// other processes spend the rest, and the next answer says what is left
+// of it all.
+func (b *budget) take(now time.Time, cost int64, sh float64) (wait time.Duration, inFlight bool, spent int64) {
 	if b.known && !b.resetAt.IsZero() && !now.Before(b.resetAt) {
 		// The window ended: the budget is whole again, and when the next
 		// one ends is unknown until an answer says so.
@@ -128,8 +162,18 @@ func (b *budget) take(now time.Time, cost int64) (wait time.Duration, inFlight b
 	}
 	if b.known {
 		cost = min(cost, b.limit) // an estimate past the whole budget waits one reset, not forever
+		mine := b.remaining
+		if sh < 1 {
+			mine = int64(math.Floor(float64(b.remaining) * sh))
+			if b.inflight == 0 && mine < cost && b.remaining >= cost {
+				// A share too small for one dispatch still makes one, when
+				// nothing of this process is in flight: else a cost above
+				// limit × share would wait forever.
+				mine = cost
+			}
+		}
 		switch {
-		case b.remaining-b.inflight >= cost:
+		case mine-b.inflight >= cost:
 		case !b.resetAt.IsZero():
 			return b.resetAt.Sub(now), b.remaining >= cost, 0
 		case b.inflight > 0:
@@ -180,9 +224,9 @@ func (l *learner) rateAt(now time.Time) float64 {
 	return r
 }
 
-// sync brings the learned limiter's rate up to date with now and returns
-// it; nil when no rate is learned.
-func (l *learner) sync(now time.Time) *rate.Limiter {
+// sync brings the learned limiter's rate up to date with now and this
+// process's share sh of it, and returns it; nil when no rate is learned.
+func (l *learner) sync(now time.Time, sh float64) *rate.Limiter {
 	if l.off {
 		return nil
 	}
@@ -195,9 +239,9 @@ func (l *learner) sync(now time.Time) *rate.Limiter {
 		// NaN tokens.
 		l.limit = nil
 	case l.limit == nil:
-		l.limit = rate.NewLimiter(rate.Limit(r), 1)
+		l.limit = rate.NewLimiter(rate.Limit(scaled(r, sh)), 1)
 	default:
-		l.limit.SetLimitAt(now, rate.Limit(r))
+		l.limit.SetLimitAt(now, rate.Limit(scaled(r, sh)))
 	}
 	return l.limit
 }
@@ -206,15 +250,15 @@ func (l *learner) sync(now time.Time) *rate.Limiter {
 // positive wait means they are spent until then; when answers to attempts
 // in flight may free them sooner, answered is closed on the next one. The
 // costs spent are for observe.
-func (l *learner) take(now time.Time, tokens int) (wait time.Duration, answered <-chan struct{}, reqCost, tokCost int64) {
+func (l *learner) take(now time.Time, tokens int, sh float64) (wait time.Duration, answered <-chan struct{}, reqCost, tokCost int64) {
 	if l.off {
 		return 0, nil, 0, 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w, inFlight, reqCost := l.requests.take(now, 1)
+	w, inFlight, reqCost := l.requests.take(now, 1, sh)
 	if w <= 0 {
-		w, inFlight, tokCost = l.tokens.take(now, int64(max(tokens, 0)))
+		w, inFlight, tokCost = l.tokens.take(now, int64(max(tokens, 0)), sh)
 		if w > 0 {
 			l.requests.inflight -= reqCost // this dispatch waits for the tokens
 		}
@@ -245,14 +289,14 @@ func (l *learner) dispatched(t time.Time) {
 		return
 	}
 	l.mu.Lock()
-	l.sent = append(prune(l.sent, t), t)
+	l.sent = append(prune(l.sent, t, learnWindow), t)
 	l.mu.Unlock()
 }
 
-// prune drops times more than learnWindow before now from the front.
-func prune(ts []time.Time, now time.Time) []time.Time {
+// prune drops times more than keep before now from the front.
+func prune(ts []time.Time, now time.Time, keep time.Duration) []time.Time {
 	i := 0
-	for i < len(ts) && now.Sub(ts[i]) > learnWindow {
+	for i < len(ts) && now.Sub(ts[i]) > keep {
 		i++
 	}
 	if i > len(ts)/2 {
@@ -282,10 +326,11 @@ func (l *learner) abandon(reqCost, tokCost int64) {
 
 // observe learns from the answer to an attempt dispatched at sentAt that
 // spent reqCost and tokCost of the header budgets; now is when the answer
-// arrived.
-func (l *learner) observe(out llm.Outcome, sentAt, now time.Time, reqCost, tokCost int64) {
+// arrived, sh this process's share of the backend. news reports a
+// decrease or a count to publish, cut a decrease.
+func (l *learner) observe(out llm.Outcome, sentAt, now time.Time, reqCost, tokCost int64, sh float64) (news, cut bool) {
 	if l.off {
-		return
+		return false, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -297,46 +342,164 @@ func (l *learner) observe(out llm.Outcome, sentAt, now time.Time, reqCost, tokCo
 	l.tokens.settle(out.Limits.Tokens, received, now, tokCost)
 	l.settled()
 	if out.Limits.Requests.Known || out.Limits.Tokens.Known {
-		return // the headers govern
+		return false, false // the headers govern
 	}
 	switch {
 	case out.StatusCode == 429:
-		l.decrease(sentAt, now)
+		if cut = l.decrease(sentAt, now, sh); cut {
+			l.rateNews = l.shared
+		}
 	case out.Err == nil || out.StatusCode != 0:
-		// The provider admitted it (whatever it answered).
-		l.granted = append(prune(l.granted, now), sentAt)
+		// The provider admitted it (whatever it answered). Kept twice
+		// learnWindow: a shared decrease is adopted a little after it was
+		// made, and this process then counts its part of it.
+		l.granted = append(prune(l.granted, now, 2*learnWindow), sentAt)
 		if l.base > 0 && !sentAt.After(l.at) && l.at.Sub(sentAt) <= learnWindow {
 			// In flight at the last decrease: the estimate was short.
 			l.est++
-			l.base = max(l.base, min(learnShare*float64(l.est), l.estCap))
+			l.rebase()
+			l.estNews = l.shared
 		}
 	}
+	return l.rateNews || l.estNews, cut
 }
 
-func (l *learner) decrease(sentAt, now time.Time) {
+// rebase sets base from the attempts admitted in the second before the
+// last decrease (this process's and the others'), within its bounds:
+// floor and estCap.
+func (l *learner) rebase() {
+	l.base = min(max(learnShare*float64(l.est+l.othersEst), l.floor), l.estCap)
+}
+
+// decrease lowers the rate on a 429 to an attempt dispatched at sentAt.
+// Shared with other processes, it counts only this process's attempts:
+// the others add theirs when they adopt it (adopt). Until then, the rate
+// is at least learnMinCut of the one it cut; sh, this process's share,
+// estimates that rate when there was none. It reports whether it changed
+// the rate.
+func (l *learner) decrease(sentAt, now time.Time, sh float64) bool {
 	if l.base > 0 && sentAt.Sub(l.at) < learnWindow {
-		return // too soon after the last decrease to judge it
+		return false // too soon after the last decrease to judge it
 	}
 	from := now.Add(-learnWindow)
 	est := countSince(l.granted, from, now)
 	cur := l.rateAt(now)
-	if math.IsInf(cur, 1) {
-		if est == 0 {
-			return
+	switch {
+	case !math.IsInf(cur, 1) || !math.IsInf(l.ceiling, 1):
+		// A rate was in force (learned, or configured): the cut keeps
+		// between learnMinCut and learnShare of it, so that one 429
+		// never collapses it.
+		if math.IsInf(cur, 1) {
+			if est == 0 {
+				return false
+			}
+			cur = float64(countSince(l.sent, from, now)) / sh
 		}
-		cur = float64(countSince(l.sent, from, now))
+		cur = min(cur, l.ceiling)
+		l.estCap, l.floor = learnShare*cur, learnMinCut*cur
+	case est == 0:
+		return false
+	default:
+		// Unpaced: the rate to keep is unknown — what was sent says
+		// nothing of what the provider allows (at a cold start most of it
+		// was refused), and shared, this process saw only its part — so
+		// the estimate stands, raised by the answers still in flight,
+		// which it cannot exceed (no more was sent).
+		l.estCap, l.floor = math.MaxFloat64, 0
 	}
-	cur = min(cur, l.ceiling)
-	l.estCap = learnShare * cur
-	l.base = min(max(learnShare*float64(est), learnMinCut*cur), l.estCap)
-	l.at, l.est = now, est
+	// In microseconds, as stores keep it: shared, the others' counts
+	// name this time.
+	l.at, l.est, l.othersEst = now.Truncate(time.Microsecond), est, 0
+	l.rebase()
+	l.limit = nil // the callers it woke leave at the new rate, not after the old one's reservations
+	return true
+}
+
+// restart drops the learned limiter's reservations, when a pause began:
+// the callers it woke come back after the pause, one at a time at the
+// rate, instead of after the reservations they gave up (which a limiter
+// cannot return in any order).
+func (l *learner) restart() {
+	l.mu.Lock()
+	l.limit = nil
+	l.mu.Unlock()
+}
+
+// setShared marks the learner as shared with other processes: from now
+// on its decreases are published.
+func (l *learner) setShared() {
+	l.mu.Lock()
+	l.shared = true
+	l.rateNews = l.base > 0 && !l.off // what it learned alone
+	l.estNews = l.rateNews
+	l.mu.Unlock()
+}
+
+// takeNews returns what to publish of the learned rate: a decrease made
+// here (rate; At zero: none), and this process's count for the last
+// decrease (est; At zero: none), each when it changed since the last
+// call.
+func (l *learner) takeNews() (rate Learned, est Estimate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rateNews {
+		rate = Learned{Cap: l.estCap, Floor: l.floor, At: l.at}
+	}
+	if l.rateNews || l.estNews {
+		est = Estimate{Admitted: l.est, At: l.at}
+	}
+	l.rateNews, l.estNews = false, false
+	return rate, est
+}
+
+// requeueNews marks what a failed sync carried as unpublished again (the
+// current values are published: they may be newer still).
+func (l *learner) requeueNews(rate, est bool) {
+	l.mu.Lock()
+	l.rateNews = l.rateNews || (rate && !l.at.IsZero())
+	l.estNews = l.estNews || (est && !l.at.IsZero())
+	l.mu.Unlock()
+}
+
+// adopt takes the shared learned rate r when it was set after this
+// process's, counting this process's part of it; othersEst is what the
+// other processes counted for r, peers how many have demand on the
+// backend (for Pacing). cut reports a decrease adopted.
+func (l *learner) adopt(r Learned, othersEst, peers int) (cut bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.peers = peers
+	if l.off || r.At.IsZero() || r.At.Before(l.at) {
+		return false
+	}
+	if r.At.After(l.at) {
+		// A decrease made by another process: this process's attempts
+		// admitted in the second before count too (late answers add to
+		// them), and what it would have published is older.
+		l.at, l.estCap, l.floor = r.At, r.Cap, r.Floor
+		l.est = countSince(l.granted, r.At.Add(-learnWindow), r.At)
+		l.rateNews, l.estNews = false, true
+		l.othersEst = othersEst
+		l.rebase()
+		l.limit = nil
+		return true
+	}
+	if l.base > 0 && othersEst != l.othersEst {
+		l.othersEst = othersEst
+		l.rebase()
+	}
+	return false
 }
 
 // pacing reports the learner's state at now, given the configured rates.
 func (l *learner) pacing(now time.Time, configured float64, tpm int) Pacing {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	p := Pacing{TokensPerMinute: float64(tpm), Requests: l.requests.state(), Tokens: l.tokens.state()}
+	p := Pacing{TokensPerMinute: float64(tpm), Requests: l.requests.state(), Tokens: l.tokens.state(),
+		Shared: l.shared}
+	if l.shared {
+		p.Processes = 1 + l.peers
+	}
 	if configured > 0 {
 		p.RequestsPerSecond, p.Source = configured*pacingMargin, SourceConfigured
 	}

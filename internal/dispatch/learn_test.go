@@ -304,7 +304,7 @@ func TestHeaderBudgetCountsWhatIsInFlight(t *testing.T) {
 	answer := func(i int, remaining int64) int64 {
 		t.Helper()
 		out := headerAnswer(c, llm.Budget{Known: true, Limit: 10, Remaining: remaining, Reset: time.Second}, llm.Budget{})
-		g.learn.observe(out, epoch, c.Now(), tickets[i].reqCost, tickets[i].tokCost)
+		g.learn.observe(out, epoch, c.Now(), tickets[i].reqCost, tickets[i].tokCost, 1)
 		return s.Pacing()["b"].Requests.Remaining
 	}
 	if got := answer(0, 4); got != 2 { // B and C may not be counted in A's 4
@@ -377,7 +377,7 @@ func TestHeaderBudgetHeldInFlightWaitsForAnAnswer(t *testing.T) {
 			t.Errorf("waited for %q", what)
 		}
 		// The provider answers: it had counted the attempt in its 1.
-		g.learn.observe(headerAnswer(c, llm.Budget{Known: true, Limit: 10, Remaining: 1, Reset: 10 * time.Second}, llm.Budget{}), epoch, c.Now(), inFlight.reqCost, inFlight.tokCost)
+		g.learn.observe(headerAnswer(c, llm.Budget{Known: true, Limit: 10, Remaining: 1, Reset: 10 * time.Second}, llm.Budget{}), epoch, c.Now(), inFlight.reqCost, inFlight.tokCost, 1)
 	}
 	release, err := s.acquire(context.Background(), "b", 1, false)
 	if err != nil {

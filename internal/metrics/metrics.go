@@ -186,7 +186,7 @@ func New(st jobs.Store, opts Options) *Metrics {
 		m.sseClients, m.httpRequests, m.httpDuration,
 	)
 	if opts.Pacing != nil {
-		m.reg.MustRegister(newPacingCollector(opts.Pacing))
+		m.reg.MustRegister(newPacingCollector(opts.Pacing, opts.Now))
 	}
 	// ContinueOnError: a collector's error must not cost the whole scrape.
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
@@ -418,31 +418,54 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 // pacingCollector reports what each backend's pacer follows, read from
 // the engine on each scrape.
 type pacingCollector struct {
-	pacing func() map[string]promptkit.Pacing
-	rate   *prometheus.Desc
-	budget *prometheus.Desc
+	pacing    func() map[string]promptkit.Pacing
+	now       func() time.Time
+	rate      *prometheus.Desc
+	budget    *prometheus.Desc
+	share     *prometheus.Desc
+	processes *prometheus.Desc
+	pause     *prometheus.Desc
 }
 
-func newPacingCollector(pacing func() map[string]promptkit.Pacing) *pacingCollector {
+func newPacingCollector(pacing func() map[string]promptkit.Pacing, now func() time.Time) *pacingCollector {
 	return &pacingCollector{
 		pacing: pacing,
+		now:    now,
 		rate: prometheus.NewDesc("promptkit_backend_learned_rate",
-			"Requests per second a backend's pacer follows now, by where it comes from: configured, 429 (learned from rate-limit answers), headers (the provider's rate-limit headers govern; then 0 unless a rate applies too) or none (0: unpaced).",
+			"Requests per second a backend's pacer follows now, by where it comes from: configured, 429 (learned from rate-limit answers), headers (the provider's rate-limit headers govern; then 0 unless a rate applies too) or none (0: unpaced). Shared between processes (promptkit_backend_pacing_processes present), it is the provider-wide rate, the same in every process, of which this process dispatches promptkit_backend_pacing_share.",
 			[]string{"backend", "source"}, nil),
 		budget: prometheus.NewDesc("promptkit_backend_rate_budget_remaining",
 			"What a backend's provider rate-limit headers leave before their reset, less what is in flight, by budget: requests or tokens. Absent when the provider sends no such header.",
 			[]string{"backend", "budget"}, nil),
+		share: prometheus.NewDesc("promptkit_backend_pacing_share",
+			"The part of a backend's provider-wide rates this process dispatches: its demand (callers waiting for the backend or in flight on it) over the demand of every process present on it. Absent when the process does not share its pacing.",
+			[]string{"backend"}, nil),
+		processes: prometheus.NewDesc("promptkit_backend_pacing_processes",
+			"Processes sharing a backend's pacing that have callers on it, this one included. Absent when the process does not share its pacing.",
+			[]string{"backend"}, nil),
+		pause: prometheus.NewDesc("promptkit_backend_pause_seconds",
+			"Seconds left of a backend's pause: a provider's Retry-After, received by this process or, shared, by another; 0 when not paused.",
+			[]string{"backend"}, nil),
 	}
 }
 
 func (c *pacingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.rate
 	ch <- c.budget
+	ch <- c.share
+	ch <- c.processes
+	ch <- c.pause
 }
 
 func (c *pacingCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.now()
 	for id, p := range c.pacing() {
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, p.RequestsPerSecond, id, cmp.Or(p.Source, "none"))
+		ch <- prometheus.MustNewConstMetric(c.pause, prometheus.GaugeValue, max(p.PausedUntil.Sub(now).Seconds(), 0), id)
+		if p.Shared {
+			ch <- prometheus.MustNewConstMetric(c.share, prometheus.GaugeValue, p.Share, id)
+			ch <- prometheus.MustNewConstMetric(c.processes, prometheus.GaugeValue, float64(p.Processes), id)
+		}
 		if p.Requests.Known {
 			ch <- prometheus.MustNewConstMetric(c.budget, prometheus.GaugeValue, float64(p.Requests.Remaining), id, "requests")
 		}

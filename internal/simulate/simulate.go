@@ -26,9 +26,11 @@ const Notice = "using the built-in SIMULATED backend (no backend configured): re
 // "default" profile using it.
 func Config() promptkit.Config {
 	return promptkit.Config{
-		Backends:   []promptkit.Backend{{ID: BackendID, BaseURL: "http://simulated.invalid/v1"}},
-		Profiles:   []promptkit.Profile{{ID: ProfileID, Backend: BackendID, Model: Model}},
-		HTTPClient: &http.Client{Transport: transport{h: providertest.NewHandler(providertest.WithModel(Model))}},
+		Backends: []promptkit.Backend{{ID: BackendID, BaseURL: "http://simulated.invalid/v1"}},
+		Profiles: []promptkit.Profile{{ID: ProfileID, Backend: BackendID, Model: Model}},
+		// Nothing reads the requests the handler records: keeping one,
+		// not every one, keeps a long-running serve's memory flat.
+		HTTPClient: &http.Client{Transport: transport{h: providertest.NewHandler(providertest.WithModel(Model), providertest.WithMaxRecorded(1))}},
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"os"
@@ -32,7 +33,8 @@ import (
 
 // Limits of a batch, OpenAI's.
 const (
-	// MaxLines is the most requests one batch may hold.
+	// MaxLines is the most requests one batch may hold when
+	// Config.MaxLines is 0: OpenAI's cap.
 	MaxLines = 50_000
 	// MaxErrors is the most validation errors a failed batch reports.
 	MaxErrors = 100
@@ -45,6 +47,12 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	// chunk is how many lines are enqueued, or results read, at once.
 	chunk = 500
+	// lookSpacing is how many times the last count of a batch's jobs
+	// took that the stepping loop waits before counting again: the count
+	// reads every line's job (seconds for a million lines), so without a
+	// spacing the loop, woken by every finished job, would spend a core
+	// counting instead of the workers working.
+	lookSpacing = 9
 )
 
 // Validation error codes: OpenAI's where it has one.
@@ -91,6 +99,13 @@ type Config struct {
 	// fail the batch's validation instead. It must not be negative.
 	// Defaults to DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64
+	// MaxLines is the most requests one batch may hold; a batch with
+	// more fails validation (too_many_tasks) without enqueueing any. It
+	// must not be negative. Defaults to MaxLines (50,000, OpenAI's).
+	// Validation keeps a 16-byte hash and a line number per request
+	// (with the map's slack, 30 to 60 bytes each: 56 MB for a million
+	// lines, measured) while a batch is validated.
+	MaxLines int
 	// Interval between looks at the active batches; the store's
 	// notifications wake the processor sooner. It must not be negative.
 	// Defaults to DefaultInterval (1s).
@@ -113,6 +128,9 @@ type Processor struct {
 	// logged holds "batch id/stage" of the errors already logged, so a
 	// fault that lasts logs once, not once a second.
 	logged map[string]bool
+	// looked is when each batch's jobs were last counted and how long
+	// that took (see lookSpacing).
+	looked map[string]look
 	// loop steps from Start until Stop.
 	loop *lifecycle.Loop
 }
@@ -130,7 +148,10 @@ func New(cfg Config) (*Processor, error) {
 		return nil, fmt.Errorf("batch: Config.MaxAttempts %d is negative", cfg.MaxAttempts)
 	case cfg.MaxBodyBytes < 0:
 		return nil, fmt.Errorf("batch: Config.MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	case cfg.MaxLines < 0:
+		return nil, fmt.Errorf("batch: Config.MaxLines %d is negative", cfg.MaxLines)
 	}
+	cfg.MaxLines = cmp.Or(cfg.MaxLines, MaxLines)
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
 	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
 	if cfg.Logger == nil {
@@ -139,7 +160,7 @@ func New(cfg Config) (*Processor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	p := &Processor{cfg: cfg, logged: map[string]bool{}}
+	p := &Processor{cfg: cfg, logged: map[string]bool{}, looked: map[string]look{}}
 	p.loop = lifecycle.New(p.run)
 	return p, nil
 }
@@ -167,7 +188,7 @@ func (p *Processor) run(ctx context.Context) error {
 	// enough to notice a new batch or the last line finishing promptly.
 	wake := notify
 	for {
-		_ = p.Step(ctx)
+		_ = p.step(ctx, true)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -185,7 +206,11 @@ func (p *Processor) run(ctx context.Context) error {
 // Step processes every active batch once and returns what went wrong,
 // joined (each error is also logged once per batch and stage). Another
 // process having moved a batch first is not an error.
-func (p *Processor) Step(ctx context.Context) error {
+func (p *Processor) Step(ctx context.Context) error { return p.step(ctx, false) }
+
+// step is Step; spaced, it counts a batch's jobs no more often than
+// lookSpacing allows (the stepping loop's way), else at every step.
+func (p *Processor) step(ctx context.Context, spaced bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	bs, err := p.cfg.Store.ActiveBatches(ctx)
@@ -205,7 +230,7 @@ func (p *Processor) Step(ctx context.Context) error {
 			return ctx.Err()
 		}
 		active[b.ID] = true
-		stage, err := p.process(ctx, b)
+		stage, err := p.process(ctx, b, spaced)
 		switch {
 		case err == nil, errors.Is(err, jobs.ErrBatchChanged):
 			p.recovered(b.ID, stage)
@@ -218,6 +243,11 @@ func (p *Processor) Step(ctx context.Context) error {
 	for k := range p.logged {
 		if id, _, _ := strings.Cut(k, "/"); id != "" && !active[id] {
 			delete(p.logged, k)
+		}
+	}
+	for id := range p.looked {
+		if !active[id] {
+			delete(p.looked, id)
 		}
 	}
 	return errors.Join(errs...)
@@ -244,29 +274,50 @@ func (p *Processor) recovered(id, stage string) {
 
 // process advances one batch as far as it can go now; stage names what
 // it was doing, for the log.
-func (p *Processor) process(ctx context.Context, b jobs.Batch) (stage string, err error) {
+func (p *Processor) process(ctx context.Context, b jobs.Batch, spaced bool) (stage string, err error) {
 	switch b.Status {
 	case jobs.BatchValidating:
 		return "validating", p.validate(ctx, b)
 	case jobs.BatchInProgress:
-		return "watching", p.watch(ctx, b)
+		return "watching", p.watch(ctx, b, spaced)
 	case jobs.BatchFinalizing:
 		return "finalizing", p.finalize(ctx, b, jobs.BatchCompleted)
 	case jobs.BatchCancelling:
-		return "cancelling", p.cancel(ctx, b)
+		return "cancelling", p.cancel(ctx, b, spaced)
 	}
 	return "", nil
 }
 
+// look is when a batch's jobs were last counted, and how long it took.
+type look struct {
+	at   time.Time
+	took time.Duration
+}
+
+// progress counts a batch's jobs; ok is false, with no count, when
+// spaced and the last count was too recent (see lookSpacing).
+func (p *Processor) progress(ctx context.Context, id string, spaced bool) (prog jobs.BatchProgress, ok bool, err error) {
+	start := p.cfg.Now()
+	if l, seen := p.looked[id]; spaced && seen && start.Before(l.at.Add(lookSpacing*l.took)) {
+		return prog, false, nil
+	}
+	if prog, err = p.cfg.Store.BatchProgress(ctx, id); err != nil {
+		return prog, false, err
+	}
+	end := p.cfg.Now()
+	p.looked[id] = look{at: end, took: end.Sub(start)}
+	return prog, true, nil
+}
+
 // watch ends an in_progress batch whose lines are all finished, or
 // whose completion window has passed.
-func (p *Processor) watch(ctx context.Context, b jobs.Batch) error {
+func (p *Processor) watch(ctx context.Context, b jobs.Batch, spaced bool) error {
 	st := p.cfg.Store
-	prog, err := st.BatchProgress(ctx, b.ID)
+	prog, ok, err := p.progress(ctx, b.ID, spaced)
 	if err != nil {
 		return err
 	}
-	if prog.Unfinished == 0 {
+	if ok && prog.Unfinished == 0 {
 		// Finished within the window, however late this look is: nothing
 		// was cut off, so the batch is completed, not expired.
 		counts := prog.Counts()
@@ -289,17 +340,19 @@ func (p *Processor) watch(ctx context.Context, b jobs.Batch) error {
 
 // cancel stops a cancelling batch's jobs and, once none is left
 // running, ends the batch as cancelled.
-func (p *Processor) cancel(ctx context.Context, b jobs.Batch) error {
+func (p *Processor) cancel(ctx context.Context, b jobs.Batch, spaced bool) error {
 	st := p.cfg.Store
 	if _, err := st.CancelBatchJobs(ctx, b.ID); err != nil {
 		return err
 	}
-	prog, err := st.BatchProgress(ctx, b.ID)
+	prog, ok, err := p.progress(ctx, b.ID, spaced)
 	if err != nil {
 		return err
 	}
-	if prog.Unfinished > 0 {
-		return nil // a job enqueued meanwhile: the next step cancels it
+	if !ok || prog.Unfinished > 0 {
+		// Not counted (too soon), or a job enqueued meanwhile: the next
+		// step looks again and cancels it.
+		return nil
 	}
 	return p.finalize(ctx, b, jobs.BatchCancelled)
 }
@@ -492,16 +545,22 @@ var errStop = errors.New("stop")
 // do, the first MaxErrors are complete; when not, they are the refused
 // lines (CodeTooLarge), at most MaxErrors.
 func (p *Processor) check(ctx context.Context, b jobs.Batch, r io.Reader) (int, []jobs.BatchError, bool, error) {
-	seen := map[string]int{} // custom_id → its first line
+	// custom_id's hash → its first line: a 24-byte entry a line (plus
+	// the map's slack), however long the ids, where keeping the ids
+	// would cost their length again (72 bytes a line for "req-123456").
+	// Two seeded 64-bit hashes make a false duplicate among a million
+	// lines a chance of about 10^-27.
+	seen := map[[2]uint64]int{}
+	seeds := [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
 	n := 0
 	var errs []jobs.BatchError
 	invalid := 0 // the errors that are not refused lines
 	failed := func() bool { return invalid > 0 || len(errs) > MaxErrors }
 	err := eachLine(r, func(no int, raw []byte) error {
 		n++
-		if n > MaxLines {
+		if n > p.cfg.MaxLines {
 			errs = append(errs, jobs.BatchError{Code: CodeTooMany,
-				Message: fmt.Sprintf("The batch has more than %d requests.", MaxLines)})
+				Message: fmt.Sprintf("The batch has more than %d requests.", p.cfg.MaxLines)})
 			invalid++
 			return errStop
 		}
@@ -520,11 +579,12 @@ func (p *Processor) check(ctx context.Context, b jobs.Batch, r io.Reader) (int, 
 			id = ""
 		}
 		if id != "" {
-			if first, dup := seen[id]; dup {
+			k := [2]uint64{maphash.String(seeds[0], id), maphash.String(seeds[1], id)}
+			if first, dup := seen[k]; dup {
 				e = &jobs.BatchError{Code: CodeDuplicate, Param: "custom_id", Line: no,
 					Message: fmt.Sprintf("The custom_id of this line is the custom_id of line %d; each must be unique.", first)}
 			} else {
-				seen[id] = no
+				seen[k] = no
 			}
 		}
 		if e != nil {

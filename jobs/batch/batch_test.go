@@ -393,6 +393,32 @@ func TestTooManyLinesFailTheBatch(t *testing.T) {
 	}
 }
 
+// Config.MaxLines moves the cap: one line over it fails the batch with
+// no job enqueued, and exactly that many lines run.
+func TestConfiguredMaxLines(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, storekit.SQLite.New(t))
+	const limit = 7
+	p := e.processor(e.st, func(c *batch.Config) { c.MaxLines = limit })
+	over := e.createLines(lines(limit + 1)...)
+	step(t, p)
+	got := e.wantStatus(over.ID, jobs.BatchFailed)
+	if len(got.Errors) != 1 || got.Errors[0].Code != batch.CodeTooMany || !strings.Contains(got.Errors[0].Message, "more than 7 requests") {
+		t.Fatalf("errors %+v, want one %s naming the cap", got.Errors, batch.CodeTooMany)
+	}
+	if prog, err := e.st.BatchProgress(context.Background(), over.ID); err != nil || prog.Lines != 0 {
+		t.Fatalf("a batch over the cap enqueued jobs: %+v (err %v)", prog, err)
+	}
+	fits := e.createLines(lines(limit)...)
+	step(t, p)
+	if got := e.wantStatus(fits.ID, jobs.BatchInProgress); got.Counts.Total != limit {
+		t.Fatalf("counts %+v, want %d requests", got.Counts, limit)
+	}
+	if _, err := batch.New(batch.Config{Store: e.st, Resolve: resolve, MaxLines: -1}); err == nil {
+		t.Fatal("New took a negative MaxLines")
+	}
+}
+
 func TestMissingInputFileFailsTheBatch(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {
 		b := e.createLines(lines(2)...)

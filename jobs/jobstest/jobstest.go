@@ -133,6 +133,7 @@ func Run(t *testing.T, h Harness) {
 		{"LookupNUL", testLookupNUL},
 		{"ParamsInvalid", testParamsInvalid},
 		{"EnqueueBatch", testEnqueueBatch},
+		{"EnqueueBatchLargeKeyed", testEnqueueBatchLargeKeyed},
 		{"EnqueueConcurrentIsolation", testEnqueueConcurrentIsolation},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyConflict", testIdempotencyConflict},
@@ -210,6 +211,10 @@ func Run(t *testing.T, h Harness) {
 		{"BatchResults", testBatchResults},
 		{"ArchiveKeepsBatches", testArchiveKeepsBatches},
 		{"Deltas", testDeltas},
+		{"PacingMerge", testPacingMerge},
+		{"PacingPeersExpire", testPacingPeersExpire},
+		{"PacingInvalid", testPacingInvalid},
+		{"PacingConcurrent", testPacingConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,12 +27,15 @@ func notified(changed string) string {
 // job_running, update them (a HOT update: no indexed column changes, see
 // migration 00002), append events (each with its call's data from $data),
 // notify. It runs under the event lock;
-// SKIP LOCKED (on the queue row and on the job row, which another
-// transaction may hold locked while it waits for the event lock, to cancel
-// the job say) means it never waits for a row, so it cannot deadlock with
-// a transaction waiting for the lock. A job whose dependency is queued or
-// running waits; one whose dependency is terminal, or was archived, is
-// claimable (the worker checks the dependency's outcome).
+// SKIP LOCKED on the job row, which another transaction may hold locked
+// while it waits for the event lock (to cancel the job, say), means it
+// never waits for a row, so it cannot deadlock with a transaction waiting
+// for the lock. The queue row needs no lock: only transactions holding
+// the event lock write job_queue, and this statement, which holds it,
+// sees every earlier holder's commit (a row lock there cost a WAL record
+// per claimed job). A job whose dependency is queued or running waits;
+// one whose dependency is terminal, or was archived, is claimable (the
+// worker checks the dependency's outcome).
 //
 // $worker and $data have one entry per call; $slot has one entry per
 // picked position up to the last call's first: the 1-based index into
@@ -51,12 +54,12 @@ func notified(changed string) string {
 var claimSQL = named(`
 	WITH picked AS (
 		SELECT q.job_id FROM job_queue q JOIN jobs j ON j.id = q.job_id
-		WHERE q.available_at <= $now AND q.priority <= $ceiling
+		WHERE `+gateOpen+` AND q.available_at <= $now AND q.priority <= $ceiling
 			AND (q.depends_on IS NULL OR coalesce(
 				(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = q.depends_on), true))
 		ORDER BY q.priority, q.available_at, q.created_at, q.job_id
 		LIMIT $limit
-		FOR UPDATE OF q, j SKIP LOCKED
+		FOR UPDATE OF j SKIP LOCKED
 	), ids AS (
 		SELECT ARRAY(SELECT job_id FROM picked) AS a
 	), dequeued AS (
@@ -126,23 +129,26 @@ func newClaimReq(p jobs.ClaimParams) *claimReq {
 
 // claimGateSQL takes the event lock only when some job may be claimable
 // (it ignores dependencies, so it may say yes when the claim then finds
-// nothing, never the reverse). Idle workers poll with Claim; without the
-// gate every empty poll would take its turn in the serialized section.
-// An empty answer is as of the gate's time, which is a valid moment for
-// the Claim to have happened.
+// nothing, never the reverse); otherwise it sets gateSkipped, and the
+// claim statement that follows in the same round trip (claimSQL checks
+// gateOpen) does nothing. Idle workers poll with Claim; without the gate
+// every empty poll would take its turn in the serialized section. An
+// empty answer is as of the gate's time, which is a valid moment for the
+// Claim to have happened.
 const claimGateSQL = `
 	SELECT CASE WHEN EXISTS (SELECT 1 FROM job_queue WHERE available_at <= $2 AND priority <= $3)
-		THEN (SELECT true FROM pg_advisory_xact_lock($1)) ELSE false END`
+		THEN (SELECT true FROM pg_advisory_xact_lock($1)) ELSE (SELECT false FROM ` + gateSkipped + `) END`
 
-// runClaim runs claims in one transaction of their own, which takes the
-// event lock only if there may be work (claimGateSQL).
+// runClaim runs claims in one transaction of their own, in one round
+// trip, which takes the event lock only if there may be work
+// (claimGateSQL).
 func (s *Store) runClaim(ctx context.Context, reqs []*claimReq) []error {
 	b := &claimBatch{reqs: reqs, schema: s.schema}
 	ceiling := 0
 	for _, r := range reqs {
 		ceiling = max(ceiling, r.ceiling)
 	}
-	took, err := s.writeTwoTripsGated(ctx, nil, &lockGate{sql: claimGateSQL, args: []any{s.clock(), ceiling}}, b.locked)
+	took, err := s.writeOneTripGated(ctx, &lockGate{sql: claimGateSQL, args: []any{s.clock(), ceiling}}, b.locked)
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		if err != nil {

@@ -100,7 +100,7 @@
 // # Throughput
 //
 // Because of that serialization, the store spends as few round trips and
-// commits per job as it can. A writing transaction runs one of three ways
+// commits per job as it can. A writing transaction runs one of four ways
 // (pipeline.go):
 //
 //   - writeOneTrip: one pipelined round trip — BEGIN, the pre-lock
@@ -113,15 +113,22 @@
 //     with jobs.ResponseID of the prompt the store remembered when it
 //     claimed the job, or derives the same ID in SQL, response_id, when
 //     another process claimed it).
-//   - writeTwoTrips: the event lock in the first round trip, the locked
-//     statements, built from what the first read, in the second. Cancel,
-//     Retry and keyed or referencing enqueues run this way.
-//   - writeTwoTripsGated: writeTwoTrips whose first round trip takes the
-//     event lock only when a gate statement finds work, so an empty Claim
-//     poll or an empty Reclaim sweep serializes with nobody. Claims alone
-//     and Reclaim run this way; Reclaim locks the expired jobs in its first
-//     round trip and applies jobs.ReclaimParams.Decide's decisions through
-//     the finishing statement in its second.
+//   - writeOneTripGated: writeOneTrip whose gate statement takes the event
+//     lock only when it finds work, so an empty Claim poll serializes with
+//     nobody; the statements after the gate do nothing when it did not
+//     take the lock. Claims alone run this way.
+//   - writeTwoTrips: the pre-lock statements in the first round trip; the
+//     event lock, the stamp check and the locked statements, built from
+//     what the first read, in the second, so again no network wait falls
+//     inside the serialized section. Cancel, Retry and keyed or
+//     referencing enqueues run this way.
+//   - writeTwoTripsGated: the event lock, behind an optional gate, in the
+//     first round trip, with the change floor; the locked statements,
+//     stamped above the floor, in the second. Reclaim and CancelBatchJobs
+//     run this way (Reclaim locks the expired jobs in its first round trip
+//     and applies jobs.ReclaimParams.Decide's decisions through the
+//     finishing statement in its second), and so does any write whose
+//     stamp check failed.
 //
 // chooseTrips picks writeOneTrip or writeTwoTrips for a transaction.
 //

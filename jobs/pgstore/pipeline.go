@@ -119,13 +119,16 @@ func begin(p *phase, pre func(*phase)) {
 	}
 }
 
-// The four ways to run a writing transaction:
+// The ways to run a writing transaction:
 //
 //	writeOneTrip        everything in one round trip (the stamp is read before sending)
-//	writeTwoTrips       the event lock in the first round trip, the locked statements,
-//	                    built from what the first one read, in the second
-//	writeTwoTripsGated  writeTwoTrips, but the first round trip takes the event lock only
-//	                    when a gate statement says there is something to do
+//	writeOneTripGated   writeOneTrip, but the event lock is taken only when a gate
+//	                    statement says there is something to do (claims)
+//	writeTwoTrips       pre's statements in the first round trip; the event lock and the
+//	                    locked statements, built from what the first one read, in the second
+//	writeTwoTripsGated  the event lock (behind an optional gate) in the first round trip,
+//	                    the locked statements in the second, stamped above the change
+//	                    floor: where the others go when their stamp check fails
 //	chooseTrips         picks writeOneTrip or writeTwoTrips for a transaction
 //
 // Each takes pre, the statements that may wait for other transactions (row
@@ -206,23 +209,50 @@ func (s *Store) writeOneTrip(ctx context.Context, pre func(*phase), locked func(
 		p.commit()
 		return p.send(ctx, conn)
 	})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == stampBelowFloor {
-		return s.writeTwoTrips(ctx, pre, locked)
+	if belowFloor(err) {
+		_, err = s.writeTwoTripsGated(ctx, pre, nil, locked)
 	}
 	return err
 }
 
+// belowFloor reports whether err is the stamp check's (checkStampSQL).
+func belowFloor(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == stampBelowFloor
+}
+
 // writeTwoTrips runs a writing transaction whose locked statements depend
-// on what pre reads, in two round trips:
+// on what pre reads, in two round trips, the event lock in the second:
 //
-//  1. BEGIN; pre's statements; the event lock; the change floor
-//  2. the stamp: the store clock read only now, or the floor if that is
-//     later; locked's statements; COMMIT
+//  1. BEGIN; pre's statements
+//  2. the event lock; the stamp check of the store clock read just before
+//     sending; locked's statements; COMMIT
 //
-// An error from any reader rolls the transaction back.
+// So, as in writeOneTrip, no network wait falls inside the serialized
+// section: the lock is held from its grant to the commit of one pipeline.
+// If the stamp check fails (a ChangesSince raised the floor meanwhile),
+// the transaction, which wrote nothing under the lock, runs again through
+// writeTwoTripsGated, which takes the lock in its first round trip and
+// stamps above the floor. An error from any reader rolls the transaction
+// back.
 func (s *Store) writeTwoTrips(ctx context.Context, pre func(*phase), locked func(p *phase, now time.Time)) error {
-	_, err := s.writeTwoTripsGated(ctx, pre, nil, locked)
+	err := s.inTx(ctx, func(conn *pgxpool.Conn) error {
+		var first phase
+		begin(&first, pre)
+		if err := first.send(ctx, conn); err != nil {
+			return err
+		}
+		var second phase
+		stamp := s.clock()
+		second.exec(lockSQL, s.lockKey)
+		second.exec(checkStampSQL, stamp)
+		locked(&second, stamp)
+		second.commit()
+		return second.send(ctx, conn)
+	})
+	if belowFloor(err) {
+		_, err = s.writeTwoTripsGated(ctx, pre, nil, locked)
+	}
 	return err
 }
 
@@ -235,8 +265,56 @@ type lockGate struct {
 	args []any
 }
 
-// writeTwoTripsGated is writeTwoTrips with an optional gate on the event
-// lock. When the gate says no, locked is not called and the transaction
+// writeOneTripGated runs, in one round trip, a transaction whose gate
+// (sqlGated, which must also set gateSkipped when it does not take the
+// lock) decides whether it takes the event lock: BEGIN; the gate; the
+// stamp check; locked's statements, which must do nothing when the gate
+// skipped the lock (see gateOpen); COMMIT. took reports whether the gate
+// took the lock. Claims run this way: an empty poll and a claim that finds
+// work each cost one round trip, and the lock is held only from its grant
+// to the commit of the pipeline. If the stamp check fails, the
+// transaction runs again through writeTwoTripsGated. When the gate said
+// no, what follows it writes nothing, so an error after the gate (a
+// read-only database refuses the statements that would have written, say)
+// does not fail the transaction: it did nothing, as of the gate's time.
+func (s *Store) writeOneTripGated(ctx context.Context, gate *lockGate, locked func(p *phase, now time.Time)) (took bool, err error) {
+	stamp := s.clock()
+	answered := false
+	err = s.inTx(ctx, func(conn *pgxpool.Conn) error {
+		var p phase
+		begin(&p, nil)
+		p.queryRow(gate.sql, append([]any{s.lockKey}, gate.args...), func(row pgx.Row) error {
+			err := row.Scan(&took)
+			answered = err == nil
+			return err
+		})
+		p.exec(checkStampGatedSQL, stamp)
+		locked(&p, stamp)
+		p.commit()
+		return p.send(ctx, conn)
+	})
+	switch {
+	case err != nil && answered && !took:
+		return false, nil
+	case belowFloor(err):
+		return s.writeTwoTripsGated(ctx, nil, gate, locked)
+	}
+	return took && err == nil, err
+}
+
+// gateSkipped is the transaction-local setting a one-trip gate sets when it
+// does not take the event lock; gateOpen is the condition, true otherwise,
+// that the statements after it check.
+const (
+	gateSkipped = `set_config('promptkit.gate', 'skipped', true)`
+	gateOpen    = `current_setting('promptkit.gate', true) IS DISTINCT FROM 'skipped'`
+)
+
+// checkStampGatedSQL is checkStampSQL when the gate took the lock.
+const checkStampGatedSQL = `SELECT stamp_below_floor() FROM change_floor WHERE one AND at > $1 AND ` + gateOpen
+
+// writeTwoTripsGated takes the event lock in its first round trip, behind
+// an optional gate. When the gate says no, locked is not called and the transaction
 // (which has written nothing) just commits, so it serializes with nobody;
 // took reports which happened.
 func (s *Store) writeTwoTripsGated(ctx context.Context, pre func(*phase), gate *lockGate, locked func(p *phase, now time.Time)) (took bool, err error) {

@@ -14,8 +14,13 @@ import (
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
-// batchWindowTime is the one completion window OpenAI offers ("24h").
-const batchWindowTime = 24 * time.Hour
+const (
+	// batchWindowTime is the one completion window OpenAI offers ("24h").
+	batchWindowTime = 24 * time.Hour
+	// lookSpacing is how many times its last read took that GET
+	// /v1/batches/{id}?wait= waits before reading the batch again.
+	lookSpacing = 9
+)
 
 // badInputFile is the 400 of an input_file_id that names no batch input
 // file of the caller's.
@@ -97,8 +102,26 @@ func (a *API) GetBatch(w http.ResponseWriter, r *http.Request) error {
 		defer cancel()
 		end, stop := context.WithTimeout(a.Jobs.Serving, wait)
 		defer stop()
+		// Reading an in_progress batch counts its jobs: seconds for a
+		// million lines, and a busy queue notifies on every job. Spaced,
+		// a waiting client spends at most a tenth of its time counting;
+		// the changes meanwhile wake the next look, coalesced.
+		spaced := func(ctx context.Context) (jobs.Batch, bool, error) {
+			start := time.Now()
+			b, done, err := look(ctx)
+			if err == nil && !done {
+				t := time.NewTimer(lookSpacing * time.Since(start))
+				defer t.Stop()
+				select {
+				case <-t.C:
+				case <-end.Done():
+				case <-ctx.Done():
+				}
+			}
+			return b, done, err
+		}
 		// Subscribed before the first look, so no change is missed.
-		b, err = jobs.Await(ctx, a.Store.Notify(ctx), end.Done(), look)
+		b, err = jobs.Await(ctx, a.Store.Notify(ctx), end.Done(), spaced)
 	}
 	if err != nil {
 		return err
