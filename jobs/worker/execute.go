@@ -15,9 +15,10 @@ import (
 // execute runs one claimed job: prepare builds the engine request, run
 // calls the engine, settle decides the store write, apply makes it. When
 // claimNext is not nil, it is called as the settling write goes out (see
-// runSlot). It returns the job as the settling write left it, and false
-// when no write was made.
-func (w *Worker) execute(parent context.Context, j jobs.Job, claimNext func()) (jobs.Job, bool) {
+// runSlot). prompt is the job's prompt when the caller has read it
+// already (nil: prepare reads it). It returns the job as the settling
+// write left it, and false when no write was made.
+func (w *Worker) execute(parent context.Context, j jobs.Job, prompt *jobs.Prompt, claimNext func()) (jobs.Job, bool) {
 	start := w.cfg.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
@@ -26,7 +27,7 @@ func (w *Worker) execute(parent context.Context, j jobs.Job, claimNext func()) (
 	// run's cancellation: a handed-back job must still be written back.
 	fin := context.WithoutCancel(parent)
 
-	t, o := w.prepare(fin, j)
+	t, o := w.prepare(fin, j, prompt)
 	if o.err == nil && o.dependency == "" {
 		o = w.run(ctx, j, t)
 	}
@@ -72,7 +73,7 @@ type task struct {
 // prepare checks the job's dependency and builds its engine request: the
 // prompt (ad-hoc text, or a named prompt with inputs), the thread history
 // and the job's options; or the embeddings call of an embeddings prompt.
-func (w *Worker) prepare(ctx context.Context, j jobs.Job) (task, outcome) {
+func (w *Worker) prepare(ctx context.Context, j jobs.Job, prompt *jobs.Prompt) (task, outcome) {
 	if j.DependsOn != "" {
 		dep, err := w.store.GetJob(ctx, "", j.DependsOn)
 		var depJob *jobs.Job
@@ -86,10 +87,14 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (task, outcome) {
 			return task{}, outcome{dependency: reason}
 		}
 	}
-	p, err := w.store.GetPrompt(ctx, "", j.PromptID)
-	if err != nil {
-		return task{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
+	if prompt == nil {
+		p, err := w.store.GetPrompt(ctx, "", j.PromptID)
+		if err != nil {
+			return task{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
+		}
+		prompt = &p
 	}
+	p := *prompt
 	opts := j.ExecutionOptions
 	if p.Embedding != nil {
 		req := embedRequest(*p.Embedding, p.Profile, opts)

@@ -318,29 +318,43 @@ func (w *Worker) work(ctx context.Context) error {
 // that the loop need not claim for the slot before the next notification
 // or poll.
 func (w *Worker) runSlot(ctx, runCtx context.Context, j jobs.Job) (empty bool) {
+	var prompt *jobs.Prompt
 	for {
-		var next chan []jobs.Job
+		type claim struct {
+			jobs   []jobs.Job
+			prompt *jobs.Prompt
+		}
+		var next chan claim
 		claimNext := func() {
 			if ctx.Err() != nil {
 				return // stopping: no more claims
 			}
-			next = make(chan []jobs.Job, 1)
+			next = make(chan claim, 1)
 			go func() {
 				// An error is the loop's to report: it claims at its next
 				// poll, as for a freed slot.
-				claimed, _ := w.claim(ctx, 1)
-				next <- claimed
+				var c claim
+				c.jobs, _ = w.claim(ctx, 1)
+				if len(c.jobs) == 1 {
+					// Read while the settling write is still going: the
+					// next run need not wait for it (prepare reads it
+					// again if this fails).
+					if p, err := w.store.GetPrompt(ctx, "", c.jobs[0].PromptID); err == nil {
+						c.prompt = &p
+					}
+				}
+				next <- c
 			}()
 		}
-		w.execute(runCtx, j, claimNext)
+		w.execute(runCtx, j, prompt, claimNext)
 		if next == nil {
 			return false
 		}
-		claimed := <-next
-		if len(claimed) == 0 {
+		c := <-next
+		if len(c.jobs) == 0 {
 			return ctx.Err() == nil
 		}
-		j = claimed[0]
+		j, prompt = c.jobs[0], c.prompt
 	}
 }
 
@@ -418,7 +432,7 @@ func (w *Worker) RunNow(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueue
 	done := make(chan jobs.Job, 1)
 	go func() {
 		defer a.wg.Done()
-		j, ok := w.execute(a.runCtx, *e.Claimed, nil)
+		j, ok := w.execute(a.runCtx, *e.Claimed, nil, nil)
 		if ok {
 			done <- j
 		}
@@ -484,7 +498,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			w.execute(runCtx, j, nil)
+			w.execute(runCtx, j, nil, nil)
 		})
 	}
 	done := make(chan struct{})
