@@ -566,14 +566,15 @@ func (w *Worker) heartbeatLoop(ctx context.Context, wake <-chan struct{}) {
 // for cancelled jobs, and so how late it may notice a cancel.
 const cancelCheckInterval = 100 * time.Millisecond
 
-func (w *Worker) snapshot() []*inflight {
+// snapshot returns the running jobs and their IDs.
+func (w *Worker) snapshot() ([]*inflight, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]*inflight, 0, len(w.running))
-	for _, f := range w.running {
-		out = append(out, f)
+	fs, ids := make([]*inflight, 0, len(w.running)), make([]string, 0, len(w.running))
+	for id, f := range w.running {
+		fs, ids = append(fs, f), append(ids, id)
 	}
-	return out
+	return fs, ids
 }
 
 // heartbeat confirms every running job's claim. When some were not
@@ -582,13 +583,9 @@ func (w *Worker) snapshot() []*inflight {
 // ours: a lost claim is noticed within one interval, with or without
 // notifications.
 func (w *Worker) heartbeat(ctx context.Context) {
-	fs := w.snapshot()
+	fs, ids := w.snapshot()
 	if len(fs) == 0 {
 		return
-	}
-	ids := make([]string, len(fs))
-	for i, f := range fs {
-		ids[i] = f.job.ID
 	}
 	now := w.cfg.Now()
 	_, err := w.store.Heartbeat(ctx, jobs.HeartbeatParams{Worker: w.cfg.Name, JobIDs: ids})
@@ -638,13 +635,9 @@ func (w *Worker) beatFailing(failing bool, err error) {
 // marks the others confirmed at now (zero: not confirmed). One read
 // answers for every run; when it fails, nothing is decided.
 func (w *Worker) checkClaims(ctx context.Context, now time.Time) {
-	fs := w.snapshot()
+	fs, ids := w.snapshot()
 	if len(fs) == 0 {
 		return
-	}
-	ids := make([]string, len(fs))
-	for i, f := range fs {
-		ids[i] = f.job.ID
 	}
 	held, err := w.store.Claimed(ctx, w.cfg.Name, ids)
 	if err != nil {
