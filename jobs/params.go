@@ -210,11 +210,13 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 		return p, invalid("an expiring key needs an idempotency key")
 	case p.KeyGrace < 0 || p.KeyGrace > 0 && !p.KeyExpires:
 		return p, invalid("key grace must be zero or more, with an expiring key")
+	case p.ClaimAs != "" && (p.DependsOn != "" || !p.AvailableAt.IsZero()):
+		return p, invalid("a job claimed as it is stored has no dependency and no later start")
 	}
 	for _, f := range []struct{ name, v string }{
 		{"text", p.Text}, {"prompt", p.PromptRef}, {"profile", p.Profile}, {"parent_id", p.ParentID},
 		{"depends_on", p.DependsOn}, {"batch_id", p.BatchID}, {"custom_id", p.CustomID},
-		{"correlation_id", p.CorrelationID}, {"idempotency_key", p.IdempotencyKey},
+		{"correlation_id", p.CorrelationID}, {"idempotency_key", p.IdempotencyKey}, {"claim_as", p.ClaimAs},
 	} {
 		if err := checkText(f.name, f.v); err != nil {
 			return p, err
@@ -296,6 +298,7 @@ func (p ClaimParams) Normalize() (ClaimParams, error) {
 // Normalize checks p: a succeeded job's parsed output must be JSON. The
 // provider's text is made storable (SanitizeText).
 func (p SucceedParams) Normalize() (SucceedParams, error) {
+	var err error
 	if len(p.Parsed) > 0 && !json.Valid(p.Parsed) {
 		return p, invalid("parsed output is not JSON")
 	}
@@ -309,7 +312,8 @@ func (p SucceedParams) Normalize() (SucceedParams, error) {
 		p.ToolCalls = calls
 	}
 	p.Parsed = sanitizeJSON(p.Parsed)
-	return p, nil
+	p.AttemptEvents, err = normalizeAttempts(p.AttemptEvents)
+	return p, err
 }
 
 // Normalize redacts and bounds the message (see ErrorMessage).
@@ -318,7 +322,9 @@ func (p RequeueParams) Normalize() (RequeueParams, error) {
 		p.AvailableAt = p.AvailableAt.UTC().Truncate(time.Microsecond)
 	}
 	p.Message = ErrorMessage(p.Message)
-	return p, nil
+	var err error
+	p.AttemptEvents, err = normalizeAttempts(p.AttemptEvents)
+	return p, err
 }
 
 // Normalize stores an empty kind as unknown and redacts and bounds the
@@ -328,7 +334,9 @@ func (p FailParams) Normalize() (FailParams, error) {
 		p.Kind = KindUnknown
 	}
 	p.Message = ErrorMessage(p.Message)
-	return p, nil
+	var err error
+	p.AttemptEvents, err = normalizeAttempts(p.AttemptEvents)
+	return p, err
 }
 
 // Normalize checks that an attempt's data is JSON.
@@ -338,6 +346,26 @@ func (p AttemptParams) Normalize() (AttemptParams, error) {
 	}
 	p.Data = sanitizeJSON(p.Data) // it holds the model the provider named
 	return p, nil
+}
+
+// normalizeAttempts normalizes the attempt events a finishing write
+// carries as AttemptParams.Normalize does one.
+func normalizeAttempts(ds []json.RawMessage) ([]json.RawMessage, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	out := make([]json.RawMessage, len(ds))
+	for i, d := range ds {
+		if len(d) == 0 {
+			return nil, invalid("attempt data is empty")
+		}
+		a, err := AttemptParams{Data: d}.Normalize()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = a.Data
+	}
+	return out, nil
 }
 
 // Normalize checks an overriding priority.

@@ -52,6 +52,10 @@ type Store interface {
 	// transaction is changing (finishing, cancelling, reclaiming): that job
 	// counts as not updated.
 	Heartbeat(ctx context.Context, p HeartbeatParams) (int, error)
+	// Claimed returns which of ids (in no particular order) are running
+	// under worker, changing nothing: how a worker finds, in one read, the
+	// runs to stop after a cancel or a reclaim.
+	Claimed(ctx context.Context, worker string, ids []string) ([]string, error)
 
 	// Succeed writes the response (ID ResponseID(prompt, job)) and moves
 	// the job running → succeeded, only if it is running under Worker;
@@ -339,6 +343,15 @@ type EnqueueParams struct {
 	// or running.
 	KeyGrace time.Duration
 
+	// ClaimAs, when set, stores the job claimed by the worker of that
+	// name (running, as Claim would leave it, with both its → queued and
+	// its queued → running events) instead of queued, in the same
+	// transaction: a process with a free worker slot runs what it has just
+	// received without a round trip through the queue (see
+	// worker.Worker.RunNow). It cannot go with DependsOn or AvailableAt.
+	// An idempotent repeat claims nothing.
+	ClaimAs string
+
 	// normalized marks params Normalize returned (see Normalize).
 	normalized bool
 }
@@ -350,6 +363,9 @@ type Enqueued struct {
 	State    State
 	// Existing is true when an idempotency key matched an earlier call.
 	Existing bool
+	// Claimed is the job as EnqueueParams.ClaimAs claimed it; nil when
+	// nothing was claimed.
+	Claimed *Job
 }
 
 // ClaimParams selects jobs to claim.
@@ -380,6 +396,11 @@ type SucceedParams struct {
 	FinishReason string
 	// ToolCalls are the final generation's tool calls.
 	ToolCalls []pktype.ToolCall
+	// AttemptEvents are attempt events (each as AttemptParams.Data) recorded
+	// in the same transaction, before the transition's event, and only if
+	// the write takes effect: a worker writes a run's last attempt with
+	// its result, one transaction instead of two.
+	AttemptEvents []json.RawMessage
 }
 
 // RequeueParams puts a running job back in the queue.
@@ -391,6 +412,8 @@ type RequeueParams struct {
 	Message     string
 	// Handback returns the job without spending an attempt.
 	Handback bool
+	// AttemptEvents: see SucceedParams.
+	AttemptEvents []json.RawMessage
 }
 
 // FailParams finalizes a job as failed.
@@ -399,6 +422,8 @@ type FailParams struct {
 	Worker  string
 	Kind    ErrorKind
 	Message string
+	// AttemptEvents: see SucceedParams.
+	AttemptEvents []json.RawMessage
 }
 
 // AttemptParams records one execution attempt.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ type env struct {
 	eng   *promptkit.Engine
 	clock *testkit.Clock
 	logs  *testkit.Logs
+	// worker is runWorker's, once it runs: the server's RunNow (the
+	// interactive fast path) hands it the jobs requests wait for.
+	worker atomic.Pointer[worker.Worker]
 }
 
 type option func(*Config)
@@ -63,6 +67,12 @@ func setupStore(t *testing.T, st jobs.Store, opts ...option) *env {
 		Store: st, Engine: eng, Addr: "127.0.0.1:0", Now: e.clock.Now,
 		Check:  func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
 		Logger: e.logs.DebugLogger(),
+		RunNow: func(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, <-chan jobs.Job, error) {
+			if w := e.worker.Load(); w != nil {
+				return w.RunNow(ctx, p)
+			}
+			return jobs.Enqueued{}, nil, jobs.ErrNoSlot
+		},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -87,15 +97,21 @@ func setupStore(t *testing.T, st jobs.Store, opts ...option) *env {
 	return e
 }
 
-// runWorker runs a worker on the env's store until the test ends.
-func (e *env) runWorker() {
-	w, err := worker.New(worker.Config{Store: e.st, Engine: e.eng, Concurrency: 4})
+// runWorker runs a worker on the env's store until the test ends; mod
+// adjusts its config.
+func (e *env) runWorker(mod ...func(*worker.Config)) {
+	cfg := worker.Config{Store: e.st, Engine: e.eng, Concurrency: 4}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	w, err := worker.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = w.Run(ctx) })
+	e.worker.Store(w)
 	e.t.Cleanup(func() { cancel(); wg.Wait() })
 }
 

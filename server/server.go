@@ -93,6 +93,12 @@ type Config struct {
 	// same check into the batch processor. Optional: without it only the
 	// store's rules apply.
 	Check jobs.CheckFunc
+	// RunNow, when set, runs a job whose answer a request waits for (a
+	// chat completion, a submission with ?wait=) at once in a free slot of
+	// this process's worker, stored claimed by it, instead of through the
+	// queue: the interactive fast path (worker.Worker.RunNow is the one
+	// the CLI wires). Optional: without it every job is queued.
+	RunNow jobs.RunNowFunc
 	// Addr is the listen address. Defaults to "127.0.0.1:8080"; ":0"
 	// picks a free port (see Server.Addr).
 	Addr string
@@ -239,7 +245,7 @@ func New(cfg Config) (*Server, error) {
 		hub.Clients = cfg.Metrics.SSEClients
 	}
 	s.hub = events.New(hub)
-	work := submit.Jobs{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Check: cfg.Check, Serving: s.serving}
+	work := submit.Jobs{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Check: cfg.Check, Serving: s.serving, RunNow: cfg.RunNow}
 	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Jobs: work, Engine: cfg.Engine,
 		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger}
 	s.openai = &frontdoor.API{Store: cfg.Store, Jobs: work, Engine: cfg.Engine,

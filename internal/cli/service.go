@@ -441,10 +441,12 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 			}
 			rt.metrics = metrics.New(rt.store, metrics.Options{Models: rt.models, Logger: rt.log, Pacing: rt.engine.Pacing})
 			var w *worker.Worker
+			var runNow jobs.RunNowFunc
 			if rt.sc.Workers > 0 {
 				if w, err = rt.worker("", 0, nil); err != nil {
 					return err
 				}
+				runNow = w.RunNow
 			}
 			ctx := cmd.Context()
 			srv, err := server.New(server.Config{
@@ -452,7 +454,7 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
 				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes, MaxBodyBytes: rt.sc.MaxBodyBytes,
 				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),
-				MetricsAccess: access, MetricsAddr: rt.sc.MetricsAddr,
+				MetricsAccess: access, MetricsAddr: rt.sc.MetricsAddr, RunNow: runNow,
 			})
 			if err != nil {
 				return err

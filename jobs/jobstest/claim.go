@@ -3,6 +3,7 @@ package jobstest
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -459,6 +460,135 @@ func testFailAndAttempt(t *testing.T, h Harness) {
 	a := attempts[0]
 	if a.JobID != e.JobID || a.PromptID != e.PromptID || a.From != "" || a.To != "" || !jsonEqual(a.Data, data) {
 		t.Errorf("attempt event = %+v (data %s)", a, a.Data)
+	}
+}
+
+// ClaimAs stores a job claimed by the worker it names, with the events a
+// claim would have written, in the same call; an idempotent repeat
+// claims nothing, and a dependency or a later start cannot go with it.
+func testEnqueueClaimAs(t *testing.T, h Harness) {
+	f := setup(t, h)
+	e, err := f.store.Enqueue(f.ctx, jobs.EnqueueParams{Text: "now", ClaimAs: "w", IdempotencyKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.Claimed
+	if e.State != jobs.Running || c == nil || c.ID != e.JobID || c.State != jobs.Running || c.WorkerClaim != "w" ||
+		c.ClaimedAt.IsZero() || c.HeartbeatAt.IsZero() || c.Attempt != 1 {
+		t.Fatalf("Enqueue with ClaimAs = %+v, claimed %+v", e, c)
+	}
+	if j := f.job(e.JobID); j.State != jobs.Running || j.WorkerClaim != "w" {
+		t.Errorf("stored job = %+v", j)
+	}
+	var seen []string
+	for _, ev := range f.events(e.JobID) {
+		seen = append(seen, string(ev.From)+"→"+string(ev.To))
+	}
+	if want := []string{"→queued", "queued→running"}; !slices.Equal(seen, want) {
+		t.Errorf("events %v, want %v", seen, want)
+	}
+	f.expectData(f.lastTransition(e.JobID), jobs.TransitionData{Worker: "w"}, "claim as stored")
+	if got := f.claim("other", 10); len(got) != 0 {
+		t.Errorf("another worker claimed %v", got)
+	}
+	again, err := f.store.Enqueue(f.ctx, jobs.EnqueueParams{Text: "now", ClaimAs: "w2", IdempotencyKey: "k"})
+	if err != nil || !again.Existing || again.Claimed != nil || again.JobID != e.JobID {
+		t.Errorf("repeat = %+v, %v", again, err)
+	}
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "ok"}); err != nil {
+		t.Errorf("Succeed by the claiming worker: %v", err)
+	}
+	batch, err := f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{{Text: "queued"}, {Text: "claimed", ClaimAs: "w"}})
+	if err != nil || batch[0].Claimed != nil || batch[0].State != jobs.Queued || batch[1].Claimed == nil ||
+		batch[1].Claimed.WorkerClaim != "w" {
+		t.Errorf("EnqueueBatch with one ClaimAs = %+v, %v", batch, err)
+	}
+	_, err = f.store.Enqueue(f.ctx, jobs.EnqueueParams{Text: "x", ClaimAs: "w", DependsOn: e.JobID})
+	wantErr(t, err, jobs.ErrInvalid, "ClaimAs with DependsOn")
+	_, err = f.store.Enqueue(f.ctx, jobs.EnqueueParams{Text: "x", ClaimAs: "w", AvailableAt: f.advance(0).Add(time.Hour)})
+	wantErr(t, err, jobs.ErrInvalid, "ClaimAs with AvailableAt")
+}
+
+// Claimed names the given jobs still running under the worker: not one
+// another worker runs, one cancelled, one finished, or an unknown ID.
+func testClaimed(t *testing.T, h Harness) {
+	f := setup(t, h)
+	var ids []string
+	for range 4 {
+		ids = append(ids, f.enqueue(jobs.EnqueueParams{}).JobID)
+	}
+	for _, id := range ids[:3] {
+		f.claimID("w", id)
+	}
+	f.claimID("other", ids[3])
+	if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: ids[1]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ids[2], Worker: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.store.Claimed(f.ctx, "w", append(slices.Clone(ids), "no-such-job"))
+	if err != nil || !slices.Equal(got, ids[:1]) {
+		t.Errorf("Claimed = %v, %v; want %v", got, err, ids[:1])
+	}
+	if got, err := f.store.Claimed(f.ctx, "w", nil); err != nil || len(got) != 0 {
+		t.Errorf("Claimed of none = %v, %v", got, err)
+	}
+}
+
+// A finishing write records the attempt events it carries before its
+// transition, in order, in the same transaction; one that does not take
+// effect (the claim is lost) records none, and bad attempt data refuses
+// the whole write.
+func testFinishWithAttempts(t *testing.T, h Harness) {
+	f := setup(t, h)
+	one, two := json.RawMessage(`{"attempt":1,"status_code":500}`), json.RawMessage(`{"attempt":2,"status_code":200}`)
+	kinds := func(jobID string) []string {
+		var out []string
+		for _, ev := range f.events(jobID) {
+			switch ev.Type {
+			case jobs.EventAttempt:
+				var d struct{ Attempt int }
+				if err := json.Unmarshal(ev.Data, &d); err != nil {
+					t.Fatalf("attempt data %s: %v", ev.Data, err)
+				}
+				out = append(out, fmt.Sprintf("attempt %d", d.Attempt))
+			case jobs.EventTransition:
+				out = append(out, string(ev.To))
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name  string
+		write func(jobID, worker string, attempts []json.RawMessage) error
+		to    jobs.State
+	}{
+		{"succeed", func(id, w string, a []json.RawMessage) error {
+			_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: w, Output: "ok", AttemptEvents: a})
+			return err
+		}, jobs.Succeeded},
+		{"fail", func(id, w string, a []json.RawMessage) error {
+			_, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: id, Worker: w, Kind: jobs.KindTimeout, AttemptEvents: a})
+			return err
+		}, jobs.Failed},
+		// Last: the job it requeues would be the next claim.
+		{"requeue", func(id, w string, a []json.RawMessage) error {
+			_, err := f.store.Requeue(f.ctx, jobs.RequeueParams{JobID: id, Worker: w, Kind: jobs.KindTimeout, AttemptEvents: a})
+			return err
+		}, jobs.Queued},
+	} {
+		e := f.enqueue(jobs.EnqueueParams{})
+		f.claimID("w", e.JobID)
+		wantErr(t, c.write(e.JobID, "other", []json.RawMessage{one}), jobs.ErrNotClaimed, c.name+" by another worker")
+		wantErr(t, c.write(e.JobID, "w", []json.RawMessage{one, []byte(`{`)}), jobs.ErrInvalid, c.name+" with bad attempt data")
+		if err := c.write(e.JobID, "w", []json.RawMessage{one, two}); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := []string{"queued", "running", "attempt 1", "attempt 2", string(c.to)}
+		if got := kinds(e.JobID); !slices.Equal(got, want) {
+			t.Errorf("%s: events %v, want %v", c.name, got, want)
+		}
 	}
 }
 

@@ -51,34 +51,45 @@ func notified(changed string) string {
 // the whole table when LIMIT is unknown), and the dependency test is a
 // correlated lookup rather than a NOT EXISTS the planner could turn into a
 // hash of every queued job.
-var claimSQL = named(`
-	WITH picked AS (
+var claimSQL = named(claimFrom(`
 		SELECT q.job_id FROM job_queue q JOIN jobs j ON j.id = q.job_id
 		WHERE `+gateOpen+` AND q.available_at <= $now AND q.priority <= $ceiling
 			AND (q.depends_on IS NULL OR coalesce(
 				(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = q.depends_on), true))
 		ORDER BY q.priority, q.available_at, q.created_at, q.job_id
 		LIMIT $limit
-		FOR UPDATE OF j SKIP LOCKED
+		FOR UPDATE OF j SKIP LOCKED`),
+	"now", "ceiling", "limit", "worker", "data", "slot", "schema")
+
+// claimIDsSQL claims the queued jobs $ids, which the transaction has just
+// inserted under the event lock (jobs.EnqueueParams.ClaimAs), for one
+// call, as claimSQL would.
+var claimIDsSQL = named(claimFrom(`SELECT job_id FROM job_queue WHERE job_id = ANY($ids::text[])`),
+	"now", "ids", "worker", "data", "slot", "schema")
+
+// claimFrom is the claim statement of the jobs the query picked selects.
+func claimFrom(picked string) string {
+	return `
+	WITH picked AS (` + picked + `
 	), ids AS (
 		SELECT ARRAY(SELECT job_id FROM picked) AS a
 	), dequeued AS (
 		DELETE FROM job_queue WHERE job_id = ANY ((SELECT a FROM ids)::text[])
 	), claimed AS (
-		UPDATE jobs SET state = 'running', worker_claim = ($worker::text[])[`+claimCall+`],
+		UPDATE jobs SET state = 'running', worker_claim = ($worker::text[])[` + claimCall + `],
 			claimed_at = $now, started_at = $now, running_heartbeat_at = $now, updated_at = $now
 		FROM unnest((SELECT a FROM ids)::text[]) WITH ORDINALITY AS u(id, pos)
 		WHERE jobs.id = u.id
-		RETURNING jobs.*, `+claimCall+` AS call
+		RETURNING jobs.*, ` + claimCall + ` AS call
 	), running AS (
 		INSERT INTO job_running (job_id) SELECT id FROM claimed
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT id, prompt_id, org_id, 'transition', 'queued', 'running', ($data::text[])[call]::json, $now
 		FROM claimed ORDER BY call, priority, available_at, created_at, id
-	), `+notified("claimed")+`
-	SELECT `+jobCols+`, call FROM claimed, notified ORDER BY call, priority, available_at, created_at, id`,
-	"now", "ceiling", "limit", "worker", "data", "slot", "schema")
+	), ` + notified("claimed") + `
+	SELECT ` + jobCols + `, call FROM claimed, notified ORDER BY call, priority, available_at, created_at, id`
+}
 
 // queueRows is the insert that puts the queued jobs among the rows of the
 // CTE named rows (which returns jobs columns) into job_queue, keeping the

@@ -102,7 +102,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 // enqueueRows holds a batch as column arrays for unnest.
 type enqueueRows struct {
 	promptID, jobID, org, by, parent, refUser, corr, text, ref, inputs, profile, key, hash, opts, dep []string
-	chat, embedding, batch, customID                                                                  []string
+	chat, embedding, batch, customID, claim                                                           []string
 	priority, maxAttempts                                                                             []int
 	available                                                                                         []time.Time
 	// grace is each item's KeyGrace when its key expires (KeyExpires),
@@ -142,6 +142,8 @@ type enqueueBatch struct {
 	dupOf  []int          // index of the earlier item with the same key, or -1
 	match  map[int]string // item → existing prompt its key matched
 	first  map[string]firstJob
+	// claimed are the jobs ClaimAs claimed, by job ID.
+	claimed map[string]jobs.Job
 }
 
 // firstJob is an existing prompt's first job (its IDs are what an
@@ -185,11 +187,42 @@ func (b *enqueueBatch) pre(p *phase) {
 }
 
 func (b *enqueueBatch) locked(p *phase, stamp time.Time) {
+	b.claimed = nil // a transaction tried again starts over
 	if len(b.match) > 0 {
 		b.lookupFirstJobs(p)
 	}
 	if fresh := b.fresh(); len(fresh) > 0 {
 		insertJobs(p, b.rows, fresh, b.now, stamp, b.schema)
+		b.claim(p, fresh, stamp)
+	}
+}
+
+// claim claims the fresh items' jobs that have ClaimAs, one statement per
+// worker (a submitter names one: its process's).
+func (b *enqueueBatch) claim(p *phase, fresh []int, now time.Time) {
+	byWorker := map[string][]string{}
+	for _, i := range fresh {
+		if w := b.rows.claim[i]; w != "" {
+			byWorker[w] = append(byWorker[w], b.rows.jobID[i])
+		}
+	}
+	for w, ids := range byWorker {
+		data := string(jobs.TransitionData{Worker: w}.JSON())
+		p.query(claimIDsSQL.q, claimIDsSQL.args(now, ids, []string{w}, []string{data}, []int32{}, b.schema),
+			func(rows pgx.Rows) error {
+				for rows.Next() {
+					var call int
+					j, err := scanJob(rows, &call)
+					if err != nil {
+						return err
+					}
+					if b.claimed == nil {
+						b.claimed = map[string]jobs.Job{}
+					}
+					b.claimed[j.ID] = j
+				}
+				return nil
+			})
 	}
 }
 
@@ -220,12 +253,15 @@ func (b *enqueueBatch) results() []jobs.Enqueued {
 			out[i] = jobs.Enqueued{PromptID: pid, JobID: str(f.id), State: jobs.State(str(f.state)), Existing: true}
 		} else {
 			out[i] = jobs.Enqueued{PromptID: r.promptID[i], JobID: r.jobID[i], State: jobs.Queued}
+			if j, ok := b.claimed[r.jobID[i]]; ok {
+				out[i].State, out[i].Claimed = jobs.Running, &j
+			}
 		}
 	}
 	for i, d := range b.dupOf {
 		if d >= 0 {
 			out[i] = out[d]
-			out[i].Existing = true
+			out[i].Existing, out[i].Claimed = true, nil
 		}
 	}
 	return out
@@ -239,8 +275,8 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), hash: make([]string, n),
 		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
 		available: make([]time.Time, n), chat: make([]string, n), embedding: make([]string, n), batch: make([]string, n),
-		customID: make([]string, n),
-		grace:    make([]time.Duration, n),
+		customID: make([]string, n), claim: make([]string, n),
+		grace: make([]time.Duration, n),
 	}
 	for i, p := range ps {
 		chat, _ := jobs.EncodeChat(p.Chat)                // checked by normalize
@@ -256,6 +292,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions.JSON()), p.DependsOn
 		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
 		r.chat[i], r.embedding[i], r.batch[i], r.customID[i] = string(chat), string(embedding), p.BatchID, p.CustomID
+		r.claim[i] = p.ClaimAs
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
 		r.grace[i] = -1

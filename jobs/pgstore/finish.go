@@ -40,9 +40,9 @@ var finishSQL = named(`
 	WITH u AS (
 		SELECT * FROM unnest($id::text[], $worker::text[], $state::text[], $inc::int[], $available::timestamptz[],
 			$kind::text[], $message::text[], $data::text[], $output::text[], $parsed::text[], $model::text[],
-			$usage::text[], $response::text[], $finish_reason::text[], $tool_calls::text[])
+			$usage::text[], $response::text[], $finish_reason::text[], $tool_calls::text[], $attempts::text[])
 			WITH ORDINALITY AS u(id, worker, state, inc, available, kind, message, data, output, parsed, model,
-				usage, response, finish_reason, tool_calls, ord)
+				usage, response, finish_reason, tool_calls, attempts, ord)
 	), done AS (
 		UPDATE jobs SET
 			state = u.state,
@@ -61,7 +61,8 @@ var finishSQL = named(`
 		FROM u WHERE jobs.id = u.id AND u.state <> '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 		-- The call's own columns come along, so no later CTE joins u again
 		-- (the generic plan's row estimates would make that a nested loop).
-		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage, u.finish_reason, u.tool_calls
+		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage, u.finish_reason, u.tool_calls,
+			u.attempts
 	), att AS (
 		SELECT jobs.*, u.ord, u.data FROM u JOIN jobs ON jobs.id = u.id
 		WHERE u.state = '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
@@ -80,18 +81,24 @@ var finishSQL = named(`
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT job_id, prompt_id, org_id, type, from_state, to_state, data::json, $now::timestamptz FROM (
+			-- A transition's attempts (a JSON array) come before its own
+			-- event: sub orders them.
 			SELECT id AS job_id, prompt_id, org_id, 'transition' AS type, 'running' AS from_state, state AS to_state,
-				data, ord
+				data, ord, 2147483647 AS sub
 			FROM done
 			UNION ALL
-			SELECT id, prompt_id, org_id, 'attempt', NULL, NULL, data, ord FROM att
-		) e ORDER BY ord
+			SELECT id, prompt_id, org_id, 'attempt', NULL, NULL, a.value::text, ord, a.sub
+			FROM done, json_array_elements(done.attempts::json) WITH ORDINALITY AS a(value, sub)
+			WHERE done.attempts IS NOT NULL
+			UNION ALL
+			SELECT id, prompt_id, org_id, 'attempt', NULL, NULL, data, ord, 0 FROM att
+		) e ORDER BY ord, sub
 	), `+notified("done")+`
 	SELECT `+jobCols+`, ord FROM done, notified
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
-	"usage", "response", "finish_reason", "tool_calls", "now", "schema")
+	"usage", "response", "finish_reason", "tool_calls", "attempts", "now", "schema")
 
 // runFinish runs finishing writes in one transaction of their own.
 func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
@@ -140,7 +147,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		message, output, model  = make([]string, n), make([]string, n), make([]string, n)
 		finishReason            = make([]string, n)
 		data, parsed, usage     = make([]*string, n), make([]*string, n), make([]*string, n)
-		toolCalls               = make([]*string, n)
+		toolCalls, attempts     = make([]*string, n), make([]*string, n)
 		response                = make([]*string, n)
 		inc                     = make([]int, n)
 		avail                   = make([]*time.Time, n)
@@ -152,6 +159,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		id[i], worker[i], state[i], kind[i], message[i] = w.JobID, w.Worker, string(w.To), string(w.Kind), w.Message
 		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
 		inc[i], response[i], finishReason[i], toolCalls[i] = w.Attempts, r.response, w.FinishReason, rawPtr(w.ToolCalls)
+		attempts[i] = attemptsArray(w.AttemptEvents)
 		if w.To == jobs.Queued {
 			avail[i] = &now
 			if !w.AvailableAt.IsZero() {
@@ -160,7 +168,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
-		usage, response, finishReason, toolCalls, now, b.schema), func(rows pgx.Rows) error {
+		usage, response, finishReason, toolCalls, attempts, now, b.schema), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
 			j, err := scanJob(rows, &ord)
@@ -173,6 +181,16 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 		return nil
 	})
+}
+
+// attemptsArray is a transition's attempt events as one JSON array, nil
+// when there are none.
+func attemptsArray(ds []json.RawMessage) *string {
+	if len(ds) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(ds) // each is valid JSON: Normalize checked
+	return new(string(b))
 }
 
 // finish runs one finishing write, op, through the group commit. A call that

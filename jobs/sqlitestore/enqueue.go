@@ -106,7 +106,16 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 		p.OrgID, p.CreatedBy, availableAt); err != nil {
 		return jobs.Enqueued{}, err
 	}
-	return jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}, nil
+	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
+	if p.ClaimAs != "" {
+		j, err := scanJob(w.queryRow(qClaimID, p.ClaimAs, w.now, jobID))
+		if err != nil {
+			return jobs.Enqueued{}, fmt.Errorf("claim: %w", err)
+		}
+		w.transition(j, jobs.Queued, jobs.Running, jobs.TransitionData{Worker: p.ClaimAs}.JSON())
+		e.State, e.Claimed = jobs.Running, &j
+	}
+	return e, nil
 }
 
 // conflict reports whether a repeat's request hash contradicts the stored

@@ -27,6 +27,15 @@ var (
 			ORDER BY j.priority, j.available_at, j.created_at, j.id
 			LIMIT ?4)
 		RETURNING ` + jobCols)
+	// qClaimable says whether some queued job may be claimable (it
+	// ignores dependencies: it may say yes when the claim then finds
+	// nothing, never the reverse).
+	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2)`
+	// qClaimID claims one job by ID, as qClaim would (see
+	// jobs.EnqueueParams.ClaimAs).
+	qClaimID = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
+			running_heartbeat_at = ?2, updated_at = ?2
+		WHERE id = ?3 AND state = 'queued' RETURNING ` + jobCols)
 	qHeartbeat = wq(`UPDATE jobs SET running_heartbeat_at = ?1
 		WHERE state = 'running' AND worker_claim = ?2 AND id IN (SELECT value FROM json_each(?3))`)
 	qClaimedPrompt = wq(`SELECT prompt_id, org_id FROM jobs WHERE id = ? AND state = 'running' AND worker_claim = ?`)
@@ -83,6 +92,18 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 	p, err := p.Normalize()
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	// A read first: most claims that find nothing (an idle worker's poll,
+	// the wake-up every commit sends) then never take the write lock,
+	// which the commits of running jobs are waiting for. A job it misses
+	// was committed after it looked: a valid moment for the claim.
+	var some bool
+	now := max(s.nowMicros(), s.floor.Load()) // as a transaction would stamp it
+	if err := s.readRow(ctx, qClaimable, now, *p.PriorityCeiling).Scan(&some); err != nil {
+		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
+	}
+	if !some {
+		return nil, nil
 	}
 	data := jobs.TransitionData{Worker: p.Worker}.JSON()
 	var claimed []jobs.Job
@@ -318,6 +339,10 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 			f.Model, string(f.Usage), w.now, f.FinishReason, nullBytes(f.ToolCalls)); err != nil {
 			return jobs.Job{}, fmt.Errorf("insert response: %w", err)
 		}
+	}
+	for _, d := range f.AttemptEvents {
+		w.events = append(w.events, jobEvent{jobID: f.JobID, promptID: j.PromptID, orgID: j.OrgID,
+			typ: jobs.EventAttempt, data: d})
 	}
 	w.transition(j, jobs.Running, f.To, f.Data)
 	return j, nil

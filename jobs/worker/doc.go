@@ -15,7 +15,8 @@
 // # What a worker records and logs
 //
 // Every provider call the worker sees finish becomes an attempt event of
-// the job (status, timings, usage; never prompt or answer text), and
+// the job (status, timings, usage; never prompt or answer text), the last
+// one written with the job's result in one transaction, and
 // every settled job attempt one Info log line, "job settled", with the
 // job and prompt IDs, the outcome (succeeded, failed, retried,
 // handed_back, discarded), the job's new state, its error kind, its

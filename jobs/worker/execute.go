@@ -13,8 +13,12 @@ import (
 )
 
 // execute runs one claimed job: prepare builds the engine request, run
-// calls the engine, settle decides the store write, apply makes it.
-func (w *Worker) execute(parent context.Context, j jobs.Job) {
+// calls the engine, settle decides the store write, apply makes it. When
+// claimNext is not nil, it is called as the settling write goes out (see
+// runSlot). prompt is the job's prompt when the caller has read it
+// already (nil: prepare reads it). It returns the job as the settling
+// write left it, and false when no write was made.
+func (w *Worker) execute(parent context.Context, j jobs.Job, prompt *jobs.Prompt, claimNext func()) (jobs.Job, bool) {
 	start := w.cfg.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
@@ -23,13 +27,18 @@ func (w *Worker) execute(parent context.Context, j jobs.Job) {
 	// run's cancellation: a handed-back job must still be written back.
 	fin := context.WithoutCancel(parent)
 
-	t, o := w.prepare(fin, j)
+	t, o := w.prepare(fin, j, prompt)
 	if o.err == nil && o.dependency == "" {
 		o = w.run(ctx, j, t)
 	}
 	now := w.cfg.Now()
 	wr := settle(j, o, w.cfg.Name, now, w.cfg.Jitter)
-	w.settled(j, wr, w.apply(fin, parent, wr, o.unrecorded), now.Sub(start))
+	if claimNext != nil {
+		claimNext()
+	}
+	settled, err := w.apply(fin, parent, wr)
+	w.settled(j, wr, err, now.Sub(start))
+	return settled, err == nil && wr.op != opDiscard
 }
 
 // outcome is what became of one job attempt, as settle needs it.
@@ -45,9 +54,9 @@ type outcome struct {
 	stopped error
 	// dependency says why the job's dependency makes it fail.
 	dependency string
-	// unrecorded are attempt events whose write failed during the run;
-	// apply writes them before the result.
-	unrecorded []jobs.AttemptParams
+	// attempts are the attempt events the settling write carries (see
+	// attemptLog).
+	attempts []json.RawMessage
 	// wallStart and clockStart are the run's start on the wall clock
 	// (what the engine's Retry-After times are on) and on the worker's
 	// clock (what available_at is on).
@@ -64,7 +73,7 @@ type task struct {
 // prepare checks the job's dependency and builds its engine request: the
 // prompt (ad-hoc text, or a named prompt with inputs), the thread history
 // and the job's options; or the embeddings call of an embeddings prompt.
-func (w *Worker) prepare(ctx context.Context, j jobs.Job) (task, outcome) {
+func (w *Worker) prepare(ctx context.Context, j jobs.Job, prompt *jobs.Prompt) (task, outcome) {
 	if j.DependsOn != "" {
 		dep, err := w.store.GetJob(ctx, "", j.DependsOn)
 		var depJob *jobs.Job
@@ -78,10 +87,14 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job) (task, outcome) {
 			return task{}, outcome{dependency: reason}
 		}
 	}
-	p, err := w.store.GetPrompt(ctx, "", j.PromptID)
-	if err != nil {
-		return task{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
+	if prompt == nil {
+		p, err := w.store.GetPrompt(ctx, "", j.PromptID)
+		if err != nil {
+			return task{}, outcome{err: fmt.Errorf("reading the prompt: %w", err)}
+		}
+		prompt = &p
 	}
+	p := *prompt
 	opts := j.ExecutionOptions
 	if p.Embedding != nil {
 		req := embedRequest(*p.Embedding, p.Profile, opts)
@@ -203,8 +216,7 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 	} else {
 		o.res, o.err = w.cfg.Engine.Run(runCtx, req)
 	}
-	rec.finish(o.err)
-	o.unrecorded = rec.unrecorded
+	o.attempts = rec.finish(o.err)
 	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
 		o.stopped = cause
 	}
@@ -212,80 +224,80 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 }
 
 // attemptLog turns the engine's attempt observations into durable
-// attempt events. An event whose write fails is kept in unrecorded, for
-// apply to write with the result: the history must account for every
-// provider call. The engine calls observe on the goroutine running the
-// job, the one that later calls finish and reads unrecorded.
+// attempt events. The engine calls observe on the goroutine running the
+// job, the one that later calls finish.
 //
-// With Config.KeepProviderDetail, an attempt the provider answered with
-// an error status is held back until the engine moves on. Execution
-// events carry no provider text: the provider's message is known only
-// from the run's error, and so only for the attempt that ended the run.
-// The held attempt is written without detail at the next event (the end
-// of a retry wait, before the next call goes out), or by finish, with
-// the detail of the run's error when that error is this attempt's answer.
-// At most one finished call is unwritten at a time, and never while
-// another is in flight, so a worker that dies still leaves at most one
-// provider call without an attempt event, as without the option.
+// An attempt is held until the engine moves on: it is written at the next
+// event (the end of a retry wait, before the next call goes out), or, for
+// the run's last attempt, by the write that settles the job, in the same
+// transaction (finish hands it over): one write per job instead of two.
+// So at most one finished call is unwritten at a time, and never while
+// another is in flight: a worker that dies leaves at most one provider
+// call without an attempt event. An event whose write fails during the
+// run is kept too and goes with the settling write: the history must
+// account for every provider call.
+//
+// With Config.KeepProviderDetail, the last attempt, when the provider
+// answered it with an error status, carries the provider's message from
+// the run's error. Execution events carry no provider text: it is known
+// only from the run's error, and so only for the attempt that ended the
+// run.
 type attemptLog struct {
 	w   *Worker
 	ctx context.Context
 	job jobs.Job
-	// held is the attempt waiting for the run's error, nil if none.
-	held       *attemptData
-	unrecorded []jobs.AttemptParams
+	// held is the last attempt, nil if none.
+	held *attemptData
+	// pending are the attempt events the settling write must carry.
+	pending []json.RawMessage
 }
 
 func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
 	if ev.Kind == promptkit.ExecutionFinished {
-		return // the run returns next, and finish writes what is held
+		return // the run returns next, and finish hands over what is held
 	}
 	l.flush()
 	if ev.Kind != promptkit.ExecutionAttempt {
 		return
 	}
-	d := attemptData{
+	l.held = &attemptData{
 		JobAttempt: l.job.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
 		StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
 		CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
 		Model: ev.Model, Usage: attemptUsage(ev.Usage.Usage()),
 	}
-	if l.w.cfg.KeepProviderDetail && ev.Dispatched && ev.StatusCode != 0 && ev.Outcome == promptkit.ExecutionOutcomeError {
-		l.held = &d
-		return
-	}
-	l.write(d)
 }
 
-// finish writes the held attempt once the run has returned err, with the
-// provider's message when err is that attempt's answer (the same status):
-// redacted and cut like a stored error message (jobs.ErrorMessage), the
-// engine having already replaced the backend's key.
-func (l *attemptLog) finish(err error) {
+// finish ends the log once the run has returned err: the held attempt
+// joins pending, with the provider's message when KeepProviderDetail is
+// set and err is that attempt's answer (the same status), redacted and
+// cut like a stored error message (jobs.ErrorMessage), the engine having
+// already replaced the backend's key. It returns the attempt events for
+// the settling write.
+func (l *attemptLog) finish(err error) []json.RawMessage {
+	if h := l.held; h != nil {
+		var ge *promptkit.GenerationError
+		if l.w.cfg.KeepProviderDetail && h.Dispatched && h.Outcome == string(promptkit.ExecutionOutcomeError) &&
+			errors.As(err, &ge) && ge.StatusCode() == h.StatusCode {
+			h.Detail = jobs.ErrorMessage(ge.Detail())
+		}
+		l.pending = append(l.pending, h.json())
+		l.held = nil
+	}
+	return l.pending
+}
+
+// flush writes the held attempt, if any; a write that fails keeps it for
+// the settling write.
+func (l *attemptLog) flush() {
 	if l.held == nil {
 		return
 	}
-	var ge *promptkit.GenerationError
-	if errors.As(err, &ge) && ge.StatusCode() == l.held.StatusCode {
-		l.held.Detail = jobs.ErrorMessage(ge.Detail())
-	}
-	l.flush()
-}
-
-// flush writes the held attempt, if any.
-func (l *attemptLog) flush() {
-	if l.held != nil {
-		d := *l.held
-		l.held = nil
-		l.write(d)
-	}
-}
-
-func (l *attemptLog) write(d attemptData) {
-	data, _ := json.Marshal(d)
+	data := l.held.json()
+	l.held = nil
 	p := jobs.AttemptParams{JobID: l.job.ID, Worker: l.w.cfg.Name, Data: data}
 	if err := l.w.store.AppendAttempt(l.ctx, p); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
-		l.unrecorded = append(l.unrecorded, p)
+		l.pending = append(l.pending, data)
 	}
 }
 
@@ -307,6 +319,11 @@ type attemptData struct {
 	// Detail is the provider's own message, redacted, kept only with
 	// Config.KeepProviderDetail and only on the attempt that ended the run.
 	Detail string `json:"detail,omitempty"`
+}
+
+func (d *attemptData) json() json.RawMessage {
+	b, _ := json.Marshal(d) // plain fields and counts: it cannot fail
+	return b
 }
 
 // attemptUsage is an attempt's usage as its event keeps it: each count
@@ -345,38 +362,33 @@ func finalizeBackoff(n int) time.Duration {
 // to be lost (ErrNotClaimed: the job was cancelled, or reclaimed by
 // another worker), or when stop ends (the worker stops for good; the
 // reclaim loop runs the job again). A write the store refuses as invalid
-// cannot heal by retrying: the job fails as unstorable instead of holding
-// its slot. apply logs the trouble once, not per try. It returns the last
-// write's error: nil when the write was made (or there was none to make),
-// ErrNotClaimed when another writer won.
-func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.AttemptParams) error {
+// cannot heal by retrying: its attempt events are dropped first (they are
+// a record, not the result), then the job fails as unstorable instead of
+// holding its slot. apply logs the trouble once, not per try. It returns
+// the job as the write left it and the last write's error: nil when the
+// write was made (or there was none to make), ErrNotClaimed when another
+// writer won.
+func (w *Worker) apply(ctx, stop context.Context, wr write) (jobs.Job, error) {
 	if wr.op == opDiscard {
-		return nil // settled logs it
+		return jobs.Job{}, nil // settled logs it
 	}
 	for i := 0; ; i++ {
-		var err error
-		unrecorded, err = w.writeAttempts(ctx, unrecorded)
-		if errors.Is(err, jobs.ErrInvalid) {
-			// An attempt event is a record, not the result: drop the one
-			// the store cannot hold rather than the job's answer.
-			w.log.Error("attempt event refused by the store; dropped", "job", wr.jobID, "err", err)
-			unrecorded, err = unrecorded[1:], nil
-			i--
-			continue
-		}
-		if err == nil {
-			err = w.writeOnce(ctx, wr)
-		}
+		j, err := w.writeOnce(ctx, wr)
 		switch {
 		case err == nil:
 			if i > 0 {
 				w.log.Info("job finalized after the database recovered", "op", wr.op, "job", wr.jobID, "tries", i+1)
 			}
-			return nil
+			return j, nil
 		case errors.Is(err, jobs.ErrNotClaimed):
 			// Another writer won (cancel, reclaim): our result is
 			// discarded, as settled logs.
-			return err
+			return j, err
+		case errors.Is(err, jobs.ErrInvalid) && wr.attempts() > 0:
+			w.log.Error("attempt events refused by the store; dropped", "job", wr.jobID, "events", wr.attempts(), "err", err)
+			wr = wr.dropAttempts()
+			i = -1
+			continue
 		case errors.Is(err, jobs.ErrInvalid) && wr.op != opFail:
 			w.log.Error("job result refused by the store; failing the job as unstorable", "op", wr.op, "job", wr.jobID, "err", err)
 			wr = write{op: opFail, jobID: wr.jobID, fail: jobs.FailParams{JobID: wr.jobID, Worker: w.cfg.Name,
@@ -385,7 +397,7 @@ func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.At
 			continue
 		case errors.Is(err, jobs.ErrInvalid):
 			w.log.Error("job finalization refused; the reclaim loop will end the job", "op", wr.op, "job", wr.jobID, "err", err)
-			return err
+			return j, err
 		}
 		if i == 0 {
 			w.log.Warn("job finalization failing; keeping the result and retrying until the database answers", "op", wr.op, "job", wr.jobID, "err", err)
@@ -395,7 +407,7 @@ func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.At
 		case <-stop.Done():
 			t.Stop()
 			w.log.Error("job finalization abandoned at shutdown; the reclaim loop will run the job again", "op", wr.op, "job", wr.jobID)
-			return err
+			return j, err
 		case <-t.C:
 		}
 	}
@@ -405,32 +417,13 @@ func (w *Worker) apply(ctx, stop context.Context, wr write, unrecorded []jobs.At
 // refused; it never repeats the result or the store's words about it.
 const msgUnstorable = "the database refused to store the job's result"
 
-// writeAttempts writes attempt events whose first write failed, returning
-// those still unwritten. A lost claim drops them: the job is not ours to
-// record, and the final write will say so.
-func (w *Worker) writeAttempts(ctx context.Context, ps []jobs.AttemptParams) ([]jobs.AttemptParams, error) {
-	for len(ps) > 0 {
-		err := w.store.AppendAttempt(ctx, ps[0])
-		if errors.Is(err, jobs.ErrNotClaimed) {
-			return nil, nil
-		}
-		if err != nil {
-			return ps, err
-		}
-		ps = ps[1:]
-	}
-	return nil, nil
-}
-
-func (w *Worker) writeOnce(ctx context.Context, wr write) error {
-	var err error
+func (w *Worker) writeOnce(ctx context.Context, wr write) (jobs.Job, error) {
 	switch wr.op {
 	case opSucceed:
-		_, err = w.store.Succeed(ctx, wr.succeed)
+		return w.store.Succeed(ctx, wr.succeed)
 	case opRequeue:
-		_, err = w.store.Requeue(ctx, wr.requeue)
-	case opFail:
-		_, err = w.store.Fail(ctx, wr.fail)
+		return w.store.Requeue(ctx, wr.requeue)
+	default:
+		return w.store.Fail(ctx, wr.fail)
 	}
-	return err
 }

@@ -19,6 +19,9 @@ type JobEvent struct {
 	// negative.
 	Claimed bool
 	Waited  time.Duration
+	// Direct is true for a claim made as the job was stored: RunNow ran
+	// it at once instead of queueing it (the interactive fast path).
+	Direct bool
 	// For a settlement, Outcome says what the worker did (one of the
 	// Outcome constants) and Ran is the time from the start of the job's
 	// execution to the moment its result was in hand, on the worker's
@@ -52,8 +55,9 @@ func Outcomes() []string {
 	return []string{OutcomeSucceeded, OutcomeFailed, OutcomeRetried, OutcomeHandedBack, OutcomeDiscarded, OutcomeWriteFailed}
 }
 
-// observeClaims tells Config.Observe about freshly claimed jobs.
-func (w *Worker) observeClaims(claimed []jobs.Job) {
+// observeClaims tells Config.Observe about freshly claimed jobs, direct
+// ones (RunNow) or from the queue.
+func (w *Worker) observeClaims(claimed []jobs.Job, direct bool) {
 	if w.cfg.Observe == nil {
 		return
 	}
@@ -68,7 +72,7 @@ func (w *Worker) observeClaims(claimed []jobs.Job) {
 		if j.AvailableAt.After(from) {
 			from = j.AvailableAt
 		}
-		w.cfg.Observe(JobEvent{Job: j, Claimed: true, Waited: max(at.Sub(from), 0)})
+		w.cfg.Observe(JobEvent{Job: j, Claimed: true, Waited: max(at.Sub(from), 0), Direct: direct})
 	}
 }
 

@@ -18,7 +18,8 @@ const (
 	opFail    op = "fail"
 )
 
-// write is the store write that settles one job attempt.
+// write is the store write that settles one job attempt, with the
+// attempt events it carries (see attemptLog).
 type write struct {
 	op      op
 	jobID   string
@@ -27,20 +28,33 @@ type write struct {
 	fail    jobs.FailParams
 }
 
+// dropAttempts returns wr without its attempt events.
+func (wr write) dropAttempts() write {
+	wr.succeed.AttemptEvents, wr.requeue.AttemptEvents, wr.fail.AttemptEvents = nil, nil, nil
+	return wr
+}
+
+// attempts reports how many attempt events wr carries.
+func (wr write) attempts() int {
+	return len(wr.succeed.AttemptEvents) + len(wr.requeue.AttemptEvents) + len(wr.fail.AttemptEvents)
+}
+
 // settle decides, from a job and what became of its attempt, the store
 // write that finishes the attempt: the jobs package's failure policy
 // applied by worker at now. It does no I/O.
 func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(time.Duration) time.Duration) write {
 	succeed := func(res *promptkit.RunResult) write {
 		return write{op: opSucceed, jobID: j.ID, succeed: jobs.SucceedParams{JobID: j.ID, Worker: worker,
-			Output: res.Text, Parsed: res.Output, Model: res.Model, Usage: res.Usage, FinishReason: res.FinishReason, ToolCalls: res.ToolCalls}}
+			Output: res.Text, Parsed: res.Output, Model: res.Model, Usage: res.Usage, FinishReason: res.FinishReason, ToolCalls: res.ToolCalls,
+			AttemptEvents: o.attempts}}
 	}
 	requeue := func(at time.Time, kind jobs.ErrorKind, msg string, handback bool) write {
 		return write{op: opRequeue, jobID: j.ID, requeue: jobs.RequeueParams{JobID: j.ID, Worker: worker,
-			AvailableAt: at, Kind: kind, Message: msg, Handback: handback}}
+			AvailableAt: at, Kind: kind, Message: msg, Handback: handback, AttemptEvents: o.attempts}}
 	}
 	fail := func(kind jobs.ErrorKind, msg string) write {
-		return write{op: opFail, jobID: j.ID, fail: jobs.FailParams{JobID: j.ID, Worker: worker, Kind: kind, Message: msg}}
+		return write{op: opFail, jobID: j.ID, fail: jobs.FailParams{JobID: j.ID, Worker: worker, Kind: kind, Message: msg,
+			AttemptEvents: o.attempts}}
 	}
 	// The engine resolves Retry-After on the wall clock; available_at is
 	// on the worker's (and store's) clock. Carry a time over, measured from

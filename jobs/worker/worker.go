@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,10 +87,9 @@ type Config struct {
 	// nil: nothing is told.
 	Observe func(JobEvent)
 	// Observer, if set, receives the engine's execution events of every
-	// job this worker runs, after the worker has recorded the attempt
-	// (with KeepProviderDetail, an attempt answered with an error status
-	// is recorded later: at the engine's next event, or when the run
-	// returns). It must not block (see promptkit.ExecutionObserver).
+	// job this worker runs. An attempt's event is stored later: at the
+	// engine's next event, or with the job's result. It must not block
+	// (see promptkit.ExecutionObserver).
 	// Defaults to nil: nothing is told.
 	Observer promptkit.ExecutionObserver
 }
@@ -160,6 +160,16 @@ type Worker struct {
 
 	mu      sync.Mutex
 	running map[string]*inflight
+	// slots holds a token per job running (Concurrency at most), taken
+	// before a claim; active is the running loop's state for RunNow, nil
+	// when the loop is not running. Both under mu for RunNow.
+	slots  chan struct{}
+	active *active
+	// claiming is held by the loop from taking slots for a claim until
+	// it gives back those the claim left unused; RunNow waits for it, so
+	// that it sees the slots the queue did not need, never the ones a
+	// claim holds for a moment.
+	claiming sync.Mutex
 	// hbFailing and claimsFailing are set while heartbeats or claims fail
 	// (see beatFailing, claimFailing).
 	hbFailing, claimsFailing atomic.Bool
@@ -196,7 +206,7 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, store: cfg.Store, log: cfg.Logger, running: map[string]*inflight{}, backoff: finalizeBackoff,
-		hurry: make(chan struct{})}
+		hurry: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}
 	w.loop = lifecycle.New(w.work)
 	return w, nil
 }
@@ -251,38 +261,41 @@ func (w *Worker) work(ctx context.Context) error {
 	runCtx, stopRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer stopRuns(nil)
 
-	slots := make(chan struct{}, w.cfg.Concurrency)
 	var wg sync.WaitGroup
 	wake := w.store.Notify(ctx)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
-	// freed says a slot came free, so the next job is claimed at once
-	// rather than at the next poll (the finalization's notification may
-	// arrive before the slot is released).
+	// freed says a slot came free without its last claim finding the
+	// queue empty, so the next job is claimed at once rather than at the
+	// next poll (the finalization's notification may arrive before the
+	// slot is released).
 	freed := make(chan struct{}, 1)
+	w.setActive(&active{ctx: ctx, runCtx: runCtx, wg: &wg, freed: freed})
 	for ctx.Err() == nil {
-		free := w.cfg.Concurrency - len(slots)
-		if free > 0 {
-			claimed, err := w.claim(ctx, min(free, w.cfg.BatchSize))
+		// Slots are taken before the claim, so that a job claimed never
+		// waits for one (RunNow takes them too).
+		w.claiming.Lock()
+		n := w.takeSlots(w.cfg.BatchSize)
+		if n > 0 {
+			claimed, err := w.claim(ctx, n)
 			if ctx.Err() == nil {
 				w.claimFailing(err)
 			}
+			for range n - len(claimed) {
+				<-w.slots
+			}
+			w.claiming.Unlock()
 			for _, j := range claimed {
-				slots <- struct{}{}
 				wg.Go(func() {
-					defer func() {
-						<-slots
-						select {
-						case freed <- struct{}{}:
-						default:
-						}
-					}()
-					w.execute(runCtx, j)
+					empty := w.runSlot(ctx, runCtx, j)
+					w.freeSlot(freed, !empty)
 				})
 			}
-			if len(claimed) == free {
+			if len(claimed) == n {
 				continue // there may be more: claim again at once
 			}
+		} else {
+			w.claiming.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -291,8 +304,157 @@ func (w *Worker) work(ctx context.Context) error {
 		case <-poll.C:
 		}
 	}
+	w.setActive(nil)
 	w.drain(&wg, stopRuns, w.hurry)
 	return nil
+}
+
+// runSlot executes j in a slot and then, until the worker stops (ctx
+// ends) or the queue is empty, the job it claims for the same slot: each
+// claim goes out together with the settling write of the job before it
+// (the store's group commit often makes them one transaction), instead of
+// after the slot is freed and the claim loop wakes. runCtx is the runs'
+// context. It reports whether its last claim found the queue empty, so
+// that the loop need not claim for the slot before the next notification
+// or poll.
+func (w *Worker) runSlot(ctx, runCtx context.Context, j jobs.Job) (empty bool) {
+	var prompt *jobs.Prompt
+	for {
+		type claim struct {
+			jobs   []jobs.Job
+			prompt *jobs.Prompt
+		}
+		var next chan claim
+		claimNext := func() {
+			if ctx.Err() != nil {
+				return // stopping: no more claims
+			}
+			next = make(chan claim, 1)
+			go func() {
+				// An error is the loop's to report: it claims at its next
+				// poll, as for a freed slot.
+				var c claim
+				c.jobs, _ = w.claim(ctx, 1)
+				if len(c.jobs) == 1 {
+					// Read while the settling write is still going: the
+					// next run need not wait for it (prepare reads it
+					// again if this fails).
+					if p, err := w.store.GetPrompt(ctx, "", c.jobs[0].PromptID); err == nil {
+						c.prompt = &p
+					}
+				}
+				next <- c
+			}()
+		}
+		w.execute(runCtx, j, prompt, claimNext)
+		if next == nil {
+			return false
+		}
+		c := <-next
+		if len(c.jobs) == 0 {
+			return ctx.Err() == nil
+		}
+		j, prompt = c.jobs[0], c.prompt
+	}
+}
+
+// active is what RunNow needs of the running loop: its context (ended:
+// stopping), the runs' context, the runs' wait group and the freed signal.
+type active struct {
+	ctx, runCtx context.Context
+	wg          *sync.WaitGroup
+	freed       chan struct{}
+}
+
+func (w *Worker) setActive(a *active) {
+	w.mu.Lock()
+	w.active = a
+	w.mu.Unlock()
+}
+
+// takeSlots takes up to n free slots, without waiting, and returns how
+// many it took.
+func (w *Worker) takeSlots(n int) int {
+	for i := range n {
+		select {
+		case w.slots <- struct{}{}:
+		default:
+			return i
+		}
+	}
+	return n
+}
+
+// freeSlot gives a slot back; with claim, the loop is told to claim for
+// it at once.
+func (w *Worker) freeSlot(freed chan struct{}, claim bool) {
+	<-w.slots
+	if claim {
+		select {
+		case freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// RunNow stores p claimed by this worker (jobs.EnqueueParams.ClaimAs)
+// and runs it at once in a free slot, as if the worker had claimed it
+// from the queue; see jobs.RunNowFunc for what it returns. It is the
+// interactive fast path: a process that receives a prompt while one of
+// its slots is free runs it there, without a round trip through the
+// queue's wake-up, and the job is stored before the backend is called. A
+// slot is free only when the worker's last claim for it found no job
+// waiting, so a job run this way overtakes none (RunNow waits for a
+// claim in progress to end before it looks for one). The job cannot run now
+// (jobs.ErrNoSlot, nothing stored) when no slot is free, the worker is
+// not running, or p has DependsOn, AvailableAt or a priority above
+// PriorityCeiling.
+func (w *Worker) RunNow(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, <-chan jobs.Job, error) {
+	prio := jobs.DefaultPriority
+	if p.Priority != nil {
+		prio = *p.Priority
+	}
+	if p.DependsOn != "" || !p.AvailableAt.IsZero() || w.cfg.PriorityCeiling != nil && prio > *w.cfg.PriorityCeiling {
+		return jobs.Enqueued{}, nil, jobs.ErrNoSlot
+	}
+	a := w.reserve()
+	if a == nil {
+		return jobs.Enqueued{}, nil, jobs.ErrNoSlot
+	}
+	p.ClaimAs = w.cfg.Name
+	e, err := w.store.Enqueue(ctx, p)
+	if err != nil || e.Claimed == nil {
+		w.freeSlot(a.freed, false)
+		a.wg.Done()
+		return e, nil, err
+	}
+	w.observeClaims([]jobs.Job{*e.Claimed}, true)
+	done := make(chan jobs.Job, 1)
+	go func() {
+		defer a.wg.Done()
+		j, ok := w.execute(a.runCtx, *e.Claimed, nil, nil)
+		if ok {
+			done <- j
+		}
+		close(done)
+		w.freeSlot(a.freed, true)
+	}()
+	return e, done, nil
+}
+
+// reserve takes a free slot for RunNow and joins the loop's runs, or
+// returns nil when no slot is free or the loop is not running.
+func (w *Worker) reserve() *active {
+	w.claiming.Lock()
+	defer w.claiming.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	a := w.active
+	if a == nil || a.ctx.Err() != nil || w.takeSlots(1) == 0 {
+		return nil
+	}
+	a.wg.Add(1) // under mu: work's drain starts only after setActive(nil)
+	return a
 }
 
 // drain waits for the runs, for at most ShutdownGrace or until hurry
@@ -336,7 +498,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			w.execute(runCtx, j)
+			w.execute(runCtx, j, nil, nil)
 		})
 	}
 	done := make(chan struct{})
@@ -351,7 +513,7 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 
 func (w *Worker) claim(ctx context.Context, limit int) ([]jobs.Job, error) {
 	claimed, err := w.store.Claim(ctx, jobs.ClaimParams{Worker: w.cfg.Name, Limit: limit, PriorityCeiling: w.cfg.PriorityCeiling})
-	w.observeClaims(claimed)
+	w.observeClaims(claimed, false)
 	return claimed, err
 }
 
@@ -404,14 +566,15 @@ func (w *Worker) heartbeatLoop(ctx context.Context, wake <-chan struct{}) {
 // for cancelled jobs, and so how late it may notice a cancel.
 const cancelCheckInterval = 100 * time.Millisecond
 
-func (w *Worker) snapshot() []*inflight {
+// snapshot returns the running jobs and their IDs.
+func (w *Worker) snapshot() ([]*inflight, []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make([]*inflight, 0, len(w.running))
-	for _, f := range w.running {
-		out = append(out, f)
+	fs, ids := make([]*inflight, 0, len(w.running)), make([]string, 0, len(w.running))
+	for id, f := range w.running {
+		fs, ids = append(fs, f), append(ids, id)
 	}
-	return out
+	return fs, ids
 }
 
 // heartbeat confirms every running job's claim. When some were not
@@ -420,13 +583,9 @@ func (w *Worker) snapshot() []*inflight {
 // ours: a lost claim is noticed within one interval, with or without
 // notifications.
 func (w *Worker) heartbeat(ctx context.Context) {
-	fs := w.snapshot()
+	fs, ids := w.snapshot()
 	if len(fs) == 0 {
 		return
-	}
-	ids := make([]string, len(fs))
-	for i, f := range fs {
-		ids[i] = f.job.ID
 	}
 	now := w.cfg.Now()
 	_, err := w.store.Heartbeat(ctx, jobs.HeartbeatParams{Worker: w.cfg.Name, JobIDs: ids})
@@ -473,14 +632,19 @@ func (w *Worker) beatFailing(failing bool, err error) {
 }
 
 // checkClaims cancels runs whose job left running-under-this-worker, and
-// marks the others confirmed at now (zero: not confirmed).
+// marks the others confirmed at now (zero: not confirmed). One read
+// answers for every run; when it fails, nothing is decided.
 func (w *Worker) checkClaims(ctx context.Context, now time.Time) {
-	for _, f := range w.snapshot() {
-		j, err := w.store.GetJob(ctx, "", f.job.ID)
-		if err != nil {
-			continue
-		}
-		if j.State != jobs.Running || j.WorkerClaim != w.cfg.Name {
+	fs, ids := w.snapshot()
+	if len(fs) == 0 {
+		return
+	}
+	held, err := w.store.Claimed(ctx, w.cfg.Name, ids)
+	if err != nil {
+		return
+	}
+	for _, f := range fs {
+		if !slices.Contains(held, f.job.ID) {
 			f.cancel(errCancelled)
 			continue
 		}

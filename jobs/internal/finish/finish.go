@@ -42,6 +42,9 @@ type Write struct {
 	// ToolCalls is the JSON of the final generation's tool calls, nil
 	// when there are none.
 	ToolCalls json.RawMessage
+	// AttemptEvents are attempt events recorded before a transition's event,
+	// in the same transaction (jobs.SucceedParams.Attempts).
+	AttemptEvents []json.RawMessage
 }
 
 // Transition reports whether w changes the job's state.
@@ -60,14 +63,14 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 		}
 	}
 	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded, Output: p.Output, Parsed: p.Parsed,
-		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, ToolCalls: calls}, nil
+		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, ToolCalls: calls, AttemptEvents: p.AttemptEvents}, nil
 }
 
 // Requeue is the write of a normalized RequeueParams: a hand-back spends
 // no attempt.
 func Requeue(p jobs.RequeueParams) Write {
 	w := Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Queued, Attempts: 1, AvailableAt: p.AvailableAt,
-		Kind: p.Kind, Message: p.Message,
+		Kind: p.Kind, Message: p.Message, AttemptEvents: p.AttemptEvents,
 		Data: jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message, Handback: p.Handback}.JSON()}
 	if p.Handback {
 		w.Attempts = 0
@@ -77,7 +80,7 @@ func Requeue(p jobs.RequeueParams) Write {
 
 // Fail is the write of a normalized FailParams.
 func Fail(p jobs.FailParams) Write {
-	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Failed, Kind: p.Kind, Message: p.Message,
+	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Failed, Kind: p.Kind, Message: p.Message, AttemptEvents: p.AttemptEvents,
 		Data: jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message}.JSON()}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/promptkit/promptkit/internal/lifecycle"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/auth"
+	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
 // Config configures a Hub.
@@ -65,7 +66,7 @@ type subscriber struct {
 	// wake, for a waiter, receives a coalesced signal per matching event;
 	// a stream has live and behind instead.
 	wake chan struct{}
-	live chan published
+	live chan *published
 	// behind is signalled (capacity 1) when an event did not fit in live:
 	// the hub then skips the subscriber until resume. What live holds
 	// precedes the gap, so the subscriber sends it, replays from the store
@@ -79,12 +80,13 @@ type subscriber struct {
 	ended chan struct{}
 }
 
-// published is an event as the hub hands it out: with its stream data
-// (the JSON of StateChanged) encoded once for every client, for a
-// transition.
+// published is an event as the hub hands it out, shared by every
+// subscriber (a stream's buffer holds pointers: 8 bytes a slot): for a
+// transition, with its stream frame (the SSE event, whose data is the
+// JSON of StateChanged) encoded once for every client.
 type published struct {
 	jobs.Event
-	data []byte
+	frame []byte
 }
 
 // New builds a Hub; nothing runs until Start.
@@ -221,7 +223,7 @@ func (h *Hub) read(ctx context.Context) error {
 }
 
 // deliver hands p to sub without blocking; Hub.mu is held.
-func (sub *subscriber) deliver(p published) {
+func (sub *subscriber) deliver(p *published) {
 	if sub.wake != nil {
 		select {
 		case sub.wake <- struct{}{}:
@@ -253,7 +255,7 @@ func (h *Hub) Wake(match func(jobs.Event) bool) (wake <-chan struct{}, stop func
 // acting for id; it receives the matching events after start, the Seq of
 // the newest event already handed out.
 func (h *Hub) subscribe(match func(jobs.Event) bool, size int, id *auth.Identity) (sub *subscriber, start int64) {
-	sub = &subscriber{match: match, live: make(chan published, size), behind: make(chan struct{}, 1), id: id, ended: make(chan struct{})}
+	sub = &subscriber{match: match, live: make(chan *published, size), behind: make(chan struct{}, 1), id: id, ended: make(chan struct{})}
 	return sub, h.add(sub)
 }
 
@@ -292,14 +294,18 @@ type StateChanged struct {
 	At        time.Time      `json:"at"`
 }
 
-// publish encodes a transition's stream data.
-func publish(e jobs.Event) published {
-	p := published{Event: e}
+// publish encodes a transition's stream frame.
+func publish(e jobs.Event) *published {
+	p := &published{Event: e}
 	if e.Type == jobs.EventTransition {
-		p.data, _ = json.Marshal(StateChangedOf(e)) // strings, ints, a time
+		data, _ := json.Marshal(StateChangedOf(e)) // strings, ints, a time
+		p.frame = httpapi.Frame(e.Seq, eventName, data)
 	}
 	return p
 }
+
+// eventName is the SSE event name of a transition.
+const eventName = "job.state_changed"
 
 // StateChangedOf is the stream data of a transition event.
 func StateChangedOf(e jobs.Event) StateChanged {

@@ -49,12 +49,12 @@ func (h *Hub) Stream(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return nil // the client left
 	}
-	send := func(p published) error {
+	send := func(p *published) error {
 		if p.Seq <= sent {
 			return nil
 		}
 		sent = p.Seq
-		return sse.Event(p.Seq, "job.state_changed", p.data)
+		return sse.Frame(p.frame)
 	}
 	// catchUp sends from the store what came after sent up to until.
 	catchUp := func(until int64) error {
@@ -124,7 +124,7 @@ func (h *Hub) Stream(w http.ResponseWriter, r *http.Request) error {
 
 // replay sends the caller's transition events after `after` up to `until`
 // from the store.
-func (h *Hub) replay(ctx context.Context, id auth.Identity, after, until int64, send func(published) error) error {
+func (h *Hub) replay(ctx context.Context, id auth.Identity, after, until int64, send func(*published) error) error {
 	for after < until {
 		evs, err := h.st.EventsAfter(ctx, jobs.EventsParams{OrgID: id.Org, CreatedBy: id.CreatedBy(), After: after, Limit: jobs.DefaultPageLimit})
 		if err != nil {

@@ -164,7 +164,7 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 		key, coalesced = submit.SameRequestKey(id, hash), true
 		p.KeyExpires, p.KeyGrace = true, grace
 	}
-	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "chat completion")
+	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "chat completion", true)
 	if err != nil {
 		return err
 	}
@@ -237,10 +237,10 @@ func chatHash(p openaiapi.ChatParams) string {
 // awaitJob waits until the prompt's current job is terminal, the
 // deadline passes or the server closes, and returns the job as it then
 // is.
-func (a *API) awaitJob(ctx context.Context, org string, e jobs.Enqueued, deadline time.Time) (jobs.Job, error) {
+func (a *API) awaitJob(ctx context.Context, org string, e submit.Admitted, deadline time.Time) (jobs.Job, error) {
 	jobID := e.JobID
 	for {
-		j, err := a.Jobs.AwaitJob(ctx, org, e.PromptID, jobID, max(time.Until(deadline), 0))
+		j, err := a.Jobs.AwaitJob(ctx, org, e, jobID, max(time.Until(deadline), 0))
 		if err != nil {
 			return jobs.Job{}, err
 		}

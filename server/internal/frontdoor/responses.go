@@ -104,7 +104,7 @@ func (a *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 		key, coalesced = submit.SameRequestKey(id, hash), true
 		p.KeyExpires, p.KeyGrace = true, grace
 	}
-	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "response")
+	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "response", !params.Background)
 	if err != nil {
 		return err
 	}
@@ -355,7 +355,7 @@ func (ew *eventWriter) fail(code, message string) {
 // calls whole) and response.completed, .incomplete or .failed. An answer
 // that does not continue what was sent ends in an error event
 // (stream_replaced), as chat's does.
-func (a *API) streamLive(w http.ResponseWriter, r *http.Request, id auth.Identity, e jobs.Enqueued, p jobs.Prompt,
+func (a *API) streamLive(w http.ResponseWriter, r *http.Request, id auth.Identity, e submit.Admitted, p jobs.Prompt,
 	pieces <-chan pktype.StreamDelta, deadline time.Time) {
 	sse, err := httpapi.StartSSE(w, 0)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/promptkit/promptkit/pktype"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/submit"
 )
 
 // relay turns the pieces a worker publishes of a job's answer
@@ -111,7 +112,7 @@ func (r *relay) rest(message openaiapi.Message) (openaiapi.Delta, bool) {
 // the headers is one data: {"error": {...}} event, which OpenAI's SDKs
 // raise; so is an answer that does not continue what was sent (see
 // relay). pieces is the job's subscription.
-func (a *API) streamChat(w http.ResponseWriter, r *http.Request, id auth.Identity, e jobs.Enqueued, params openaiapi.ChatParams,
+func (a *API) streamChat(w http.ResponseWriter, r *http.Request, id auth.Identity, e submit.Admitted, params openaiapi.ChatParams,
 	pieces <-chan pktype.StreamDelta, deadline time.Time) {
 	// The write deadline is the chat's (set by Chat), not per flush.
 	sse, err := httpapi.StartSSE(w, 0)
@@ -219,7 +220,7 @@ type waited struct {
 // keep-alive comment goes out while none come. The wait runs in a
 // goroutine of its own; send and the comments alone write. left is true
 // when a write failed: the client has gone (the job goes on).
-func (a *API) follow(r *http.Request, sse *httpapi.SSE, id auth.Identity, e jobs.Enqueued, pieces <-chan pktype.StreamDelta,
+func (a *API) follow(r *http.Request, sse *httpapi.SSE, id auth.Identity, e submit.Admitted, pieces <-chan pktype.StreamDelta,
 	deadline time.Time, send func(pktype.StreamDelta) error) (res waited, left bool) {
 	ctx, cancel := context.WithCancel(r.Context())
 	done := make(chan waited, 1)

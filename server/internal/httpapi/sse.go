@@ -40,16 +40,24 @@ func StartSSE(w http.ResponseWriter, idle time.Duration) (*SSE, error) {
 // Event writes one event (id 0 and an empty name are left out); Flush
 // sends what was written.
 func (s *SSE) Event(id int64, name string, data []byte) error {
-	var b []byte
+	return s.write(Frame(id, name, data))
+}
+
+// Frame is one event as Event writes it: encoded once, it can be written
+// to many streams with SSE.Frame.
+func Frame(id int64, name string, data []byte) []byte {
+	b := make([]byte, 0, len(data)+len(name)+40)
 	if id > 0 {
 		b = append(append(append(b, "id: "...), strconv.FormatInt(id, 10)...), '\n')
 	}
 	if name != "" {
 		b = append(append(append(b, "event: "...), name...), '\n')
 	}
-	b = append(append(append(b, "data: "...), data...), "\n\n"...)
-	return s.write(b)
+	return append(append(append(b, "data: "...), data...), "\n\n"...)
 }
+
+// Frame writes an event Frame encoded; Flush sends what was written.
+func (s *SSE) Frame(frame []byte) error { return s.write(frame) }
 
 // Comment writes a comment line (a keep-alive, or the opening line).
 func (s *SSE) Comment(text string) error {

@@ -107,24 +107,25 @@ func (a *API) Submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "submission")
+	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "submission", wait > 0)
 	if err != nil {
 		return err
 	}
 	a.Log.Debug("prompt submitted", "prompt_id", e.PromptID, "job_id", e.JobID, "org", id.Org, "existing", e.Existing)
-	return a.answerSubmitted(w, r, id, Submitted{PromptID: e.PromptID, JobID: e.JobID, State: e.State}, wait)
+	return a.answerSubmitted(w, r, id, e, wait)
 }
 
 // answerSubmitted answers 202 with the ids, or, with a wait, holds the
 // request until the job is terminal (200 with the prompt and its answer)
 // or the wait ends (202). The ids are headers too, sent before the wait
 // when the client asks (httpapi.EarlyHints).
-func (a *API) answerSubmitted(w http.ResponseWriter, r *http.Request, id auth.Identity, sub Submitted, wait time.Duration) error {
+func (a *API) answerSubmitted(w http.ResponseWriter, r *http.Request, id auth.Identity, e submit.Admitted, wait time.Duration) error {
+	sub := Submitted{PromptID: e.PromptID, JobID: e.JobID, State: e.State}
 	httpapi.SetIDs(w, sub.PromptID, sub.JobID)
 	if wait > 0 && !sub.State.Terminal() {
 		httpapi.EarlyHints(w, r)
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
-		j, err := a.Jobs.AwaitJob(r.Context(), id.Org, sub.PromptID, sub.JobID, wait)
+		j, err := a.Jobs.AwaitJob(r.Context(), id.Org, e, sub.JobID, wait)
 		if err != nil {
 			return httpapi.About("waiting", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
@@ -29,6 +30,17 @@ type Jobs struct {
 	Check jobs.CheckFunc
 	// Serving ends when the server closes: waits then answer at once.
 	Serving context.Context
+	// RunNow, when set, runs a job a caller will wait for at once in a
+	// free slot of this process's worker (the interactive fast path);
+	// nil: every job goes through the queue.
+	RunNow jobs.RunNowFunc
+}
+
+// Admitted is a request admitted as a job. When this process's worker
+// runs it (Jobs.RunNow), done receives the job as the worker settled it.
+type Admitted struct {
+	jobs.Enqueued
+	done <-chan jobs.Job
 }
 
 // Admit queues p (normalized) as the identity: one of its submissions is
@@ -36,24 +48,36 @@ type Jobs struct {
 // request's hash (of its meaning, without org or user) is stored with the
 // user, so a repeat finds the same job and another member reusing the key
 // gets a conflict. what names the operation in errors ("submission").
-func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams, key, hash, what string) (jobs.Enqueued, error) {
+// With now (the caller waits for the answer) and RunNow set, a free
+// worker slot of this process runs the job at once; otherwise, or with
+// no slot free, it is queued.
+func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams, key, hash, what string, now bool) (Admitted, error) {
 	if err := s.Auth.Take(id); err != nil {
-		return jobs.Enqueued{}, err
+		return Admitted{}, err
 	}
 	if s.Check != nil {
 		if err := s.Check(ctx, p); err != nil {
-			return jobs.Enqueued{}, httpapi.About(what, err)
+			return Admitted{}, httpapi.About(what, err)
 		}
 	}
 	p.OrgID, p.CreatedBy, p.ReferenceUser = id.Org, id.User, id.CreatedBy()
 	if key != "" {
 		p.IdempotencyKey, p.RequestHash = key, httpapi.Fingerprint(id.User, hash)
 	}
+	if now && s.RunNow != nil {
+		e, done, err := s.RunNow(ctx, p)
+		if !errors.Is(err, jobs.ErrNoSlot) {
+			if err != nil {
+				return Admitted{}, httpapi.About(what, err)
+			}
+			return Admitted{Enqueued: e, done: done}, nil
+		}
+	}
 	e, err := s.Store.Enqueue(ctx, p)
 	if err != nil {
-		return e, httpapi.About(what, err)
+		return Admitted{}, httpapi.About(what, err)
 	}
-	return e, nil
+	return Admitted{Enqueued: e}, nil
 }
 
 // SameRequestKey is the Idempotency-Key of a request sent without one,
@@ -72,14 +96,27 @@ func SameRequestKey(id auth.Identity, hash string) string {
 // reader of GET /v1/prompts/{id} can tell it from a client's.
 const sameRequestPrefix = "same-request:"
 
-// AwaitJob waits up to wait for the job (or the retry superseding it) to
-// end, woken by the hub's events of its prompt; when serving ends (the
-// server closes) it looks once more and returns. Every wait of the
-// server for a job is this one.
-func (s Jobs) AwaitJob(ctx context.Context, org, promptID, jobID string, wait time.Duration) (jobs.Job, error) {
-	wake, stop := s.Hub.Wake(func(e jobs.Event) bool { return e.PromptID == promptID })
-	defer stop()
+// AwaitJob waits up to wait for the admitted job, or jobID (a retry
+// superseding it), to end, woken by the hub's events of its prompt; when
+// serving ends (the server closes) it looks once more and returns. A job
+// this process's worker runs (Admit's RunNow) is answered as the worker
+// settles it, without a look at the store, unless it went back to the
+// queue. Every wait of the server for a job is this one.
+func (s Jobs) AwaitJob(ctx context.Context, org string, a Admitted, jobID string, wait time.Duration) (jobs.Job, error) {
 	end, cancel := context.WithTimeout(s.Serving, wait)
 	defer cancel()
+	if a.done != nil && jobID == a.JobID {
+		select {
+		case j, ok := <-a.done:
+			if ok && j.State.Terminal() {
+				return j, nil
+			}
+		case <-end.Done():
+		case <-ctx.Done():
+			return jobs.Job{}, ctx.Err()
+		}
+	}
+	wake, stop := s.Hub.Wake(func(e jobs.Event) bool { return e.PromptID == a.PromptID })
+	defer stop()
 	return jobs.AwaitJob(ctx, s.Store, org, jobID, wake, end.Done())
 }
