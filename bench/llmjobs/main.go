@@ -69,7 +69,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -84,6 +83,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -146,7 +146,7 @@ func main() {
 			dbList = append(dbList, dbPostgres)
 		}
 	} else {
-		dbList = splitList(*dbs)
+		dbList = benchkit.SplitList(*dbs)
 	}
 	for _, d := range dbList {
 		if d != dbSQLite && d != dbPostgres {
@@ -157,12 +157,12 @@ func main() {
 		if *pgURL == "" {
 			fatal(errors.New("-db postgres needs -pg or PROMPTKIT_TEST_DATABASE_URL"))
 		}
-		if !loopback(*pgURL) {
+		if !benchkit.Loopback(*pgURL) {
 			fatal(fmt.Errorf("-pg must point at loopback"))
 		}
 	}
 	var wList []int
-	for _, s := range splitList(*ws) {
+	for _, s := range benchkit.SplitList(*ws) {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
 			fatal(fmt.Errorf("bad -w %q", *ws))
@@ -170,7 +170,7 @@ func main() {
 		wList = append(wList, v)
 	}
 	var latList []time.Duration
-	for _, s := range splitList(*lats) {
+	for _, s := range benchkit.SplitList(*lats) {
 		if s == "0" {
 			latList = append(latList, 0)
 			continue
@@ -182,7 +182,7 @@ func main() {
 		latList = append(latList, d)
 	}
 	var systems []string
-	for _, s := range splitList(*only) {
+	for _, s := range benchkit.SplitList(*only) {
 		s = strings.ToLower(s)
 		if s != sysRiver && s != sysPromptkit {
 			fatal(fmt.Errorf("unknown system %q in -only", s))
@@ -368,36 +368,6 @@ func (e *env) newSQLiteFile(prefix string) (string, func(), error) {
 	return filepath.Join(dir, "jobs.db"), func() { os.RemoveAll(dir) }, nil
 }
 
-func withSearchPath(raw, schema string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func loopback(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false
-	}
-	h := u.Hostname()
-	return h == "localhost" || h == "::1" || strings.HasPrefix(h, "127.")
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // depVersion is the version of module path in this binary's build info.
 func depVersion(path string) string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -500,4 +470,14 @@ func fatal(err error) {
 		atExit[i]()
 	}
 	os.Exit(1)
+}
+
+// searchPath is benchkit.WithSearchPath, fatal on a URL that does not
+// parse.
+func searchPath(raw, schema string) string {
+	u, err := benchkit.WithSearchPath(raw, schema)
+	if err != nil {
+		fatal(err)
+	}
+	return u
 }

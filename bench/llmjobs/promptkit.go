@@ -25,7 +25,7 @@ func (e *env) runPromptkit(ctx context.Context, t trial, baseURL string) (time.D
 			return 0, err
 		}
 		defer drop()
-		s, err := pgstore.Open(ctx, withSearchPath(e.pgURL, schema), jobs.Options{})
+		s, err := pgstore.Open(ctx, searchPath(e.pgURL, schema), jobs.Options{})
 		if err != nil {
 			return 0, err
 		}

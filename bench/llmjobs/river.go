@@ -105,7 +105,7 @@ func (e *env) runRiver(ctx context.Context, t trial, baseURL string) (time.Durat
 			return 0, err
 		}
 		defer drop()
-		pool, err := pgxpool.New(ctx, withSearchPath(e.pgURL, schema))
+		pool, err := pgxpool.New(ctx, searchPath(e.pgURL, schema))
 		if err != nil {
 			return 0, err
 		}

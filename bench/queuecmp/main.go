@@ -39,7 +39,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -52,6 +51,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
+
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 )
 
 const (
@@ -128,13 +129,13 @@ func main() {
 		}
 		o.Workers = append(o.Workers, n)
 	}
-	o.DBs = splitList(*dbs)
-	o.Systems = splitList(*systems)
+	o.DBs = benchkit.SplitList(*dbs)
+	o.Systems = benchkit.SplitList(*systems)
 	if *skipBulk {
 		o.Workers = nil
 	}
 
-	if !loopback(*pgURL) && slices.Contains(o.DBs, dbPostgres) {
+	if !benchkit.Loopback(*pgURL) && slices.Contains(o.DBs, dbPostgres) {
 		fatal(fmt.Errorf("-pg must point at loopback: %s", *pgURL))
 	}
 	if err := run(o, *pgURL, *jsonOut, *cpuProfile); err != nil {
@@ -340,36 +341,6 @@ func (e *env) newSQLiteFile(prefix string) (string, func() error, error) {
 	return filepath.Join(dir, "queue.db"), func() error { return os.RemoveAll(dir) }, nil
 }
 
-func withSearchPath(raw, schema string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
-func loopback(raw string) bool {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return false
-	}
-	h := u.Hostname()
-	return h == "localhost" || h == "::1" || strings.HasPrefix(h, "127.")
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func fatal(err error) {
 	if errors.Is(err, context.Canceled) {
 		fmt.Fprintln(os.Stderr, "queuecmp: interrupted")
@@ -377,4 +348,14 @@ func fatal(err error) {
 		fmt.Fprintln(os.Stderr, "queuecmp:", err)
 	}
 	os.Exit(1)
+}
+
+// searchPath is benchkit.WithSearchPath, fatal on a URL that does not
+// parse.
+func searchPath(raw, schema string) string {
+	u, err := benchkit.WithSearchPath(raw, schema)
+	if err != nil {
+		fatal(err)
+	}
+	return u
 }

@@ -33,12 +33,12 @@ func (s promptkitSystem) Open(ctx context.Context, e *env, db string) (instance,
 		if err != nil {
 			return nil, err
 		}
-		st, err := openPGStore(ctx, withSearchPath(e.pgURL, schema))
+		st, err := openPGStore(ctx, searchPath(e.pgURL, schema))
 		if err != nil {
 			drop()
 			return nil, err
 		}
-		url := withSearchPath(e.pgURL, schema)
+		url := searchPath(e.pgURL, schema)
 		return &pkInstance{store: st, claimLimit: e.opts.ClaimLimit, dispatch: s.dispatch, describe: pgStoreSetup, cleanup: func() error {
 			err := st.Close()
 			return errors.Join(err, drop())

@@ -51,12 +51,12 @@ func (riverSystem) Open(ctx context.Context, e *env, db string) (instance, error
 		if err != nil {
 			return nil, err
 		}
-		pool, err := pgxpool.New(ctx, withSearchPath(e.pgURL, schema))
+		pool, err := pgxpool.New(ctx, searchPath(e.pgURL, schema))
 		if err != nil {
 			drop()
 			return nil, err
 		}
-		url := withSearchPath(e.pgURL, schema)
+		url := searchPath(e.pgURL, schema)
 		inst, err := newRiverInstance[pgx.Tx](ctx, riverpgxv5.New(pool), schema, func() error {
 			pool.Close()
 			return drop()
