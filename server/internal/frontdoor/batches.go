@@ -107,16 +107,14 @@ func (a *API) GetBatch(w http.ResponseWriter, r *http.Request) error {
 		// a waiting client spends at most a tenth of its time counting;
 		// the changes meanwhile wake the next look, coalesced.
 		spaced := func(ctx context.Context) (jobs.Batch, bool, error) {
-			start := time.Now()
+			start := a.now()
 			b, done, err := look(ctx)
 			if err == nil && !done {
-				t := time.NewTimer(lookSpacing * time.Since(start))
-				defer t.Stop()
-				select {
-				case <-t.C:
-				case <-end.Done():
-				case <-ctx.Done():
-				}
+				// The pause ends with the wait, or the request.
+				pause, stop := context.WithCancel(ctx)
+				defer stop()
+				defer context.AfterFunc(end, stop)()
+				a.wait(pause, lookSpacing*a.now().Sub(start))
 			}
 			return b, done, err
 		}

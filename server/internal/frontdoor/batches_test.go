@@ -4,26 +4,28 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/submit"
 )
 
 // slowBatchStore holds one in_progress batch whose every read costs
-// cost (the count of a big batch's jobs), and notifies without pause.
+// cost on the clock (the count of a big batch's jobs), and notifies
+// without pause.
 type slowBatchStore struct {
 	jobs.Store // nil: GetBatch only reads and notifies
+	clock      *testkit.Clock
 	cost       time.Duration
-	reads      atomic.Int32
+	reads      int
 }
 
 func (s *slowBatchStore) GetBatch(ctx context.Context, org, id string) (jobs.Batch, error) {
-	s.reads.Add(1)
-	time.Sleep(s.cost) // the read's cost, not a synchronisation
+	s.reads++
+	s.clock.Advance(s.cost)
 	return jobs.Batch{ID: id, OrgID: org, CreatedBy: "u", Status: jobs.BatchInProgress}, nil
 }
 
@@ -42,24 +44,35 @@ func (s *slowBatchStore) Notify(ctx context.Context) <-chan struct{} {
 }
 
 // A ?wait= read of a batch that never ends, on a queue that notifies
-// all the time, reads the batch about once per ten times a read costs,
-// not back to back.
+// all the time, pauses lookSpacing times a read's cost after each read,
+// instead of reading back to back; the wait's end cuts the pause short.
 func TestWaitSpacesItsReads(t *testing.T) {
-	const cost, wait = 20 * time.Millisecond, time.Second
-	st := &slowBatchStore{cost: cost}
-	a := &API{Store: st, Jobs: submit.Jobs{Store: st, Serving: context.Background()}, MaxWait: time.Minute}
-	r := httptest.NewRequest(http.MethodGet, "/v1/batches/batch_1?wait=1s", nil)
+	const cost = 20 * time.Millisecond
+	clock := testkit.NewClock(time.Unix(1_000_000, 0))
+	st := &slowBatchStore{clock: clock, cost: cost}
+	serving, closeServer := context.WithCancel(context.Background())
+	defer closeServer()
+	clock.OnWait(func(ctx context.Context, d time.Duration) error {
+		if len(clock.Waits()) == 3 {
+			closeServer() // the server closes: the wait ends, after a last look
+		}
+		return nil
+	})
+	a := &API{Store: st, Jobs: submit.Jobs{Store: st, Serving: serving}, MaxWait: time.Minute,
+		Now: clock.Now, Wait: clock.Wait}
+	r := httptest.NewRequest(http.MethodGet, "/v1/batches/batch_1?wait=60s", nil)
 	r.SetPathValue("id", "batch_1")
 	r = r.WithContext(auth.With(r.Context(), auth.Identity{Org: "o", User: "u", Role: jobs.RoleMember}))
-	start := time.Now()
 	if err := a.GetBatch(httptest.NewRecorder(), r); err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(start)
-	// Back to back, a second of reads costing 20 ms each would be about
-	// 50; spaced, about 5 (each read and the pause after it: 200 ms).
-	n := int(st.reads.Load())
-	if max := int(took/(10*cost)) + 3; n < 2 || n > max {
-		t.Fatalf("%d reads in %v, want 2 to %d", n, took.Round(time.Millisecond), max)
+	waits := clock.Waits()
+	if len(waits) < 3 || st.reads != len(waits) {
+		t.Fatalf("%d reads, waits %v: want a pause after every read", st.reads, waits)
+	}
+	for _, w := range waits {
+		if w != lookSpacing*cost {
+			t.Fatalf("waits %v, want each %v", waits, lookSpacing*cost)
+		}
 	}
 }

@@ -85,6 +85,31 @@ type API struct {
 	// BatchPriority is the priority of batch lines; nil: the default.
 	BatchPriority *int
 	Log           *slog.Logger
+	// Now and Wait are the clock a batch's ?wait= spaces its reads by;
+	// nil: time.Now and a timer. Tests inject a testkit.Clock's.
+	Now  func() time.Time
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// wait pauses for d, or until ctx ends.
+func (a *API) wait(ctx context.Context, d time.Duration) {
+	if a.Wait != nil {
+		_ = a.Wait(ctx, d)
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // resolve is the target of a request's model, or a 404 problem.
