@@ -68,7 +68,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -80,8 +79,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/bench/internal/benchkit"
 	"github.com/promptkit/promptkit/providertest"
@@ -205,7 +202,7 @@ func main() {
 		fatal(os.Mkdir(e.profDir, 0o700))
 	}
 	if slices.Contains(dbList, dbPostgres) {
-		fatal(e.dropLeftovers(ctx))
+		fatal(benchkit.DropLeftovers(ctx, e.pgURL, "lj_river", "lj_pk"))
 	}
 
 	jobsFor := func(w int, lat time.Duration) int {
@@ -304,56 +301,6 @@ func mergeProfiles(out string, profs []string) error {
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go tool pprof -proto: %w", err)
-	}
-	return nil
-}
-
-// newSchema creates a fresh PostgreSQL schema; drop removes it.
-func (e *env) newSchema(ctx context.Context, prefix string) (string, func(), error) {
-	name := fmt.Sprintf("%s_%d_%08x", prefix, os.Getpid(), rand.Uint32())
-	conn, err := pgx.Connect(ctx, e.pgURL)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, err
-	}
-	drop := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, e.pgURL)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "llmjobs: drop schema:", err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE"); err != nil {
-			fmt.Fprintln(os.Stderr, "llmjobs: drop schema:", err)
-		}
-	}
-	return name, drop, nil
-}
-
-// dropLeftovers removes schemas an interrupted earlier run left behind.
-func (e *env) dropLeftovers(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, e.pgURL)
-	if err != nil {
-		return fmt.Errorf("PostgreSQL: %w", err)
-	}
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'lj\_river\_%' OR nspname LIKE 'lj\_pk\_%'`)
-	if err != nil {
-		return err
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{n}.Sanitize()+" CASCADE"); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -480,4 +427,11 @@ func searchPath(raw, schema string) string {
 		fatal(err)
 	}
 	return u
+}
+
+// dropLogged runs a schema's drop, reporting a failure: the run goes on.
+func dropLogged(drop func() error) {
+	if err := drop(); err != nil {
+		fmt.Fprintln(os.Stderr, "llmjobs: drop schema:", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/pgstore"
 	"github.com/promptkit/promptkit/jobs/sqlitestore"
@@ -20,11 +21,11 @@ func (e *env) runPromptkit(ctx context.Context, t trial, baseURL string) (time.D
 	var st jobs.Store
 	switch t.db {
 	case dbPostgres:
-		schema, drop, err := e.newSchema(ctx, "lj_pk")
+		schema, drop, err := benchkit.NewSchema(ctx, e.pgURL, "lj_pk")
 		if err != nil {
 			return 0, err
 		}
-		defer drop()
+		defer dropLogged(drop)
 		s, err := pgstore.Open(ctx, searchPath(e.pgURL, schema), jobs.Options{})
 		if err != nil {
 			return 0, err

@@ -21,6 +21,8 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 	_ "modernc.org/sqlite"
+
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 )
 
 // promptArgs is River's LLM job: one prompt.
@@ -100,11 +102,11 @@ func (w *llmWorker[TDriver, TTx]) Work(ctx context.Context, job *river.Job[promp
 func (e *env) runRiver(ctx context.Context, t trial, baseURL string) (time.Duration, error) {
 	switch t.db {
 	case dbPostgres:
-		schema, drop, err := e.newSchema(ctx, "lj_river")
+		schema, drop, err := benchkit.NewSchema(ctx, e.pgURL, "lj_river")
 		if err != nil {
 			return 0, err
 		}
-		defer drop()
+		defer dropLogged(drop)
 		pool, err := pgxpool.New(ctx, searchPath(e.pgURL, schema))
 		if err != nil {
 			return 0, err

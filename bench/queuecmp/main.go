@@ -38,7 +38,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -49,7 +48,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 
 	"github.com/promptkit/promptkit/bench/internal/benchkit"
@@ -153,7 +151,7 @@ func run(o options, pgURL string, jsonOut bool, cpuProfile string) error {
 	defer os.RemoveAll(tmp)
 	e := &env{pgURL: pgURL, tmpDir: tmp, opts: o}
 	if slices.Contains(o.DBs, dbPostgres) {
-		if err := e.dropLeftovers(ctx); err != nil {
+		if err := benchkit.DropLeftovers(ctx, e.pgURL, "qc_river", "qc_pk"); err != nil {
 			return fmt.Errorf("PostgreSQL: %w", err)
 		}
 	}
@@ -281,54 +279,6 @@ func closeInstance(inst instance) {
 	if err := inst.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "queuecmp: cleanup:", err)
 	}
-}
-
-// newSchema creates a fresh PostgreSQL schema; drop removes it.
-func (e *env) newSchema(ctx context.Context, prefix string) (string, func() error, error) {
-	name := fmt.Sprintf("%s_%d_%08x", prefix, os.Getpid(), rand.Uint32())
-	conn, err := pgx.Connect(ctx, e.pgURL)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, err
-	}
-	drop := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, e.pgURL)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.Background())
-		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
-		return err
-	}
-	return name, drop, nil
-}
-
-// dropLeftovers removes schemas an interrupted earlier run left behind.
-func (e *env) dropLeftovers(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, e.pgURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'qc\_river\_%' OR nspname LIKE 'qc\_pk\_%'`)
-	if err != nil {
-		return err
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{n}.Sanitize()+" CASCADE"); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // newSQLiteFile names a fresh database file; remove deletes it with its

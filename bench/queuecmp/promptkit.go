@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -29,7 +30,7 @@ func (s promptkitSystem) Name() string {
 func (s promptkitSystem) Open(ctx context.Context, e *env, db string) (instance, error) {
 	switch db {
 	case dbPostgres:
-		schema, drop, err := e.newSchema(ctx, "qc_pk")
+		schema, drop, err := benchkit.NewSchema(ctx, e.pgURL, "qc_pk")
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 )
 
 // noopArgs is River's job: no work. T0 (unix ns) is set only by the
@@ -47,7 +49,7 @@ func (riverSystem) Name() string { return "River" }
 func (riverSystem) Open(ctx context.Context, e *env, db string) (instance, error) {
 	switch db {
 	case dbPostgres:
-		schema, drop, err := e.newSchema(ctx, "qc_river")
+		schema, drop, err := benchkit.NewSchema(ctx, e.pgURL, "qc_river")
 		if err != nil {
 			return nil, err
 		}
