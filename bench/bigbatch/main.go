@@ -27,7 +27,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -43,11 +42,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,10 +94,10 @@ func main() {
 	err = r.do()
 	if err != nil {
 		if r.s != nil {
-			fmt.Fprintln(os.Stderr, r.s.tail(30))
+			fmt.Fprintln(os.Stderr, r.s.Tail(30))
 		}
 		if r.s != nil {
-			r.s.stop()
+			r.s.Stop(30 * time.Second)
 		}
 		fatal(err)
 	}
@@ -120,7 +117,7 @@ type run struct {
 	workers            int
 	kill               bool
 	cfgPath            string
-	s                  *serve
+	s                  *pkbin.Serve
 }
 
 // phase is one measured phase.
@@ -143,21 +140,21 @@ func (p phase) String() string {
 
 // meter measures one phase of serve.
 type meter struct {
-	s    *serve
+	s    *pkbin.Serve
 	name string
 	t0   time.Time
 	cpu0 float64
 }
 
 func (r *run) start(name string) *meter {
-	r.s.resetPeak()
-	return &meter{s: r.s, name: name, t0: time.Now(), cpu0: r.s.cpu()}
+	r.s.ResetPeak()
+	return &meter{s: r.s, name: name, t0: time.Now(), cpu0: r.s.CPU()}
 }
 
 func (m *meter) end(lines int, note string) phase {
-	_, hwm := m.s.memory()
-	p := phase{name: m.name, d: time.Since(m.t0), lines: lines, hwm: hwm, cpu: m.s.cpu() - m.cpu0, note: note}
-	p.anon, p.file = m.s.status("RssAnon:"), m.s.status("RssFile:")
+	_, hwm := m.s.Memory()
+	p := phase{name: m.name, d: time.Since(m.t0), lines: lines, hwm: hwm, cpu: m.s.CPU() - m.cpu0, note: note}
+	p.anon, p.file = m.s.Status("RssAnon:"), m.s.Status("RssFile:")
 	fmt.Println(p)
 	return p
 }
@@ -181,7 +178,7 @@ func (r *run) do() error {
 	if r.s, err = r.startServe(); err != nil {
 		return err
 	}
-	_, base := r.s.memory()
+	_, base := r.s.Memory()
 	fmt.Printf("serve started: RSS %d MiB\n", base>>10)
 
 	m := r.start("upload")
@@ -193,7 +190,7 @@ func (r *run) do() error {
 
 	m = r.start("validate+enqueue")
 	var b batchObject
-	if err := call(http.MethodPost, r.s.url+"/v1/batches", "application/json",
+	if err := call(http.MethodPost, r.s.URL+"/v1/batches", "application/json",
 		strings.NewReader(fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/chat/completions","completion_window":"24h"}`, fileID)), &b); err != nil {
 		return err
 	}
@@ -214,21 +211,21 @@ func (r *run) do() error {
 		// Each read of an in_progress batch counts its jobs (seconds at a
 		// million lines, see BENCHMARKS.md): a client polling every 10 s.
 		time.Sleep(10 * time.Second)
-		if err := call(http.MethodGet, r.s.url+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
+		if err := call(http.MethodGet, r.s.URL+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
 			return err
 		}
 		if r.kill && !killed && b.Counts.Completed+b.Counts.Failed >= r.lines/2 {
 			killed = true
-			_, hwm := r.s.memory()
+			_, hwm := r.s.Memory()
 			t := time.Now()
 			fmt.Printf("SIGKILL serve at %d of %d lines finished (peak RSS so far %d MiB)\n", b.Counts.Completed+b.Counts.Failed, r.lines, hwm>>10)
-			r.s.sigkill()
+			r.s.Kill()
 			if r.s, err = r.startServe(); err != nil {
 				return err
 			}
 			down = time.Since(t)
 			fmt.Printf("serve started again in %.1f s\n", down.Seconds())
-			m.s, m.cpu0 = r.s, r.s.cpu()
+			m.s, m.cpu0 = r.s, r.s.CPU()
 		}
 	}
 	note := ""
@@ -288,7 +285,7 @@ func (r *run) do() error {
 	}
 	fmt.Printf("check %s: %d output lines, %d error lines, %d custom_ids missing, %d repeated %v\n",
 		verdict, outLines, errLines, missing, twice, bad)
-	fmt.Printf("serve log: %d warn/error lines\n", r.s.warnings())
+	fmt.Printf("serve log: %d warn/error lines\n", r.s.Warnings())
 
 	if err := r.sizes("before archive"); err != nil {
 		return err
@@ -303,7 +300,7 @@ func (r *run) do() error {
 	if err := r.sizes("after archive"); err != nil {
 		return err
 	}
-	r.s.stop()
+	r.s.Stop(30 * time.Second)
 	r.s = nil
 	if r.pgSchema != "" {
 		// PostgreSQL keeps deleted rows' space for reuse; what the
@@ -351,7 +348,7 @@ func (r *run) upload() (id string, size int64, err error) {
 		ID    string `json:"id"`
 		Bytes int64  `json:"bytes"`
 	}
-	if err := call(http.MethodPost, r.s.url+"/v1/files", mw.FormDataContentType(), pr, &f); err != nil {
+	if err := call(http.MethodPost, r.s.URL+"/v1/files", mw.FormDataContentType(), pr, &f); err != nil {
 		return "", 0, fmt.Errorf("upload: %w", err)
 	}
 	if f.Bytes != cw.n {
@@ -366,7 +363,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 
 // download streams a result file, counting each custom_id in seen.
 func (r *run) download(id string, output bool, seen []uint8, n *int64, bad *[]string) (int64, error) {
-	resp, err := client.Get(r.s.url + "/v1/files/" + id + "/content")
+	resp, err := client.Get(r.s.URL + "/v1/files/" + id + "/content")
 	if err != nil {
 		return 0, err
 	}
@@ -418,14 +415,14 @@ func (c *countReader) Read(p []byte) (int, error) {
 func (r *run) until(id string, every time.Duration, done func(batchObject) bool) (batchObject, error) {
 	var b batchObject
 	for {
-		if err := call(http.MethodGet, r.s.url+"/v1/batches/"+id, "", nil, &b); err != nil {
+		if err := call(http.MethodGet, r.s.URL+"/v1/batches/"+id, "", nil, &b); err != nil {
 			return b, err
 		}
 		if done(b) {
 			return b, nil
 		}
 		select {
-		case <-r.s.done:
+		case <-r.s.Done():
 			return b, errors.New("serve exited")
 		case <-time.After(every):
 		}
@@ -491,136 +488,12 @@ func (r *run) vacuumFull() error {
 	return nil
 }
 
-// serve is a running `promptkit serve`.
-type serve struct {
-	cmd  *exec.Cmd
-	url  string
-	log  string
-	done chan struct{}
-}
-
-var listenLine = regexp.MustCompile(`msg="promptkit serve listening[^"]*" addr=(\S+)`)
-
-func (r *run) startServe() (*serve, error) {
-	s := &serve{log: filepath.Join(r.dir, "serve.log"), done: make(chan struct{})}
-	args := []string{"serve", "--config", r.cfgPath, "--database", r.database, "--addr", "127.0.0.1:0", "--submit-rate", "-1"}
+func (r *run) startServe() (*pkbin.Serve, error) {
+	args := []string{"--config", r.cfgPath, "--database", r.database, "--addr", "127.0.0.1:0", "--submit-rate", "-1"}
 	if r.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(r.workers))
 	}
-	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	off, _ := logf.Seek(0, io.SeekEnd)
-	s.cmd = exec.Command(r.bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for s.url == "" {
-		b, _ := os.ReadFile(s.log)
-		if m := listenLine.FindSubmatch(b[min(off, int64(len(b))):]); m != nil {
-			s.url = string(m[1])
-			break
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("serve exited:\n%s", b)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("serve did not listen within 60 s:\n%s", b)
-		}
-	}
-	return s, nil
-}
-
-func (s *serve) stop() {
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-}
-
-func (s *serve) sigkill() {
-	_ = s.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.done
-}
-
-func (s *serve) tail(n int) string {
-	b, _ := os.ReadFile(s.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-func (s *serve) warnings() int {
-	b, _ := os.ReadFile(s.log)
-	return bytes.Count(b, []byte("level=WARN")) + bytes.Count(b, []byte("level=ERROR"))
-}
-
-// resetPeak sets serve's VmHWM to its current RSS, so that the next
-// reading is the peak of the phase that starts now.
-func (s *serve) resetPeak() {
-	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", s.cmd.Process.Pid), []byte("5"), 0)
-}
-
-// memory reads serve's VmRSS and VmHWM in KiB.
-func (s *serve) memory() (rss, hwm int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, 0
-	}
-	for l := range strings.SplitSeq(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "VmRSS:":
-			rss, _ = strconv.Atoi(f[1])
-		case "VmHWM:":
-			hwm, _ = strconv.Atoi(f[1])
-		}
-	}
-	return rss, hwm
-}
-
-// status reads one KiB figure of serve's /proc status.
-func (s *serve) status(key string) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for l := range strings.SplitSeq(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == key {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	return 0
-}
-
-// cpu is serve's user+system CPU seconds so far.
-func (s *serve) cpu() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	k, _ := strconv.ParseFloat(f[12], 64)
-	return (u + k) / 100 // USER_HZ
+	return pkbin.StartServe(r.bin, filepath.Join(r.dir, "serve.log"), 60*time.Second, args...)
 }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}

@@ -30,9 +30,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -120,16 +118,11 @@ type env struct {
 	verbose bool
 }
 
-// serve is a running `promptkit serve`.
+// serve is a running `promptkit serve` in a directory of its own.
 type serve struct {
-	cmd  *exec.Cmd
-	dir  string
-	url  string
-	log  string
-	done chan struct{}
+	*pkbin.Serve
+	dir string
 }
-
-var listenLine = regexp.MustCompile(`msg="promptkit serve listening[^"]*" addr=(\S+)`)
 
 // start runs serve with backends named by id → base URL (each with a
 // profile of the same id) and extra YAML for the backend "limited".
@@ -138,7 +131,6 @@ func (e env) start(backends map[string]string, limitedExtra string) (*serve, err
 	if err != nil {
 		return nil, err
 	}
-	s := &serve{dir: dir, log: filepath.Join(dir, "serve.log"), done: make(chan struct{})}
 	var cfg strings.Builder
 	cfg.WriteString("backends:\n")
 	for _, id := range slices.Sorted(maps.Keys(backends)) {
@@ -156,85 +148,22 @@ func (e env) start(backends map[string]string, limitedExtra string) (*serve, err
 		return nil, err
 	}
 	db := filepath.Join(dir, "jobs.db")
-	args := []string{"serve", "--config", cfgPath, "--database", db, "--addr", "127.0.0.1:0", "--submit-rate", "-1"}
+	args := []string{"--config", cfgPath, "--database", db, "--addr", "127.0.0.1:0", "--submit-rate", "-1"}
 	if e.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(e.workers))
 	}
-	logf, err := os.Create(s.log)
+	p, err := pkbin.StartServe(e.bin, filepath.Join(dir, "serve.log"), 30*time.Second, args...)
 	if err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	defer logf.Close()
-	s.cmd = exec.Command(e.bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		return nil, err
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for s.url == "" {
-		b, _ := os.ReadFile(s.log)
-		if m := listenLine.FindSubmatch(b); m != nil {
-			s.url = string(m[1])
-			break
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("serve exited:\n%s", b)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("serve did not listen within 30 s:\n%s", b)
-		}
-	}
-	return s, nil
+	return &serve{Serve: p, dir: dir}, nil
 }
 
-// stop ends serve with SIGTERM (SIGKILL after 20 s) and removes its files.
+// stop ends serve (SIGKILL after 20 s) and removes its files.
 func (s *serve) stop() {
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(20 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
+	s.Stop(20 * time.Second)
 	os.RemoveAll(s.dir)
-}
-
-func (s *serve) tail(n int) string {
-	b, _ := os.ReadFile(s.log)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// warnings counts serve's WARN and ERROR log lines.
-func (s *serve) warnings() int {
-	b, _ := os.ReadFile(s.log)
-	return bytes.Count(b, []byte("level=WARN")) + bytes.Count(b, []byte("level=ERROR"))
-}
-
-// memory reads serve's VmRSS and VmHWM in KiB.
-func (s *serve) memory() (rss, hwm int) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "VmRSS:":
-			rss, _ = strconv.Atoi(f[1])
-		case "VmHWM:":
-			hwm, _ = strconv.Atoi(f[1])
-		}
-	}
-	return rss, hwm
 }
 
 // client is a keep-alive HTTP client for loopback.
@@ -294,14 +223,14 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 		return res, err
 	}
 	defer s.stop()
-	res.rssStart, _ = s.memory()
+	res.rssStart, _ = s.Memory()
 
 	var in bytes.Buffer
 	for i := range lines {
 		fmt.Fprintf(&in, `{"custom_id":"req-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"limited","messages":[{"role":"user","content":"question number %d"}]}}`+"\n", i, i)
 	}
 	t0 := time.Now()
-	fileID, err := upload(s.url, in.Bytes())
+	fileID, err := upload(s.URL, in.Bytes())
 	if err != nil {
 		return res, err
 	}
@@ -319,7 +248,7 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 			case <-stopSampling:
 				return
 			case <-tick.C:
-				if rss, _ := s.memory(); rss > 0 {
+				if rss, _ := s.Memory(); rss > 0 {
 					samples = append(samples, rss)
 				}
 			}
@@ -331,7 +260,7 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 
 	start := time.Now()
 	var b batchObject
-	if err := call(http.MethodPost, s.url+"/v1/batches", "application/json",
+	if err := call(http.MethodPost, s.URL+"/v1/batches", "application/json",
 		strings.NewReader(fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/chat/completions","completion_window":"24h"}`, fileID)), &b); err != nil {
 		return res, err
 	}
@@ -339,10 +268,10 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 	giveUp := start.Add(3*time.Duration(lines)*time.Second/time.Duration(rate) + time.Minute)
 	for !terminal(b.Status) {
 		if time.Now().After(giveUp) {
-			return res, fmt.Errorf("batch still %s (%+v) after %v:\n%s", b.Status, b.Counts, time.Since(start), s.tail(20))
+			return res, fmt.Errorf("batch still %s (%+v) after %v:\n%s", b.Status, b.Counts, time.Since(start), s.Tail(20))
 		}
 		time.Sleep(50 * time.Millisecond)
-		if err := call(http.MethodGet, s.url+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
+		if err := call(http.MethodGet, s.URL+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
 			return res, err
 		}
 	}
@@ -352,14 +281,14 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 	res.status, res.completed, res.failed = b.Status, b.Counts.Completed, b.Counts.Failed
 	res.validating, res.running, res.finalizing = b.InProgressAt-b.CreatedAt, b.FinalizingAt-b.InProgressAt, b.CompletedAt-b.FinalizingAt
 	if b.ErrorFileID != "" {
-		n, err := countLines(s.url + "/v1/files/" + b.ErrorFileID + "/content")
+		n, err := countLines(s.URL + "/v1/files/" + b.ErrorFileID + "/content")
 		if err != nil {
 			return res, err
 		}
 		res.errorLines = n
 	}
 	if b.OutputFileID != "" {
-		n, err := countLines(s.url + "/v1/files/" + b.OutputFileID + "/content")
+		n, err := countLines(s.URL + "/v1/files/" + b.OutputFileID + "/content")
 		if err != nil {
 			return res, err
 		}
@@ -369,17 +298,17 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 	}
 	st := prov.Stats()
 	res.calls, res.rateLimited = st.Requests-st.Models, st.RateLimited
-	_, res.hwm = s.memory()
+	_, res.hwm = s.Memory()
 	if len(samples) > 0 {
 		slices.Sort(samples)
 		res.rssMedian, res.rssMax = samples[len(samples)/2], samples[len(samples)-1]
 	}
-	res.serveWarnLines = s.warnings()
+	res.serveWarnLines = s.Warnings()
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		res.load = strings.Fields(string(b))[0]
 	}
 	if e.verbose {
-		fmt.Println(s.tail(15))
+		fmt.Println(s.Tail(15))
 	}
 	return res, nil
 }
@@ -503,7 +432,7 @@ func (e env) chat(n int) (chatResult, error) {
 	}
 	// Warm both paths (connections, the database's first writes).
 	for range 20 {
-		if _, err := send(s.url+"/v1/chat/completions", pkBody()); err != nil {
+		if _, err := send(s.URL+"/v1/chat/completions", pkBody()); err != nil {
 			return chatResult{}, err
 		}
 		if _, err := send(prov.URL+"/chat/completions", directBody()); err != nil {
@@ -512,7 +441,7 @@ func (e env) chat(n int) (chatResult, error) {
 	}
 	var pk, direct []time.Duration
 	for range n {
-		d, err := send(s.url+"/v1/chat/completions", pkBody())
+		d, err := send(s.URL+"/v1/chat/completions", pkBody())
 		if err != nil {
 			return chatResult{}, err
 		}

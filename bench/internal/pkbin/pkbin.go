@@ -1,5 +1,5 @@
 // Package pkbin builds the promptkit binary for the comparison programs
-// that run it as a child process.
+// that run it as a child process, and runs `promptkit serve` (Serve).
 package pkbin
 
 import (
