@@ -362,18 +362,24 @@ func decodeMessages(raw json.RawMessage, p string) ([]pktype.Message, error) {
 	if len(list) == 0 {
 		return nil, reqErr(p, CodeInvalidValue, "%s must not be empty.", p)
 	}
-	out := make([]pktype.Message, 0, len(list))
+	return objects(list, p, decodeMessage)
+}
+
+// objects decodes the elements of the array at p, each an object, with
+// decode, in order: the first error wins.
+func objects[T any](list []json.RawMessage, p string, decode func(m map[string]json.RawMessage, ep string) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(list))
 	for i, r := range list {
-		mp := fmt.Sprintf("%s[%d]", p, i)
-		m, err := object(r, mp)
+		ep := fmt.Sprintf("%s[%d]", p, i)
+		m, err := object(r, ep)
 		if err != nil {
 			return nil, err
 		}
-		msg, err := decodeMessage(m, mp)
+		v, err := decode(m, ep)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, msg)
+		out = append(out, v)
 	}
 	return out, nil
 }

@@ -3,7 +3,6 @@ package openaiapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"maps"
 	"math"
 	"regexp"
@@ -291,20 +290,7 @@ func decodeInput(raw json.RawMessage) ([]Item, error) {
 	if len(list) == 0 {
 		return nil, reqErr("input", CodeInvalidValue, "input must not be empty.")
 	}
-	out := make([]Item, 0, len(list))
-	for i, r := range list {
-		p := fmt.Sprintf("input[%d]", i)
-		m, err := object(r, p)
-		if err != nil {
-			return nil, err
-		}
-		it, err := decodeItem(m, p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, it)
-	}
-	return out, nil
+	return objects(list, "input", decodeItem)
 }
 
 // itemKeys are the keys each item type takes besides type; id and status
