@@ -277,7 +277,7 @@ func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
 func (l *attemptLog) finish(err error) []json.RawMessage {
 	if h := l.held; h != nil {
 		var ge *promptkit.GenerationError
-		if l.w.cfg.KeepProviderDetail && h.Dispatched && h.Outcome == string(promptkit.ExecutionOutcomeError) &&
+		if l.w.cfg.KeepProviderDetail && h.Dispatched && h.StatusCode != 0 && h.Outcome == string(promptkit.ExecutionOutcomeError) &&
 			errors.As(err, &ge) && ge.StatusCode() == h.StatusCode {
 			h.Detail = jobs.ErrorMessage(ge.Detail())
 		}
