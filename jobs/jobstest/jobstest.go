@@ -218,6 +218,7 @@ func Run(t *testing.T, h Harness) {
 		{"PacingPeersExpire", testPacingPeersExpire},
 		{"PacingInvalid", testPacingInvalid},
 		{"PacingConcurrent", testPacingConcurrent},
+		{"PacingCooldown", testPacingCooldown},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
