@@ -262,6 +262,7 @@ func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
 	}
 	l.held = &attemptData{
 		JobAttempt: l.job.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
+		Backend:    ev.BackendID,
 		StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
 		CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
 		Model: ev.Model, Usage: attemptUsage(ev.Usage.Usage()),
@@ -303,9 +304,12 @@ func (l *attemptLog) flush() {
 
 // attemptData is the JSON of an attempt event.
 type attemptData struct {
-	JobAttempt     int    `json:"job_attempt"`
-	Generation     uint64 `json:"generation"`
-	Attempt        uint64 `json:"attempt"`
+	JobAttempt int    `json:"job_attempt"`
+	Generation uint64 `json:"generation"`
+	Attempt    uint64 `json:"attempt"`
+	// Backend is the backend the attempt went to: a model group chooses
+	// one per attempt.
+	Backend        string `json:"backend,omitempty"`
 	Dispatched     bool   `json:"dispatched"`
 	StatusCode     int    `json:"status_code,omitempty"`
 	Outcome        string `json:"outcome"`
