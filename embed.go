@@ -69,6 +69,8 @@ type EmbedResult struct {
 	// RunID identifies the call in its events, as a run's does.
 	RunID     string `json:"run_id"`
 	ProfileID string `json:"profile_id"`
+	// BackendID is the backend that answered: with a model group, the
+	// one the last attempt chose.
 	BackendID string `json:"backend_id,omitempty"`
 	// Model is the model the provider reported, else the one requested.
 	Model string `json:"model"`

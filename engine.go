@@ -86,9 +86,12 @@ type RunRequest struct {
 	ProfileID string `json:"profile_id,omitempty"`
 	// Model overrides the profile's model.
 	Model string `json:"model,omitempty"`
-	// Backend runs the profile on this backend instead of its own. The
-	// backend must serve the request's model: some profile uses it with
-	// that model; otherwise the request is ErrInvalidRequest.
+	// Backend runs the profile on this backend instead of its own, alone:
+	// a model group does not route a pinned run. The backend must serve
+	// the request's model: some profile uses it with that model, as its
+	// backend or in its group (by the profile's model, sent with the
+	// group's name for it there, or by that name); otherwise the request
+	// is ErrInvalidRequest.
 	Backend string `json:"backend,omitempty"`
 	// Sampling (Temperature, TopP, MaxTokens, Stop, Seed) overrides the
 	// profile's values when set (Stop when non-empty), within the same
@@ -152,7 +155,10 @@ type PreparedRun struct {
 	PromptID      string `json:"prompt_id,omitempty"`
 	PromptVersion string `json:"prompt_version,omitempty"`
 	ProfileID     string `json:"profile_id"`
-	BackendID     string `json:"backend_id,omitempty"`
+	// BackendID is the backend the run goes to; empty for a model group
+	// (Profile.Backends), which chooses one per attempt (RunResult.BackendID
+	// says which answered).
+	BackendID string `json:"backend_id,omitempty"`
 	// PromptHash is "sha256:" and the hex digest of the rendered request
 	// (model, messages, parameters, output schema). Equal hashes mean equal
 	// provider requests; retry settings and observers never affect it.
