@@ -58,15 +58,19 @@ func groupEngine(t *testing.T, clock *testkit.Clock, backends []promptkit.Backen
 
 // attemptBackends collects the attempt events' backends and statuses.
 type attemptBackends struct {
-	mu  sync.Mutex
-	got []string
+	mu       sync.Mutex
+	got      []string
+	finished string // the finished event's backend
 }
 
 func (a *attemptBackends) observe(ev promptkit.ExecutionEvent) {
-	if ev.Kind == promptkit.ExecutionAttempt {
-		a.mu.Lock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch ev.Kind {
+	case promptkit.ExecutionAttempt:
 		a.got = append(a.got, ev.BackendID+":"+http.StatusText(ev.StatusCode))
-		a.mu.Unlock()
+	case promptkit.ExecutionFinished:
+		a.finished = ev.BackendID
 	}
 }
 
@@ -248,8 +252,8 @@ func TestGroup429MovesToOther(t *testing.T) {
 	if err != nil || res.BackendID != "b" || res.Attempts != 2 {
 		t.Fatalf("run: %+v, %v", res, err)
 	}
-	if want := []string{"a:Too Many Requests", "b:OK"}; len(seen.got) != 2 || seen.got[0] != want[0] || seen.got[1] != want[1] {
-		t.Fatalf("attempts %v, want %v", seen.got, want)
+	if want := []string{"a:Too Many Requests", "b:OK"}; len(seen.got) != 2 || seen.got[0] != want[0] || seen.got[1] != want[1] || seen.finished != "b" {
+		t.Fatalf("attempts %v, finished on %q; want %v, b", seen.got, seen.finished, want)
 	}
 	if w := clock.Waits(); len(w) != 0 {
 		t.Fatalf("waited %v", w)
