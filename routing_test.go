@@ -111,6 +111,7 @@ func TestGroupAvoidsBrokenBackend(t *testing.T) {
 	if n < 2 || n > windows+1 {
 		t.Fatalf("the broken backend got %d requests in %d cooldown windows, want 2 to %d", n, windows, windows+1)
 	}
+	t.Logf("%d runs over %v: the broken backend got %d requests (%d cooldown windows)", runs, clock.Now().Sub(routingStart), n, windows)
 	if int64(failedOver) != n || good.Count() != runs {
 		t.Errorf("%d runs failed over, good served %d; want %d and %d", failedOver, good.Count(), n, runs)
 	}
@@ -120,6 +121,41 @@ func TestGroupAvoidsBrokenBackend(t *testing.T) {
 	}
 	if p := eng.Pacing()["good"]; p.Unwell || !p.CooldownUntil.IsZero() {
 		t.Errorf("good's pacing %+v, want well", p)
+	}
+}
+
+// Concurrent callers keep the bound: only the requests in flight when the
+// backend first fails add to it (it was well until then), since the
+// probes go one at a time.
+func TestGroupAvoidsBrokenBackendConcurrently(t *testing.T) {
+	t.Parallel()
+	clock := testkit.NewClock(routingStart)
+	bad := newBroken(t, 500)
+	good := providertest.NewServer()
+	t.Cleanup(good.Close)
+	eng := groupEngine(t, clock,
+		[]promptkit.Backend{{ID: "bad", BaseURL: bad.url}, {ID: "good", BaseURL: good.URL}},
+		[]promptkit.ProfileBackend{{ID: "bad"}, {ID: "good"}})
+	const callers, runs = 8, 125
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range runs {
+				if _, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "x"}); err != nil {
+					t.Error(err)
+					return
+				}
+				clock.Advance(time.Second / callers)
+			}
+		})
+	}
+	wg.Wait()
+	windows := int64(clock.Now().Sub(routingStart) / promptkit.DefaultCooldown)
+	if n := bad.calls.Load(); n > windows+callers {
+		t.Fatalf("the broken backend got %d requests in %d cooldown windows, want at most %d", n, windows, windows+callers)
+	}
+	if good.Count() != callers*runs {
+		t.Fatalf("good served %d of %d", good.Count(), callers*runs)
 	}
 }
 
