@@ -156,6 +156,18 @@ type Store interface {
 	// a job's DependsOn) are left as they are, as Archive leaves them.
 	DeletePrompt(ctx context.Context, orgID, id string) error
 
+	// Usage sums the usage ledger: one row per dispatched provider call,
+	// written in the same transaction as the attempt event that reports
+	// the call (AppendAttempt, and the AttemptEvents of Succeed, Requeue
+	// and Fail: only when the write takes effect), plus one row of unknown
+	// usage and cost per running job Reclaim takes from a lost worker
+	// (jobs.LostCall). Rows carry the job's org, creator (user) and token,
+	// the call's model and backend, and the store's time; they outlive the
+	// job (Archive and DeletePrompt leave them). Buckets come in the order
+	// of their group values (day first), one per group present.
+	// ErrInvalid for what UsageParams.Normalize refuses.
+	Usage(ctx context.Context, p UsageParams) ([]UsageBucket, error)
+
 	// CreateToken stores a token's hash with its org, user and role.
 	CreateToken(ctx context.Context, p CreateTokenParams) (Token, error)
 	// ListTokens returns the tokens of orgID (empty: every org), revoked
@@ -288,6 +300,9 @@ type Options struct {
 type EnqueueParams struct {
 	OrgID     string
 	CreatedBy string
+	// TokenID is the API token that submitted the job (Token.ID), so that
+	// the usage ledger can tell its spend; empty without one.
+	TokenID string
 	// Text, PromptRef with Inputs, Chat or Embedding: what to run.
 	Text      string
 	PromptRef string

@@ -218,6 +218,8 @@ func Run(t *testing.T, h Harness) {
 		{"PacingPeersExpire", testPacingPeersExpire},
 		{"PacingInvalid", testPacingInvalid},
 		{"PacingConcurrent", testPacingConcurrent},
+		{"UsageLedger", testUsageLedger},
+		{"UsageTokenOnJobs", testUsageTokenOnJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
