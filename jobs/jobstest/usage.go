@@ -159,7 +159,8 @@ func testUsageLedger(t *testing.T, h Harness) {
 	}
 }
 
-// Every way in keeps a job's token, and a retry keeps it too.
+// Every way in keeps a job's token, a retry keeps it too, and a batch
+// keeps its creator's.
 func testUsageTokenOnJobs(t *testing.T, h Harness) {
 	f := setup(t, h)
 	e := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", TokenID: "tok-1"})
@@ -192,5 +193,15 @@ func testUsageTokenOnJobs(t *testing.T, h Harness) {
 	}
 	if r.TokenID != "tok-3" || f.job(r.ID).TokenID != "tok-3" {
 		t.Errorf("retry's token = %q", r.TokenID)
+	}
+	// A batch keeps its creator's token for its lines' jobs.
+	in := f.newFile("org-1", "in.jsonl", "{}\n")
+	b, err := f.store.CreateBatch(f.ctx, jobs.CreateBatchParams{OrgID: "org-1", CreatedBy: "u", TokenID: "tok-4", InputFileID: in.ID,
+		Endpoint: "/v1/chat/completions", CompletionWindow: "24h", Window: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.TokenID != "tok-4" || f.batch(b.ID).TokenID != "tok-4" {
+		t.Errorf("batch's token = %q", b.TokenID)
 	}
 }

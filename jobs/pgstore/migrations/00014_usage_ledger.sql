@@ -1,5 +1,5 @@
 -- Spend: the API token a job was submitted with (jobs.token_id, kept by
--- a retry), and the usage ledger, one row per dispatched provider call,
+-- a retry; batches.token_id for a batch's lines), and the usage ledger, one row per dispatched provider call,
 -- written with the attempt event that reports it (and one of unknown
 -- usage for the call a reclaimed job's lost worker may have made). A
 -- NULL count or cost is unknown, never zero. Rows copy the job's org,
@@ -9,6 +9,7 @@
 
 -- +goose Up
 ALTER TABLE jobs ADD COLUMN token_id text COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE batches ADD COLUMN token_id text COLLATE "C" NOT NULL DEFAULT '';
 
 CREATE TABLE usage_ledger (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -33,4 +34,5 @@ CREATE INDEX usage_ledger_at ON usage_ledger (at);
 
 -- +goose Down
 DROP TABLE usage_ledger;
+ALTER TABLE batches DROP COLUMN token_id;
 ALTER TABLE jobs DROP COLUMN token_id;
