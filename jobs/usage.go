@@ -250,18 +250,24 @@ func (p UsageParams) Groups(g UsageGroup) bool { return slices.Contains(p.GroupB
 // are counted apart, so that unknown is never read as zero.
 type UsageBucket struct {
 	// Day is the bucket's UTC midnight, when grouped by day.
-	Day time.Time
+	Day time.Time `json:"day,omitzero"`
 	// OrgID, UserID, TokenID, Model and Backend are set when grouped by
 	// them.
-	OrgID, UserID, TokenID, Model, Backend string
+	OrgID   string `json:"org_id,omitempty"`
+	UserID  string `json:"user_id,omitempty"`
+	TokenID string `json:"token_id,omitempty"`
+	Model   string `json:"model,omitempty"`
+	Backend string `json:"backend,omitempty"`
 	// Requests counts provider calls, lost ones (see LostCall) included.
-	Requests int64
+	Requests int64 `json:"requests"`
 	// InputTokens, OutputTokens and CachedInputTokens sum known counts.
-	InputTokens, OutputTokens, CachedInputTokens int64
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
 	// UnknownUsage counts calls whose input or output count is unknown.
-	UnknownUsage int64
+	UnknownUsage int64 `json:"unknown_usage"`
 	// CostUSD sums known costs.
-	CostUSD float64
+	CostUSD float64 `json:"cost_usd"`
 	// UnknownCost counts calls whose cost is unknown.
-	UnknownCost int64
+	UnknownCost int64 `json:"unknown_cost"`
 }
