@@ -158,15 +158,16 @@ func UsageCalls(events ...json.RawMessage) []UsageCall {
 }
 
 // LostCall is the ledger row Reclaim writes for a running job whose worker
-// was lost: the worker writes every call's attempt event before making the
-// next call, so at most one call, the last, may have gone out unrecorded.
+// was lost, and Cancel for a running job it stops: the worker writes every
+// call's attempt event before making the next call, so at most one call,
+// the last, may have gone out unrecorded.
 // Its model, usage and cost are unknown, and budgets count it as such.
 var LostCall = UsageCall{}
 
 // JobCost is a job's cost from its events: the sum of its dispatched
 // attempts' costs, unknown when any of theirs is, and unknown when a
-// reclaim may have lost a call (a transition out of running that names
-// no worker's result: error_kind worker_crash or stuck).
+// reclaim or a cancel may have lost a call (a transition out of running
+// with error_kind worker_crash or stuck, or to cancelled).
 func JobCost(events []Event) pktype.Cost {
 	cost := pktype.Cost{Known: true}
 	for _, ev := range events {
@@ -185,8 +186,10 @@ func JobCost(events []Event) pktype.Cost {
 			}
 		case EventTransition:
 			var d TransitionData
-			if ev.From == Running && json.Unmarshal(ev.Data, &d) == nil &&
-				(d.ErrorKind == KindWorkerCrash || d.ErrorKind == KindStuck) {
+			if ev.From != Running {
+				continue
+			}
+			if ev.To == Cancelled || (json.Unmarshal(ev.Data, &d) == nil && (d.ErrorKind == KindWorkerCrash || d.ErrorKind == KindStuck)) {
 				cost.Known = false
 			}
 		}

@@ -220,6 +220,7 @@ func Run(t *testing.T, h Harness) {
 		{"PacingConcurrent", testPacingConcurrent},
 		{"UsageLedger", testUsageLedger},
 		{"UsageTokenOnJobs", testUsageTokenOnJobs},
+		{"UsageCancel", testUsageCancel},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

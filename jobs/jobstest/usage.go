@@ -205,3 +205,29 @@ func testUsageTokenOnJobs(t *testing.T, h Harness) {
 		t.Errorf("batch's token = %q", b.TokenID)
 	}
 }
+
+// Cancelling a running job counts the call its worker may have had out,
+// which its refused settling write can no longer report, as a lost one;
+// cancelling a queued job counts nothing.
+func testUsageCancel(t *testing.T, h Harness) {
+	f := setup(t, h)
+	run := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", TokenID: "tok"})
+	f.claimID("w", run.JobID)
+	queued := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", TokenID: "tok"})
+	for _, id := range []string{run.JobID, queued.JobID} {
+		if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: run.JobID, Worker: "w", Output: "x",
+		AttemptEvents: []json.RawMessage{attemptEvent("m", "b", 1, 1, 0, 1)}})
+	wantErr(t, err, jobs.ErrNotClaimed, "Succeed after Cancel")
+	expectUsage(t, "after cancels", f.usage(jobs.UsageParams{TokenID: "tok", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}),
+		[]jobs.UsageBucket{{OrgID: "org-1", Requests: 1, UnknownUsage: 1, UnknownCost: 1}})
+	if c := jobs.JobCost(f.events(run.JobID)); c.Known {
+		t.Errorf("cancelled running job's cost %+v, want unknown", c)
+	}
+	if c := jobs.JobCost(f.events(queued.JobID)); c != (pktype.Cost{Known: true}) {
+		t.Errorf("cancelled queued job's cost %+v, want a known zero", c)
+	}
+}

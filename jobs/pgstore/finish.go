@@ -330,6 +330,11 @@ var cancelSQL = named(`
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
 		SELECT id, prompt_id, org_id, 'transition', from_state, 'cancelled', $now FROM done ORDER BY ord
+	), lost AS (
+		-- A running job's worker may have a call out that its settling
+		-- write, now refused, would have reported: jobs.LostCall.
+		INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend)
+		SELECT $now, id, org_id, created_by, token_id, '', '' FROM done WHERE from_state = 'running'
 	), `+notified("done")+`
 	SELECT `+jobCols+` FROM done, notified ORDER BY ord`,
 	"now", "id", "from", "schema")

@@ -154,6 +154,12 @@ func (w *wtx) cancel(old jobs.Job) (jobs.Job, error) {
 		return jobs.Job{}, err
 	}
 	w.transition(j, old.State, jobs.Cancelled, nil)
+	if old.State == jobs.Running {
+		// Its worker's unwritten call, if any, is lost (jobs.LostCall).
+		if err := w.insertCalls(j, []jobs.UsageCall{jobs.LostCall}); err != nil {
+			return jobs.Job{}, err
+		}
+	}
 	return j, nil
 }
 
