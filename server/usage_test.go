@@ -74,7 +74,9 @@ func results(p usagePage) []string {
 // Jobs carry the token they were submitted with, and GET /v1/usage shows
 // a member its own calls, an admin its org's, in OpenAI's usage shape.
 func TestUsage(t *testing.T) {
-	onStores(t, jobs.Options{}, func(t *testing.T, e *env) {
+	// The store's clock: every call of the test is on one day.
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	onStores(t, jobs.Options{Now: func() time.Time { return at }}, func(t *testing.T, e *env) {
 		ann := e.token("acme", "ann", jobs.RoleMember)
 		bob := e.token("acme", "bob", jobs.RoleMember)
 		boss := e.token("acme", "boss", jobs.RoleAdmin)
@@ -99,7 +101,7 @@ func TestUsage(t *testing.T) {
 			t.Errorf("bob's job cost %+v, want unknown", jv.Cost)
 		}
 
-		end := time.Now().Add(time.Hour).Unix()
+		end := at.Add(time.Hour).Unix()
 		q := fmt.Sprintf("/v1/usage?start_time=0&end_time=%d&group_by=user_id,api_key_id,model", end)
 		start := "0:"
 		annKey, bobKey := e.tokenID("acme", "ann"), e.tokenID("acme", "bob")
@@ -134,7 +136,7 @@ func TestUsage(t *testing.T) {
 		if got := results(p); fmt.Sprint(got) != fmt.Sprint([]string{"0:n=2 in=105 out=15 $0.50 unknown=1"}) {
 			t.Errorf("admin, no grouping: %q", got)
 		}
-		day := time.Now().UTC().Truncate(24 * time.Hour)
+		day := at.Truncate(24 * time.Hour)
 		r := e.call("GET", fmt.Sprintf("/v1/usage?start_time=%d&end_time=%d&bucket_width=1d", day.Add(-24*time.Hour).Unix(),
 			day.Add(48*time.Hour).Unix()), boss, nil)
 		r.decode(t, &p)
