@@ -50,6 +50,15 @@ func fromToken(t jobs.Token, hash []byte) Identity {
 	return id
 }
 
+// TokenID is the ID of the token the request acts with, which the jobs it
+// submits carry for the usage ledger; "" for the local identity.
+func (id Identity) TokenID() string {
+	if id.Key == localKey {
+		return ""
+	}
+	return id.Key
+}
+
 // CreatedBy is the user filter of the identity's reads: a member sees its
 // own prompts, an admin every prompt of its org ("").
 func (id Identity) CreatedBy() string {
