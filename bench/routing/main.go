@@ -9,10 +9,11 @@
 //     succeed; the report gives the requests the broken backend received
 //     in each cooldown window (the first window also holds the calls that
 //     were already in flight when the first 500 came back).
+//
 //   - healthy: both answer, with weights 3 and 1. The report gives each
 //     backend's share of the calls.
 //
-//	go run ./routing -jobs 1000 -cooldown 2s
+//     go run ./routing -jobs 1000 -cooldown 2s
 package main
 
 import (
