@@ -13,7 +13,9 @@
 //   - healthy: both answer, with weights 3 and 1. The report gives each
 //     backend's share of the calls.
 //
-//     go run ./routing -jobs 1000 -cooldown 2s
+// Run it from the bench module:
+//
+//	go run ./routing -jobs 1000 -cooldown 500ms -latency 50ms -concurrency 8
 package main
 
 import (
