@@ -28,8 +28,30 @@ var (
 		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at, chat, batch_id, custom_id, embedding)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
-		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
-		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, fair_tag)
+		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// qNextTag takes the start tag of org ?1's next job at priority ?2
+	// (see jobs.Store.Claim) and records it as the org's last: the larger
+	// of its last tag and V, plus 1/weight, where V is the smallest tag of
+	// the queue available at ?3 at that priority (the first entry of
+	// jobs_claim there, past any not yet available) or, with none queued,
+	// the largest tag given at that priority.
+	qNextTag = wq(`INSERT INTO fair_tags (priority, org_id, last)
+		VALUES (?2, ?1, coalesce(
+				(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
+					ORDER BY fair_tag LIMIT 1),
+				(SELECT max(last) FROM fair_tags WHERE priority = ?2),
+				0)
+			+ 1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))
+		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last,
+			last + 1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))
+		RETURNING last`)
+	// qOrgRoom is how many more jobs of org ?1 may run, when it has a
+	// concurrency limit (no row otherwise). Its running jobs are counted
+	// through jobs_reclaim, which holds only running jobs.
+	qOrgRoom = wq(`SELECT l.max_running - (SELECT count(*) FROM jobs INDEXED BY jobs_reclaim
+			WHERE state = 'running' AND org_id = l.subject)
+		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND l.max_running > 0`)
 	qInsertEvent = wq(`INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )
@@ -108,6 +130,14 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	}
 	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
 	if p.ClaimAs != "" {
+		// An org at its concurrency limit gets its job queued instead.
+		var room int
+		switch err := w.queryRow(qOrgRoom, p.OrgID).Scan(&room); {
+		case err == nil && room <= 0:
+			return e, nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return jobs.Enqueued{}, fmt.Errorf("org room: %w", err)
+		}
 		j, err := scanJob(w.queryRow(qClaimID, p.ClaimAs, w.now, jobID))
 		if err != nil {
 			return jobs.Enqueued{}, fmt.Errorf("claim: %w", err)
@@ -122,12 +152,17 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 // one: both are set and they differ.
 func conflict(stored, hash string) bool { return stored != "" && hash != "" && stored != hash }
 
-// insertJob inserts a queued job and records its first event (→ queued;
-// a retry's names the job it supersedes).
+// insertJob inserts a queued job, with its start tag (qNextTag), and
+// records its first event (→ queued; a retry's names the job it
+// supersedes).
 func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
 	orgID, createdBy string, availableAt int64) error {
+	var tag float64
+	if err := w.queryRow(qNextTag, orgID, priority, w.now).Scan(&tag); err != nil {
+		return fmt.Errorf("start tag: %w", err)
+	}
 	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
-		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt); err != nil {
+		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tag); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued,
