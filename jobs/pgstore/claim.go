@@ -56,8 +56,13 @@ func notified(changed string) string {
 // left out of that scan (free) and claimed apart (held): for each, at
 // most its room (the limit less its running jobs, counted in job_running
 // under the event lock, so across processes), in claim order; the two
-// lists merge in claim order. Without such limits capped is empty and the
-// claim is the one range scan it was.
+// lists merge in claim order. A held scan stops at the last entry free
+// took (bound) when free took $limit, since no entry past it could be
+// claimed: so it costs at most what free's scan did, even for an org
+// with nothing queued. Without such limits capped is empty and the claim
+// is the one range scan it was. (free filters the limited orgs' entries
+// out as it walks: their queued jobs cost it a step each when they lie
+// ahead of the jobs it claims.)
 var claimSQL = named(claimFrom(`
 		WITH capped AS (
 			SELECT l.subject AS org, l.max_running - (SELECT count(*) FROM job_running r JOIN jobs rj ON rj.id = r.job_id
@@ -70,10 +75,16 @@ var claimSQL = named(claimFrom(`
 			ORDER BY q.priority, q.tag, q.job_id
 			LIMIT $limit
 			FOR UPDATE OF j SKIP LOCKED
+		), bound AS (
+			SELECT CASE WHEN (SELECT count(*) FROM free) < $limit THEN 32767 ELSE l.priority END AS p, l.tag AS t,
+				l.job_id AS id
+			FROM (SELECT 1) one LEFT JOIN (
+				SELECT priority, tag, job_id FROM free ORDER BY priority DESC, tag DESC, job_id DESC LIMIT 1) l ON true
 		), held AS (
 			SELECT h.* FROM capped c CROSS JOIN LATERAL (
 				SELECT q.job_id, q.priority, q.tag FROM job_queue q JOIN jobs j ON j.id = q.job_id
 				WHERE `+gateOpen+` AND j.org_id = c.org AND `+claimableSQL+`
+					AND (q.priority, q.tag, q.job_id) <= ((SELECT p FROM bound), (SELECT t FROM bound), (SELECT id FROM bound))
 				ORDER BY q.priority, q.tag, q.job_id
 				LIMIT least(c.room, $limit)
 				FOR UPDATE OF j SKIP LOCKED) h

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -41,9 +42,10 @@ var (
 	qPickFree = wq(`SELECT j.id, j.priority, j.fair_tag FROM jobs j
 		WHERE ` + claimableSQL + ` AND +j.org_id NOT IN (SELECT value FROM json_each(?4))
 		ORDER BY j.priority, j.fair_tag, j.id LIMIT ?5`)
-	// qPickOrg picks, in claim order, the claimable jobs of org ?4.
+	// qPickOrg picks, in claim order, the claimable jobs of org ?4 up to
+	// the place (?6, ?7, ?8) in claim order.
 	qPickOrg = wq(`SELECT j.id, j.priority, j.fair_tag FROM jobs j
-		WHERE ` + claimableSQL + ` AND +j.org_id = ?4
+		WHERE ` + claimableSQL + ` AND +j.org_id = ?4 AND (j.priority, j.fair_tag, j.id) <= (?6, ?7, ?8)
 		ORDER BY j.priority, j.fair_tag, j.id LIMIT ?5`)
 	// qClaimIDs claims the queued jobs ?3 (a JSON array) picked.
 	qClaimIDs = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
@@ -211,11 +213,19 @@ func (w *wtx) pickCapped(caps map[string]int, ceiling, limit int) ([]string, err
 	if err != nil {
 		return nil, err
 	}
+	// A limited org's scan stops where the free one did when that took
+	// limit jobs: nothing past it could be claimed. So it costs at most
+	// what the free scan did, even for an org with nothing queued.
+	bound := []any{math.MaxInt32, 0.0, ""}
+	if len(all) == limit {
+		last := all[len(all)-1]
+		bound = []any{last.priority, last.tag, last.id}
+	}
 	for org, room := range caps {
 		if room <= 0 {
 			continue
 		}
-		some, err := w.picks(qPickOrg, ceiling, org, min(room, limit))
+		some, err := w.picks(qPickOrg, ceiling, org, min(room, limit), bound...)
 		if err != nil {
 			return nil, err
 		}
@@ -229,9 +239,9 @@ func (w *wtx) pickCapped(caps map[string]int, ceiling, limit int) ([]string, err
 	return out, nil
 }
 
-// picks runs a pick query (qPickFree, qPickOrg).
-func (w *wtx) picks(q string, ceiling int, org string, limit int) ([]queuePos, error) {
-	rows, err := w.query(q, nil, w.now, ceiling, org, limit)
+// picks runs a pick query (qPickFree, qPickOrg with its bound).
+func (w *wtx) picks(q string, ceiling int, org string, limit int, bound ...any) ([]queuePos, error) {
+	rows, err := w.query(q, append([]any{nil, w.now, ceiling, org, limit}, bound...)...)
 	if err != nil {
 		return nil, err
 	}
