@@ -30,21 +30,22 @@ var (
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, fair_tag)
 		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	// qNextTag takes the start tag of org ?1's next job at priority ?2
-	// (see jobs.Store.Claim) and records it as the org's last: the larger
-	// of its last tag and V, plus 1/weight, where V is the smallest tag of
-	// the queue available at ?3 at that priority (the first entry of
+	// qTagStep is org ?1's tag step: 1/weight.
+	qTagStep = wq(`SELECT 1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1)`)
+	// qNextTags takes the start tags of org ?1's next jobs at priority ?2
+	// (see jobs.Store.Claim), ?4 (their number times the org's step) in
+	// all, and returns the last, which it records as the org's: the
+	// larger of its last tag and V, plus ?4, where V is the smallest tag
+	// of the queue available at ?3 at that priority (the first entry of
 	// jobs_claim there, past any not yet available) or, with none queued,
 	// the largest tag given at that priority.
-	qNextTag = wq(`INSERT INTO fair_tags (priority, org_id, last)
+	qNextTags = wq(`INSERT INTO fair_tags (priority, org_id, last)
 		VALUES (?2, ?1, coalesce(
 				(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
 					ORDER BY fair_tag LIMIT 1),
 				(SELECT max(last) FROM fair_tags WHERE priority = ?2),
-				0)
-			+ 1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))
-		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last,
-			last + 1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))
+				0) + ?4)
+		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4)
 		RETURNING last`)
 	// qOrgRoom is how many more jobs of org ?1 may run, when it has a
 	// concurrency limit (no row otherwise). Its running jobs are counted
@@ -157,9 +158,9 @@ func conflict(stored, hash string) bool { return stored != "" && hash != "" && s
 // supersedes).
 func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
 	orgID, createdBy string, availableAt int64) error {
-	var tag float64
-	if err := w.queryRow(qNextTag, orgID, priority, w.now).Scan(&tag); err != nil {
-		return fmt.Errorf("start tag: %w", err)
+	tag, err := w.nextTag(orgID, priority)
+	if err != nil {
+		return err
 	}
 	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
 		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tag); err != nil {
@@ -168,6 +169,47 @@ func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []b
 	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued,
 		jobs.TransitionData{Supersedes: supersedes}.JSON())
 	return nil
+}
+
+// tagKey names an org's tags at a priority.
+type tagKey struct {
+	org      string
+	priority int
+}
+
+// takeTags allocates the start tags of n jobs of an org at a priority,
+// which the transaction's next n insertJob calls for them then take in
+// order (an EnqueueBatch takes an org's tags in one statement, not one per
+// job). Tags an idempotent repeat leaves untaken are a gap, as if the org
+// had queued that many more jobs.
+func (w *wtx) takeTags(k tagKey, n int) error {
+	var step, last float64
+	if err := w.queryRow(qTagStep, k.org).Scan(&step); err != nil {
+		return fmt.Errorf("tag step: %w", err)
+	}
+	if err := w.queryRow(qNextTags, k.org, k.priority, w.now, step*float64(n)).Scan(&last); err != nil {
+		return fmt.Errorf("start tags: %w", err)
+	}
+	if w.tags == nil {
+		w.tags = map[tagKey][]float64{}
+	}
+	for i := n - 1; i >= 0; i-- {
+		w.tags[k] = append(w.tags[k], last-step*float64(i))
+	}
+	return nil
+}
+
+// nextTag is the start tag of the org's next job at the priority.
+func (w *wtx) nextTag(org string, priority int) (float64, error) {
+	k := tagKey{org, priority}
+	if len(w.tags[k]) == 0 {
+		if err := w.takeTags(k, 1); err != nil {
+			return 0, err
+		}
+	}
+	tag := w.tags[k][0]
+	w.tags[k] = w.tags[k][1:]
+	return tag, nil
 }
 
 // Enqueue implements jobs.Store. Concurrent calls share transactions (group
@@ -205,6 +247,20 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 	}
 	out := make([]jobs.Enqueued, len(ps))
 	err := s.write(ctx, "enqueue batch", func(w *wtx) error {
+		counts := map[tagKey]int{}
+		var keys []tagKey
+		for _, p := range norm {
+			k := tagKey{p.OrgID, *p.Priority}
+			if counts[k] == 0 {
+				keys = append(keys, k)
+			}
+			counts[k]++
+		}
+		for _, k := range keys {
+			if err := w.takeTags(k, counts[k]); err != nil {
+				return err
+			}
+		}
 		for i, p := range norm {
 			e, err := w.enqueueOne(p)
 			if err != nil {
