@@ -36,8 +36,8 @@ func TestConformance(t *testing.T) {
 
 // sideTablesMismatch counts the rows that break the side tables' contract
 // (migrations 00002, 00013): a job is in job_queue, with its claim-order
-// columns (its start tag included),
-// exactly when it is queued, and in job_running exactly when it is running.
+// columns (its start tag included), exactly when it is queued, and in
+// job_running exactly when it is running.
 const sideTablesMismatch = `
 	SELECT
 		(SELECT count(*) FROM jobs j WHERE
