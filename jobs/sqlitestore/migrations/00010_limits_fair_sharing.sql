@@ -39,11 +39,10 @@ CREATE TABLE IF NOT EXISTS fair_tags (
 
 -- The queue as it stands keeps its order: tags count up per priority in
 -- the old claim order.
-UPDATE jobs SET fair_tag = (
-    SELECT count(*) FROM jobs o
-    WHERE o.state = 'queued' AND o.priority = jobs.priority
-        AND (o.available_at, o.created_at, o.id) <= (jobs.available_at, jobs.created_at, jobs.id))
-WHERE state = 'queued';
+UPDATE jobs SET fair_tag = r.n
+FROM (SELECT id, row_number() OVER (PARTITION BY priority ORDER BY available_at, created_at, id) AS n
+    FROM jobs WHERE state = 'queued') r
+WHERE r.id = jobs.id;
 INSERT INTO fair_tags (priority, org_id, last)
 SELECT priority, org_id, max(fair_tag) FROM jobs WHERE state = 'queued' GROUP BY priority, org_id;
 
