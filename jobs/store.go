@@ -374,7 +374,9 @@ type EnqueueParams struct {
 	// transaction: a process with a free worker slot runs what it has just
 	// received without a round trip through the queue (see
 	// worker.Worker.RunNow). It cannot go with DependsOn or AvailableAt.
-	// An idempotent repeat claims nothing.
+	// An idempotent repeat claims nothing, nor does a job whose org is at
+	// its Limit's MaxRunning: that job is stored queued (Enqueued.Claimed
+	// nil), as Claim would leave it.
 	ClaimAs string
 
 	// normalized marks params Normalize returned (see Normalize).
