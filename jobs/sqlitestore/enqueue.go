@@ -30,23 +30,22 @@ var (
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, fair_tag)
 		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	// qTagStep is org ?1's tag step: 1/weight.
-	qTagStep = wq(`SELECT 1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1)`)
-	// qNextTags takes the start tags of org ?1's next jobs at priority ?2
-	// (see jobs.Store.Claim), ?4 (their number times the org's step) in
-	// all, and returns the last, which it records as the org's: the
-	// larger of its last tag and V, plus ?4, where V is the smallest tag
+	// qNextTags takes the start tags of org ?1's next ?4 jobs at priority
+	// ?2 (see jobs.Store.Claim) and returns the last, which it records as
+	// the org's, and the org's step, 1/weight: the last is the larger of
+	// the org's last tag and V, plus ?4 steps, where V is the smallest tag
 	// of the queue available at ?3 at that priority (the first entry of
 	// jobs_claim there, past any not yet available) or, with none queued,
-	// the largest tag given at that priority.
+	// the largest tag given at that priority. One statement, as the
+	// statements of an enqueue are most of its cost.
 	qNextTags = wq(`INSERT INTO fair_tags (priority, org_id, last)
 		VALUES (?2, ?1, coalesce(
 				(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
 					ORDER BY fair_tag LIMIT 1),
 				(SELECT max(last) FROM fair_tags WHERE priority = ?2),
-				0) + ?4)
-		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4)
-		RETURNING last`)
+				0) + ?4 * ` + tagStep + `)
+		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4 * ` + tagStep + `)
+		RETURNING last, ` + tagStep)
 	// qOrgRoom is how many more jobs of org ?1 may run, when it has a
 	// concurrency limit (no row otherwise). Its running jobs are counted
 	// through jobs_reclaim, which holds only running jobs.
@@ -171,6 +170,9 @@ func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []b
 	return nil
 }
 
+// tagStep is org ?1's tag step: 1/weight.
+const tagStep = `(1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))`
+
 // tagKey names an org's tags at a priority.
 type tagKey struct {
 	org      string
@@ -183,11 +185,8 @@ type tagKey struct {
 // job). Tags an idempotent repeat leaves untaken are a gap, as if the org
 // had queued that many more jobs.
 func (w *wtx) takeTags(k tagKey, n int) error {
-	var step, last float64
-	if err := w.queryRow(qTagStep, k.org).Scan(&step); err != nil {
-		return fmt.Errorf("tag step: %w", err)
-	}
-	if err := w.queryRow(qNextTags, k.org, k.priority, w.now, step*float64(n)).Scan(&last); err != nil {
+	var last, step float64
+	if err := w.queryRow(qNextTags, k.org, k.priority, w.now, n).Scan(&last, &step); err != nil {
 		return fmt.Errorf("start tags: %w", err)
 	}
 	if w.tags == nil {
