@@ -20,7 +20,7 @@ var (
 	// subquery's choice cannot be taken by anyone else before the UPDATE
 	// applies it. NOT EXISTS rather than "depends_on IN (terminal jobs)"
 	// keeps a child claimable when its (terminal) parent was archived.
-	// RETURNING adds the start tag, for claimOrder.
+	// RETURNING adds the start tag, for scanClaimed.
 	qClaim = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
 			running_heartbeat_at = ?2, updated_at = ?2
 		WHERE id IN (
@@ -30,7 +30,7 @@ var (
 			LIMIT ?4)
 		RETURNING ` + jobCols + `, fair_tag`)
 	// qCaps lists the orgs with a concurrency limit and how many more of
-	// their jobs may run (claimCapped); it is empty without such limits,
+	// their jobs may run (pickCapped); it is empty without such limits,
 	// and the claim is then qClaim alone. Running jobs are counted through
 	// jobs_reclaim, which holds only them.
 	qCaps = wq(`SELECT l.subject, l.max_running - (SELECT count(*) FROM jobs INDEXED BY jobs_reclaim
@@ -118,31 +118,28 @@ func (a queuePos) compare(b queuePos) int {
 // into claim order: RETURNING does not promise the subquery's order.
 func scanClaimed(rows *sql.Rows) ([]jobs.Job, error) {
 	defer rows.Close()
-	var (
-		out []jobs.Job
-		pos []queuePos
-	)
+	type claimed struct {
+		job jobs.Job
+		pos queuePos
+	}
+	var all []claimed
 	for rows.Next() {
 		var tag float64
 		j, err := scanJob(tagScanner{rows, &tag})
 		if err != nil {
 			return nil, err
 		}
-		out, pos = append(out, j), append(pos, queuePos{j.ID, j.Priority, tag})
+		all = append(all, claimed{j, queuePos{j.ID, j.Priority, tag}})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	idx := make([]int, len(out))
-	for i := range idx {
-		idx[i] = i
+	slices.SortFunc(all, func(a, b claimed) int { return a.pos.compare(b.pos) })
+	out := make([]jobs.Job, len(all))
+	for i, c := range all {
+		out[i] = c.job
 	}
-	slices.SortFunc(idx, func(a, b int) int { return pos[a].compare(pos[b]) })
-	sorted := make([]jobs.Job, len(out))
-	for i, k := range idx {
-		sorted[i] = out[k]
-	}
-	return sorted, nil
+	return out, nil
 }
 
 // tagScanner scans a row of jobCols and one more column, the start tag.
@@ -154,7 +151,7 @@ type tagScanner struct {
 func (t tagScanner) Scan(dest ...any) error { return t.r.Scan(append(dest, t.tag)...) }
 
 // claim claims up to limit jobs for worker in w: qClaim, unless some org
-// has a concurrency limit (claimCapped).
+// has a concurrency limit (pickCapped, then qClaimIDs).
 func (w *wtx) claim(worker string, ceiling, limit int) ([]jobs.Job, error) {
 	caps, err := w.caps()
 	if err != nil {
