@@ -54,8 +54,10 @@ var (
 		RETURNING ` + jobCols + `, fair_tag`)
 	// qClaimable says whether some queued job may be claimable (it
 	// ignores dependencies: it may say yes when the claim then finds
-	// nothing, never the reverse).
-	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2)`
+	// nothing, never the reverse), and whether some org has a concurrency
+	// limit (see Claim).
+	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2),
+		EXISTS (SELECT 1 FROM limits WHERE max_running > 0)`
 	// qClaimID claims one job by ID, as qClaim would (see
 	// jobs.EnqueueParams.ClaimAs).
 	qClaimID = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
@@ -151,11 +153,15 @@ type tagScanner struct {
 func (t tagScanner) Scan(dest ...any) error { return t.r.Scan(append(dest, t.tag)...) }
 
 // claim claims up to limit jobs for worker in w: qClaim, unless some org
-// has a concurrency limit (pickCapped, then qClaimIDs).
-func (w *wtx) claim(worker string, ceiling, limit int) ([]jobs.Job, error) {
-	caps, err := w.caps()
-	if err != nil {
-		return nil, err
+// has a concurrency limit (pickCapped, then qClaimIDs), which the caller
+// read (capped).
+func (w *wtx) claim(worker string, ceiling, limit int, capped bool) ([]jobs.Job, error) {
+	var caps map[string]int
+	var err error
+	if capped {
+		if caps, err = w.caps(); err != nil {
+			return nil, err
+		}
 	}
 	var rows *sql.Rows
 	if len(caps) == 0 {
@@ -264,10 +270,13 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 	// A read first: most claims that find nothing (an idle worker's poll,
 	// the wake-up every commit sends) then never take the write lock,
 	// which the commits of running jobs are waiting for. A job it misses
-	// was committed after it looked: a valid moment for the claim.
-	var some bool
+	// was committed after it looked: a valid moment for the claim. The
+	// same read says whether some org has a concurrency limit, so that
+	// without one the claim is qClaim alone (a limit set since applies
+	// from the next claim).
+	var some, capped bool
 	now := max(s.nowMicros(), s.floor.Load()) // as a transaction would stamp it
-	if err := s.readRow(ctx, qClaimable, now, *p.PriorityCeiling).Scan(&some); err != nil {
+	if err := s.readRow(ctx, qClaimable, now, *p.PriorityCeiling).Scan(&some, &capped); err != nil {
 		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
 	if !some {
@@ -277,7 +286,7 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 	var claimed []jobs.Job
 	err = s.grouped(ctx, "claim", func(w *wtx) error {
 		var err error
-		if claimed, err = w.claim(p.Worker, *p.PriorityCeiling, p.Limit); err != nil {
+		if claimed, err = w.claim(p.Worker, *p.PriorityCeiling, p.Limit, capped); err != nil {
 			return err
 		}
 		for _, j := range claimed {
