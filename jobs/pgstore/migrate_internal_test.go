@@ -163,7 +163,7 @@ func TestCheckSchemaVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	storetest.SchemaVersions(t, s, db, latest,
+	storetest.SchemaVersions(t, s, db, latest, srcs[len(srcs)-2].Version,
 		`INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1 + 1, true)`,
 		`DELETE FROM goose_db_version WHERE version_id >= $1`)
 }

@@ -92,7 +92,7 @@ func TestCheckSchemaVersion(t *testing.T) {
 	if v, err := latestVersion(); err != nil || v != latest {
 		t.Fatalf("latestVersion = %d, %v; want %d", v, err, latest)
 	}
-	storetest.SchemaVersions(t, s, s.writer, latest,
+	storetest.SchemaVersions(t, s, s.writer, latest, srcs[len(srcs)-2].Version,
 		`INSERT INTO goose_db_version (version_id, is_applied) VALUES (?1 + 1, 1)`,
 		`DELETE FROM goose_db_version WHERE version_id >= ?1`)
 }
