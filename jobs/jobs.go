@@ -245,6 +245,9 @@ type Response struct {
 	Model    string          `json:"model,omitempty"`
 	// FinishReason is the final generation's finish_reason.
 	FinishReason string `json:"finish_reason,omitempty"`
+	// Backend is the backend that answered: with a model group
+	// (docs/routing.md), one of the profile's backends.
+	Backend string `json:"backend,omitempty"`
 	// ToolCalls are the tools the model called instead of (or beside)
 	// answering, when the request offered tools.
 	ToolCalls []pktype.ToolCall `json:"tool_calls,omitempty"`

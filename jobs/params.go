@@ -303,6 +303,7 @@ func (p SucceedParams) Normalize() (SucceedParams, error) {
 		return p, invalid("parsed output is not JSON")
 	}
 	p.Output, p.Model, p.FinishReason = SanitizeText(p.Output), SanitizeText(p.Model), SanitizeText(p.FinishReason)
+	p.Backend = SanitizeText(p.Backend)
 	if len(p.ToolCalls) > 0 {
 		calls := make([]pktype.ToolCall, len(p.ToolCalls))
 		for i, c := range p.ToolCalls {

@@ -435,6 +435,8 @@ type SucceedParams struct {
 	Parsed json.RawMessage
 	Model  string
 	Usage  pktype.Usage
+	// Backend is the backend that answered (promptkit.RunResult.BackendID).
+	Backend string
 	// FinishReason is the final generation's finish_reason, "" when the
 	// provider sent none.
 	FinishReason string

@@ -451,6 +451,8 @@ func testBrowserSubmit(t *testing.T, e *browserEnv) {
 	e.waitFor(e.tab, "a cancel control while running", whenPrompt(q, `!p.querySelector('.cancel').hidden`))
 	release()
 	e.waitFor(e.tab, "the answer", whenPrompt(q, settled+` && p.querySelector('.answer strong').textContent === '42' && p.querySelectorAll('.answer li').length === 2`))
+	// The card names the backend that answered.
+	e.waitFor(e.tab, "the answering backend", whenPrompt(q, `p.querySelector('.meta').textContent.includes('from `+enginekit.BackendID+`')`))
 	e.waitFor(e.tab, "the answer announced", `document.getElementById('announcer').textContent.startsWith('Answered')`)
 
 	// Copy copies the Markdown as written.

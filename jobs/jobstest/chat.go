@@ -116,14 +116,16 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 		}
 	}
 
-	// A response with a finish reason and tool calls, and one without.
+	// A response with a finish reason, tool calls and the backend that
+	// answered, and one without.
 	var rids []string
 	for _, c := range []struct {
-		id, reason string
-		calls      []pktype.ToolCall
-	}{{plain.JobID, "", nil}, {chat.JobID, "tool_calls", toolCalls()}} {
+		id, reason, backend string
+		calls               []pktype.ToolCall
+	}{{plain.JobID, "", "", nil}, {chat.JobID, "tool_calls", "backend-b", toolCalls()}} {
 		f.claimID("w", c.id)
-		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Output: "out", FinishReason: c.reason, ToolCalls: c.calls})
+		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Output: "out", FinishReason: c.reason,
+			ToolCalls: c.calls, Backend: c.backend})
 		if err != nil {
 			t.Fatalf("Succeed: %v", err)
 		}
@@ -141,6 +143,9 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 		if r.FinishReason != reason || rs[rids[i]].FinishReason != reason {
 			t.Errorf("response %d: finish reason %q (GetResponse), %q (GetResponses), want %q",
 				i, r.FinishReason, rs[rids[i]].FinishReason, reason)
+		}
+		if backend := []string{"", "backend-b"}[i]; r.Backend != backend || rs[rids[i]].Backend != backend {
+			t.Errorf("response %d: backend %q (GetResponse), %q (GetResponses), want %q", i, r.Backend, rs[rids[i]].Backend, backend)
 		}
 		var want []pktype.ToolCall
 		if i == 1 {

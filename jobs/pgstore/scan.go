@@ -148,14 +148,14 @@ func scanPrompt(row pgx.Row) (jobs.Prompt, error) {
 }
 
 const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed::text, r.model, r.usage::text, r.created_at,
-	r.finish_reason, r.tool_calls::text`
+	r.finish_reason, r.tool_calls::text, r.backend`
 
 func scanResponse(row pgx.Row) (jobs.Response, error) {
 	var (
 		r                    jobs.Response
 		parsed, usage, calls []byte
 	)
-	if err := row.Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed, &r.Model, &usage, &r.CreatedAt, &r.FinishReason, &calls); err != nil {
+	if err := row.Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed, &r.Model, &usage, &r.CreatedAt, &r.FinishReason, &calls, &r.Backend); err != nil {
 		return jobs.Response{}, err
 	}
 	if err := jobs.DecodeToolCalls(calls, &r); err != nil {

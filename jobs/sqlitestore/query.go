@@ -593,7 +593,7 @@ func scanPrompt(r scanner) (jobs.Prompt, error) {
 
 // responseCols is the column list scanResponse reads, of responses r.
 const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at, r.finish_reason,
-	r.tool_calls`
+	r.tool_calls, r.backend`
 
 // scanResponse reads one row of responseCols.
 func scanResponse(r scanner) (jobs.Response, error) {
@@ -605,7 +605,7 @@ func scanResponse(r scanner) (jobs.Response, error) {
 		createdAt int64
 	)
 	err := r.Scan(&resp.ID, &resp.PromptID, &resp.JobID, &resp.Output, &parsed,
-		&resp.Model, &usage, &createdAt, &resp.FinishReason, &calls)
+		&resp.Model, &usage, &createdAt, &resp.FinishReason, &calls, &resp.Backend)
 	if err != nil {
 		return jobs.Response{}, err
 	}

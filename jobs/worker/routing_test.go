@@ -49,5 +49,9 @@ func TestGroupJobMovesToOtherBackend(t *testing.T) {
 		if atts[0].Backend != "down" || atts[0].JobAttempt != 1 || atts[1].Backend != "up" || atts[1].JobAttempt != 2 {
 			t.Fatalf("attempts = %+v, want job attempt 1 on down, 2 on up", atts)
 		}
+		// The response names the backend that answered.
+		if r, err := f.store.GetResponse(f.ctx, "", j.ResponseID); err != nil || r.Backend != "up" {
+			t.Fatalf("response backend %q (%v), want up", r.Backend, err)
+		}
 	})
 }

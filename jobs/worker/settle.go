@@ -45,7 +45,7 @@ func (wr write) attempts() int {
 func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(time.Duration) time.Duration) write {
 	succeed := func(res *promptkit.RunResult) write {
 		return write{op: opSucceed, jobID: j.ID, succeed: jobs.SucceedParams{JobID: j.ID, Worker: worker,
-			Output: res.Text, Parsed: res.Output, Model: res.Model, Usage: res.Usage, FinishReason: res.FinishReason, ToolCalls: res.ToolCalls,
+			Output: res.Text, Parsed: res.Output, Model: res.Model, Backend: res.BackendID, Usage: res.Usage, FinishReason: res.FinishReason, ToolCalls: res.ToolCalls,
 			AttemptEvents: o.attempts}}
 	}
 	requeue := func(at time.Time, kind jobs.ErrorKind, msg string, handback bool) write {

@@ -39,6 +39,8 @@ type Write struct {
 	Usage  json.RawMessage
 	// FinishReason is the final generation's finish_reason.
 	FinishReason string
+	// Backend is the backend that answered.
+	Backend string
 	// ToolCalls is the JSON of the final generation's tool calls, nil
 	// when there are none.
 	ToolCalls json.RawMessage
@@ -67,7 +69,7 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 		}
 	}
 	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded, Output: p.Output, Parsed: p.Parsed,
-		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, ToolCalls: calls, AttemptEvents: p.AttemptEvents,
+		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, Backend: p.Backend, ToolCalls: calls, AttemptEvents: p.AttemptEvents,
 		Calls: jobs.UsageCalls(p.AttemptEvents...)}, nil
 }
 

@@ -280,6 +280,8 @@ function render(p) {
   // The model says who answered: "promptkit-simulated" when serve runs
   // without a configured backend.
   if (answered && answered.model) meta.push(answered.model);
+  // With a model group, which of the profile's backends answered.
+  if (answered && answered.backend) meta.push('from ' + answered.backend);
   if (job.attempt > 1) meta.push('attempt ' + job.attempt + (job.max_attempts ? ' of ' + job.max_attempts : ''));
   if (job.state === 'queued' && job.error_kind) meta.push('retrying after ' + job.error_kind);
   q('.meta').textContent = meta.join(' · ');
