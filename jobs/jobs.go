@@ -153,6 +153,10 @@ const (
 	// cannot hold); retrying would get the same answer and be refused
 	// again.
 	KindUnstorable ErrorKind = "unstorable"
+	// KindBudgetExceeded: the job's org or token had spent its daily or
+	// monthly budget when the job was to run, so no provider call was
+	// made (see jobs/quota). Its message names the limit.
+	KindBudgetExceeded ErrorKind = "budget_exceeded"
 )
 
 // Errors returned by stores. Match them with errors.Is.
