@@ -218,6 +218,7 @@ func Run(t *testing.T, h Harness) {
 		{"PacingPeersExpire", testPacingPeersExpire},
 		{"PacingInvalid", testPacingInvalid},
 		{"PacingConcurrent", testPacingConcurrent},
+		{"Submitted", testSubmitted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
