@@ -174,6 +174,10 @@ var (
 	// ErrIdempotencyConflict is an idempotency key repeated with a
 	// different request (EnqueueParams.RequestHash).
 	ErrIdempotencyConflict = errors.New("jobs: idempotency key reused with a different request")
+	// ErrBudgetExceeded: an org's or token's daily or monthly budget is
+	// spent (see jobs/quota); a job that meets it fails as
+	// KindBudgetExceeded.
+	ErrBudgetExceeded = errors.New("jobs: budget exceeded")
 )
 
 // TransitionError is an illegal transition; it matches ErrIllegalTransition.
