@@ -50,6 +50,14 @@ func fromToken(t jobs.Token, hash []byte) Identity {
 	return id
 }
 
+// TokenID is the ID of the identity's token; "" for the local identity.
+func (id Identity) TokenID() string {
+	if id.Key == localKey {
+		return ""
+	}
+	return id.Key
+}
+
 // CreatedBy is the user filter of the identity's reads: a member sees its
 // own prompts, an admin every prompt of its org ("").
 func (id Identity) CreatedBy() string {
