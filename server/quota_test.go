@@ -44,7 +44,7 @@ func (l *ledger) Usage(_ context.Context, p jobs.UsageParams) ([]jobs.UsageBucke
 	defer l.mu.Unlock()
 	var out []jobs.UsageBucket
 	for _, s := range l.spent {
-		if s.at.Before(p.From) || s.at.After(p.To) || p.OrgID != "" && s.b.OrgID != p.OrgID || p.TokenID != "" && s.b.TokenID != p.TokenID {
+		if s.at.Before(p.From) || !p.To.IsZero() && !s.at.Before(p.To) || p.OrgID != "" && s.b.OrgID != p.OrgID || p.TokenID != "" && s.b.TokenID != p.TokenID {
 			continue
 		}
 		out = append(out, s.b)

@@ -215,7 +215,8 @@ func (q *Quotas) checkOne(ctx context.Context, l jobs.Limit, now time.Time, budg
 	exceeded := func(r Rule, limit float64, retry time.Duration) error {
 		return &Exceeded{Scope: l.Scope, Rule: r, Limit: limit, RetryAfter: max(retry, time.Second)}
 	}
-	usage := jobs.UsageParams{To: now}
+	// To left zero: up to the store's now.
+	var usage jobs.UsageParams
 	if l.Scope == jobs.LimitToken {
 		usage.TokenID = l.Subject
 	} else {

@@ -67,7 +67,7 @@ func (f *fakeStore) Usage(_ context.Context, p jobs.UsageParams) ([]jobs.UsageBu
 	f.usageOf = append(f.usageOf, p)
 	var out []jobs.UsageBucket
 	for _, e := range f.usage {
-		if e.at.Before(p.From) || e.at.After(p.To) || p.OrgID != "" && e.b.OrgID != p.OrgID || p.TokenID != "" && e.b.TokenID != p.TokenID {
+		if e.at.Before(p.From) || !p.To.IsZero() && !e.at.Before(p.To) || p.OrgID != "" && e.b.OrgID != p.OrgID || p.TokenID != "" && e.b.TokenID != p.TokenID {
 			continue
 		}
 		out = append(out, e.b)
