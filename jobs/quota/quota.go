@@ -98,9 +98,10 @@ func New(cfg Config) *Quotas {
 
 // Subject is whom a request or a job spends for: its org and, when it
 // came with one, its token ("" for the local identity or a job queued
-// without a token).
+// without a token) and the token's user (which the requests per minute
+// of a token are counted through).
 type Subject struct {
-	Org, Token string
+	Org, User, Token string
 }
 
 // Rule names one limit of a jobs.Limit.
@@ -176,7 +177,7 @@ func (q *Quotas) check(ctx context.Context, s Subject, budgetsOnly bool) error {
 	}
 	now := q.now()
 	for _, l := range ls {
-		if err := q.checkOne(ctx, l, now, budgetsOnly); err != nil {
+		if err := q.checkOne(ctx, s, l, now, budgetsOnly); err != nil {
 			return err
 		}
 	}
@@ -210,8 +211,8 @@ func (q *Quotas) limitsOf(ctx context.Context, s Subject) ([]jobs.Limit, error) 
 	return out, nil
 }
 
-// checkOne checks one subject's limit at now.
-func (q *Quotas) checkOne(ctx context.Context, l jobs.Limit, now time.Time, budgetsOnly bool) error {
+// checkOne checks l, the limit of s's org or token, at now.
+func (q *Quotas) checkOne(ctx context.Context, s Subject, l jobs.Limit, now time.Time, budgetsOnly bool) error {
 	exceeded := func(r Rule, limit float64, retry time.Duration) error {
 		return &Exceeded{Scope: l.Scope, Rule: r, Limit: limit, RetryAfter: max(retry, time.Second)}
 	}
@@ -222,11 +223,14 @@ func (q *Quotas) checkOne(ctx context.Context, l jobs.Limit, now time.Time, budg
 	} else {
 		usage.OrgID = l.Subject
 	}
-	if !budgetsOnly && l.RequestsPerMinute > 0 && l.Scope == jobs.LimitOrg {
+	if !budgetsOnly && l.RequestsPerMinute > 0 {
 		// The window is the last minute, its start left out: a submission
 		// leaves it exactly Window after it was made.
-		since := now.Add(-Window + time.Microsecond)
-		at, err := q.store.Submitted(ctx, jobs.SubmittedParams{OrgID: l.Subject, Since: since, N: l.RequestsPerMinute})
+		p := jobs.SubmittedParams{OrgID: s.Org, Since: now.Add(-Window + time.Microsecond), N: l.RequestsPerMinute}
+		if l.Scope == jobs.LimitToken {
+			p.TokenID, p.CreatedBy = l.Subject, s.User
+		}
+		at, err := q.store.Submitted(ctx, p)
 		if err != nil {
 			return fmt.Errorf("quota: counting the requests: %w", err)
 		}

@@ -21,10 +21,12 @@ var t0 = time.Date(2030, 3, 15, 10, 0, 30, 0, time.UTC)
 type fakeStore struct {
 	mu      sync.Mutex
 	limits  []jobs.Limit
-	jobs    map[string][]time.Time // org → creation times, oldest first
+	jobs    map[string][]time.Time // "org/" or "org/token" → creation times, oldest first
 	usage   []entry
 	reads   map[string]int
 	usageOf []jobs.UsageParams
+	// submittedOf are the Submitted calls' params.
+	submittedOf []jobs.SubmittedParams
 }
 
 // entry is one ledger bucket at a time.
@@ -48,8 +50,9 @@ func (f *fakeStore) Submitted(_ context.Context, p jobs.SubmittedParams) (time.T
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reads["submitted"]++
+	f.submittedOf = append(f.submittedOf, p)
 	var in []time.Time
-	for _, at := range f.jobs[p.OrgID] {
+	for _, at := range f.jobs[p.OrgID+"/"+p.TokenID] {
 		if !at.Before(p.Since) {
 			in = append(in, at)
 		}
@@ -81,10 +84,14 @@ func (f *fakeStore) set(ls ...jobs.Limit) {
 	f.limits = ls
 }
 
-func (f *fakeStore) submit(org string, at time.Time) {
+// submit records a job of org, submitted with token ("": none).
+func (f *fakeStore) submit(org, token string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.jobs[org] = append(f.jobs[org], at)
+	f.jobs[org+"/"] = append(f.jobs[org+"/"], at)
+	if token != "" {
+		f.jobs[org+"/"+token] = append(f.jobs[org+"/"+token], at)
+	}
 }
 
 func (f *fakeStore) spend(at time.Time, b jobs.UsageBucket) {
@@ -129,9 +136,9 @@ func TestRequestsPerMinute(t *testing.T) {
 	ctx := t.Context()
 	// Three submissions at -50 s, -20 s and -10 s fill the window.
 	for _, ago := range []time.Duration{50, 20, 10} {
-		f.submit("a", t0.Add(-ago*time.Second))
+		f.submit("a", "", t0.Add(-ago*time.Second))
 	}
-	f.submit("b", t0)
+	f.submit("b", "", t0)
 	exceeded(t, q.Admit(ctx, quota.Subject{Org: "a"}), quota.RequestsPerMinute,
 		"the organisation's limit of 3 requests per minute is reached", 10*time.Second)
 	if err := q.Admit(ctx, quota.Subject{Org: "b"}); err != nil {
@@ -145,6 +152,34 @@ func TestRequestsPerMinute(t *testing.T) {
 	c.Advance(10 * time.Second)
 	if err := q.Admit(ctx, quota.Subject{Org: "a"}); err != nil {
 		t.Errorf("after the oldest left the window: %v", err)
+	}
+}
+
+// A token's requests per minute count only its own submissions, through
+// its user.
+func TestTokenRequestsPerMinute(t *testing.T) {
+	t.Parallel()
+	f, _, q := setup(t)
+	f.set(jobs.Limit{Scope: jobs.LimitToken, Subject: "tok", RequestsPerMinute: 2})
+	ctx := t.Context()
+	f.submit("a", "tok", t0.Add(-30*time.Second))
+	f.submit("a", "other", t0.Add(-20*time.Second))
+	f.submit("a", "", t0.Add(-10*time.Second))
+	if err := q.Admit(ctx, quota.Subject{Org: "a", User: "u", Token: "tok"}); err != nil {
+		t.Fatalf("1 of 2: %v", err)
+	}
+	f.submit("a", "tok", t0.Add(-5*time.Second))
+	exceeded(t, q.Admit(ctx, quota.Subject{Org: "a", User: "u", Token: "tok"}), quota.RequestsPerMinute,
+		"the token's limit of 2 requests per minute is reached", 30*time.Second)
+	if err := q.Admit(ctx, quota.Subject{Org: "a", User: "u", Token: "other"}); err != nil {
+		t.Errorf("another token: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.submittedOf {
+		if p.TokenID == "tok" && (p.OrgID != "a" || p.CreatedBy != "u") {
+			t.Errorf("Submitted(%+v): the token's count goes through its org and user", p)
+		}
 	}
 }
 
@@ -253,7 +288,7 @@ func TestLimitsCached(t *testing.T) {
 		t.Errorf("reads: limits %d, usage %d, submitted %d; want 1, 0, 0", n, f.count("usage"), f.count("submitted"))
 	}
 	f.set(jobs.Limit{Scope: jobs.LimitOrg, Subject: "free", RequestsPerMinute: 1})
-	f.submit("free", t0)
+	f.submit("free", "", t0)
 	c.Advance(quota.DefaultCacheFor - time.Millisecond)
 	if err := q.Admit(ctx, quota.Subject{Org: "free"}); err != nil {
 		t.Errorf("within the cache: %v", err)

@@ -10,16 +10,23 @@ import (
 	"github.com/promptkit/promptkit/jobs"
 )
 
-// Submitted implements jobs.Store: a walk of jobs_org_created from the
-// org's newest job, stopping at the N-th one.
+// Submitted implements jobs.Store: a walk back from the org's newest job
+// in jobs_org_submitted, stopping at the N-th one; for a token, from its
+// user's newest in jobs_org_user_created, the token checked on each row.
 func (s *Store) Submitted(ctx context.Context, p jobs.SubmittedParams) (time.Time, error) {
 	p, err := p.Normalize()
 	if err != nil {
 		return time.Time{}, err
 	}
+	q, args := `SELECT created_at FROM jobs WHERE org_id = ?1 AND created_at >= ?2
+		ORDER BY created_at DESC LIMIT 1 OFFSET ?3`, []any{p.OrgID, p.Since.UnixMicro(), p.N - 1}
+	if p.TokenID != "" {
+		q = `SELECT created_at FROM jobs WHERE org_id = ?1 AND created_by = ?4 AND created_at >= ?2 AND token_id = ?5
+			ORDER BY created_at DESC LIMIT 1 OFFSET ?3`
+		args = append(args, p.CreatedBy, p.TokenID)
+	}
 	var at int64
-	err = s.readRow(ctx, `SELECT created_at FROM jobs WHERE org_id = ? AND created_at >= ?
-		ORDER BY created_at DESC, id DESC LIMIT 1 OFFSET ?`, p.OrgID, p.Since.UnixMicro(), p.N-1).Scan(&at)
+	err = s.readRow(ctx, q, args...).Scan(&at)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return time.Time{}, nil

@@ -59,7 +59,7 @@ func (s Jobs) Take(ctx context.Context, id auth.Identity) error {
 	if s.Quotas == nil {
 		return nil
 	}
-	return httpapi.About("quota", s.Quotas.Admit(ctx, quota.Subject{Org: id.Org, Token: id.TokenID()}))
+	return httpapi.About("quota", s.Quotas.Admit(ctx, quota.Subject{Org: id.Org, User: id.User, Token: id.TokenID()}))
 }
 
 // Spendable checks only the budgets of the identity's org and token
@@ -69,7 +69,7 @@ func (s Jobs) Spendable(ctx context.Context, id auth.Identity) error {
 	if s.Quotas == nil {
 		return nil
 	}
-	return httpapi.About("quota", s.Quotas.Spendable(ctx, quota.Subject{Org: id.Org, Token: id.TokenID()}))
+	return httpapi.About("quota", s.Quotas.Spendable(ctx, quota.Subject{Org: id.Org, User: id.User, Token: id.TokenID()}))
 }
 
 // Admit queues p (normalized) as the identity: one of its submissions is
