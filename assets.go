@@ -22,6 +22,7 @@ import (
 type fileConfig struct {
 	Backends          []Backend `yaml:"backends"`
 	Profiles          []Profile `yaml:"profiles"`
+	Prices            []Price   `yaml:"prices"`
 	DefaultProfile    string    `yaml:"default_profile"`
 	MaxConcurrentRuns int       `yaml:"max_concurrent_runs"`
 	MaxQueuedRuns     int       `yaml:"max_queued_runs"`
@@ -34,7 +35,7 @@ type fileConfig struct {
 }
 
 // LoadConfig reads a promptkit.yaml file from fsys: backends, profiles,
-// default_profile, max_concurrent_runs, max_queued_runs,
+// prices, default_profile, max_concurrent_runs, max_queued_runs,
 // transient_retries, and optionally
 // prompts, a directory of prompt files relative to the file's folder (see
 // LoadPrompts). Unknown keys are errors. Every error matches
@@ -96,6 +97,7 @@ func parseConfig(data []byte, name string, prompts func(dir string) ([]Prompt, e
 	cfg := Config{
 		Backends:          fc.Backends,
 		Profiles:          fc.Profiles,
+		Prices:            fc.Prices,
 		DefaultProfile:    fc.DefaultProfile,
 		MaxConcurrentRuns: fc.MaxConcurrentRuns,
 		MaxQueuedRuns:     fc.MaxQueuedRuns,

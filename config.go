@@ -19,6 +19,11 @@ type Config struct {
 	Profiles []Profile
 	// Prompts are the named prompt templates RunRequest.PromptID refers to.
 	Prompts []Prompt
+	// Prices say what each model's tokens cost, so that attempts, runs
+	// and the job service's usage ledger carry a cost (see Cost). A model
+	// without a price, like a call whose usage the provider did not
+	// report, has an unknown cost, never zero. One entry per model.
+	Prices []Price
 	// DefaultProfile is used when a RunRequest names no profile. Defaults to
 	// the profile "default" if there is one, else to the only profile.
 	DefaultProfile string
@@ -252,6 +257,25 @@ func validateConfig(cfg *Config, source string) error {
 	}
 	if cfg.DefaultProfile != "" && !profiles[cfg.DefaultProfile] {
 		return bad("default_profile", "unknown profile %q", cfg.DefaultProfile)
+	}
+	models := map[string]bool{}
+	for i, p := range cfg.Prices {
+		f := fmt.Sprintf("prices[%d]", i)
+		if p.Model == "" {
+			return bad(f+".model", "required")
+		}
+		if models[p.Model] {
+			return bad(f+".model", "duplicate price for model %q", p.Model)
+		}
+		models[p.Model] = true
+		for _, v := range []struct {
+			name  string
+			value float64
+		}{{"input_per_million", p.Input}, {"output_per_million", p.Output}, {"cached_input_per_million", p.CachedInput}} {
+			if v.value < 0 || math.IsNaN(v.value) || math.IsInf(v.value, 0) {
+				return bad(f+"."+v.name, "must be a non-negative number")
+			}
+		}
 	}
 	prompts := map[string]bool{}
 	for i, p := range cfg.Prompts {

@@ -79,6 +79,9 @@ type EmbedResult struct {
 	// for embeddings, prompt_tokens and total_tokens at most. A count it
 	// did not report is unknown (null in JSON), not zero.
 	Usage Usage `json:"usage"`
+	// Cost is what the calls cost by Config.Prices (input tokens only):
+	// see RunResult.Cost.
+	Cost Cost `json:"cost_usd"`
 	// Attempts counts provider calls actually made.
 	Attempts int     `json:"attempts"`
 	Timings  Timings `json:"timings"`
@@ -102,7 +105,8 @@ func (e *Engine) Embed(ctx context.Context, req EmbedRequest) (*EmbedResult, err
 	if err != nil {
 		return nil, finish(rec, nil, err)
 	}
-	rec.SetIdentity(observe.Identity{ProfileID: p.profile.ID, BackendID: p.request.BackendID, Model: p.request.Model})
+	rec.SetIdentity(observe.Identity{ProfileID: p.profile.ID, BackendID: p.request.BackendID, Model: p.request.Model,
+		Price: e.prices[p.request.Model], Embedding: true})
 	res, err := e.embed(ctx, p, rec)
 	return res, finish(rec, nil, err)
 }
@@ -223,6 +227,7 @@ func (e *Engine) embed(ctx context.Context, p *embedPlan, rec *observe.Recorder)
 	}
 	t := rec.Totals()
 	res.Usage = Usage{TokenUsage: t.Usage, Known: rec.ObservedUsage().Usage().Known}
+	res.Cost = t.Cost
 	res.Attempts = int(t.Attempts)
 	res.Timings = Timings{
 		Admission:    admissionWait,

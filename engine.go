@@ -35,6 +35,7 @@ type Engine struct {
 	sched          *dispatch.Scheduler
 	client         LLMClient
 	retries        uint64
+	prices         map[string]*Price // by model
 
 	// Test seams; production uses the defaults set in New.
 	now      func() time.Time
@@ -218,6 +219,10 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 	for _, p := range cfg.Profiles {
 		e.profiles[p.ID] = p.clone()
 	}
+	e.prices = make(map[string]*Price, len(cfg.Prices))
+	for _, p := range cfg.Prices {
+		e.prices[p.Model] = &p
+	}
 	switch {
 	case cfg.DefaultProfile != "":
 		e.defaultProfile = cfg.DefaultProfile
@@ -279,6 +284,8 @@ type plan struct {
 	schema  json.RawMessage
 	subject string
 	info    PreparedRun
+	// price is the requested model's price; nil when it has none.
+	price   *Price
 	retries uint64
 	noWait  bool
 	// observer is the run's observer; a prepared plan retains it until
@@ -295,6 +302,7 @@ func (p *plan) identity() observe.Identity {
 		ProfileID:     p.info.ProfileID,
 		BackendID:     p.info.BackendID,
 		Model:         p.request.Model,
+		Price:         p.price,
 	}
 }
 
@@ -385,6 +393,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	if p.prompt != nil {
 		p.info.PromptID, p.info.PromptVersion = p.prompt.ID, p.prompt.Version
 	}
+	p.price = e.prices[model]
 	return p, nil
 }
 
@@ -899,6 +908,7 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 	}
 	t := rec.Totals()
 	res.Usage = Usage{TokenUsage: t.Usage, Known: rec.ObservedUsage().Usage().Known}
+	res.Cost = t.Cost
 	res.Attempts = int(t.Attempts)
 	res.RepairCalls = int(t.RepairCalls)
 	res.Timings = Timings{

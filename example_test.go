@@ -149,3 +149,28 @@ func ExampleEngine_Profiles() {
 	fmt.Println(eng.Profiles())
 	// Output: [creative default precise]
 }
+
+// Prices make every run carry its cost. A model without a price, or a call
+// whose usage the provider did not report, has an unknown cost, not zero.
+func ExampleRunResult_cost() {
+	srv := providertest.NewServer()
+	defer srv.Close()
+	srv.Enqueue(providertest.Response{Text: "Paris", Usage: providertest.Usage{PromptTokens: 1200, CompletionTokens: 300, TotalTokens: 1500}})
+
+	eng, err := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "some-model"}},
+		// USD per million tokens.
+		Prices: []promptkit.Price{{Model: "some-model", Input: 2.5, Output: 10}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	res, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "What is the capital of France?"})
+	if err != nil {
+		panic(err)
+	}
+	// 1200 × 2.5 + 300 × 10 per million tokens.
+	fmt.Printf("known %v, $%.4f\n", res.Cost.Known, res.Cost.USD)
+	// Output: known true, $0.0060
+}

@@ -29,12 +29,15 @@ type (
 	TokenUsage         = pktype.TokenUsage
 	TokenUsagePresence = pktype.TokenUsagePresence
 	Usage              = pktype.Usage
-	ToolUse            = pktype.ToolUse
-	Tool               = pktype.Tool
-	ToolFunction       = pktype.ToolFunction
-	ToolChoice         = pktype.ToolChoice
-	ToolCall           = pktype.ToolCall
-	FunctionCall       = pktype.FunctionCall
+	// Prices and costs (Config.Prices, RunResult.Cost).
+	Price        = pktype.Price
+	Cost         = pktype.Cost
+	ToolUse      = pktype.ToolUse
+	Tool         = pktype.Tool
+	ToolFunction = pktype.ToolFunction
+	ToolChoice   = pktype.ToolChoice
+	ToolCall     = pktype.ToolCall
+	FunctionCall = pktype.FunctionCall
 	// A streamed answer's pieces (RunRequest.OnDelta).
 	StreamDelta   = pktype.StreamDelta
 	ToolCallDelta = pktype.ToolCallDelta

@@ -45,6 +45,12 @@ type RunResult struct {
 	// one attempt); an unreported count is unknown, not zero, and is null
 	// in JSON.
 	Usage Usage `json:"usage"`
+	// Cost is what the run's provider calls cost by Config.Prices, repairs
+	// and retries included: known only when every dispatched attempt's
+	// cost is (its model has a price and the provider reported its
+	// usage); null in JSON when unknown. A run that dispatched nothing
+	// costs a known zero.
+	Cost Cost `json:"cost_usd"`
 	// Attempts counts provider calls actually made.
 	Attempts int `json:"attempts"`
 	// RepairCalls counts repair generations that made a provider call.

@@ -184,9 +184,11 @@ type BatchCounts struct {
 
 // Batch is a batch of chat requests. Zero times mean "not set".
 type Batch struct {
-	ID               string          `json:"id"`
-	OrgID            string          `json:"org_id"`
-	CreatedBy        string          `json:"created_by"`
+	ID        string `json:"id"`
+	OrgID     string `json:"org_id"`
+	CreatedBy string `json:"created_by"`
+	// TokenID is the API token that created the batch; empty without one.
+	TokenID          string          `json:"token_id,omitempty"`
 	InputFileID      string          `json:"input_file_id"`
 	Endpoint         string          `json:"endpoint"`
 	CompletionWindow string          `json:"completion_window"`
@@ -215,8 +217,11 @@ type Batch struct {
 
 // CreateBatchParams describe a new batch (status validating).
 type CreateBatchParams struct {
-	OrgID       string
-	CreatedBy   string
+	OrgID     string
+	CreatedBy string
+	// TokenID is the API token that created the batch; its lines' jobs
+	// carry it (jobs.EnqueueParams.TokenID).
+	TokenID     string
 	InputFileID string
 	Endpoint    string
 	// CompletionWindow is OpenAI's string ("24h"); Window its duration:

@@ -234,9 +234,12 @@ type Job struct {
 	DependsOn        string           `json:"depends_on,omitempty"`
 	OrgID            string           `json:"org_id"`
 	CreatedBy        string           `json:"created_by"`
-	CreatedAt        time.Time        `json:"created_at"`
-	UpdatedAt        time.Time        `json:"updated_at"`
-	AvailableAt      time.Time        `json:"available_at"`
+	// TokenID is the API token the job was submitted with; empty without
+	// one (local mode, a job made in process). A retry keeps it.
+	TokenID     string    `json:"token_id,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	AvailableAt time.Time `json:"available_at"`
 }
 
 // Response is a job's answer. Its ID is ResponseID(PromptID, JobID), so a

@@ -78,7 +78,9 @@ type Store interface {
 
 	// Cancel moves a queued or running job to cancelled. A terminal job
 	// is a *TransitionError. A running job's worker finds out through
-	// ErrNotClaimed on its next write (and through a notification).
+	// ErrNotClaimed on its next write (and through a notification); the
+	// call it may have made since its last attempt event gets a usage
+	// ledger row of unknown usage and cost (LostCall), as at Reclaim.
 	Cancel(ctx context.Context, p CancelParams) (Job, error)
 	// Retry creates a new queued job for the same prompt (attempt 1, the
 	// old job's priority, max_attempts and options unless overridden,
@@ -155,6 +157,18 @@ type Store interface {
 	// queued or running (cancel it first). Prompts that name it (ParentID,
 	// a job's DependsOn) are left as they are, as Archive leaves them.
 	DeletePrompt(ctx context.Context, orgID, id string) error
+
+	// Usage sums the usage ledger: one row per dispatched provider call,
+	// written in the same transaction as the attempt event that reports
+	// the call (AppendAttempt, and the AttemptEvents of Succeed, Requeue
+	// and Fail: only when the write takes effect), plus one row of unknown
+	// usage and cost per running job Reclaim takes from a lost worker or
+	// Cancel (or CancelBatchJobs) stops (jobs.LostCall). Rows carry the job's org, creator (user) and token,
+	// the call's model and backend, and the store's time; they outlive the
+	// job (Archive and DeletePrompt leave them). Buckets come in the order
+	// of their group values (day first), one per group present.
+	// ErrInvalid for what UsageParams.Normalize refuses.
+	Usage(ctx context.Context, p UsageParams) ([]UsageBucket, error)
 
 	// CreateToken stores a token's hash with its org, user and role.
 	CreateToken(ctx context.Context, p CreateTokenParams) (Token, error)
@@ -298,6 +312,9 @@ type Options struct {
 type EnqueueParams struct {
 	OrgID     string
 	CreatedBy string
+	// TokenID is the API token that submitted the job (Token.ID), so that
+	// the usage ledger can tell its spend; empty without one.
+	TokenID string
 	// Text, PromptRef with Inputs, Chat or Embedding: what to run.
 	Text      string
 	PromptRef string

@@ -1,24 +1,276 @@
 package jobs
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"time"
 
-// UsageGroup is a dimension Usage groups its buckets by.
-type UsageGroup string
+	"github.com/promptkit/promptkit/pktype"
+)
 
-// UsageParams selects the usage ledger's entries Usage sums.
-type UsageParams struct {
-	OrgID, UserID, TokenID, Model, Backend string
-	From, To                               time.Time
-	GroupBy                                []UsageGroup
+// AttemptEvent is the data of an EventAttempt: one execution attempt as
+// the worker records it. It is the one encoding of "what an attempt event
+// says": the worker writes it, and the stores read it back to write the
+// usage ledger (UsageCall) in the same transaction.
+type AttemptEvent struct {
+	JobAttempt     int    `json:"job_attempt"`
+	Generation     uint64 `json:"generation"`
+	Attempt        uint64 `json:"attempt"`
+	Dispatched     bool   `json:"dispatched"`
+	StatusCode     int    `json:"status_code,omitempty"`
+	Outcome        string `json:"outcome"`
+	Failure        string `json:"failure,omitempty"`
+	CapacityWaitMS int64  `json:"capacity_wait_ms"`
+	GenerationMS   int64  `json:"generation_ms"`
+	// Model is the model the call was made with (the request's).
+	Model string `json:"model,omitempty"`
+	// Backend is the backend the call went to, when the worker says.
+	Backend string `json:"backend,omitempty"`
+	// Embedding marks an embedding call, which produces no output tokens.
+	Embedding bool `json:"embedding,omitempty"`
+	// Usage holds the counts the provider reported on this attempt; it is
+	// left out when it reported none.
+	Usage AttemptUsage `json:"usage,omitzero"`
+	// CostUSD is the call's cost by the engine's prices; left out when it
+	// is unknown (no price for the model, or usage not reported).
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// Detail is the provider's own message, redacted, kept only with the
+	// worker's KeepProviderDetail and only on the attempt that ended the
+	// run.
+	Detail string `json:"detail,omitempty"`
 }
 
-// UsageBucket is the usage of one group of ledger entries.
+// JSON encodes the event's data.
+func (e *AttemptEvent) JSON() json.RawMessage {
+	b, _ := json.Marshal(e) // plain fields and counts: it cannot fail
+	return b
+}
+
+// DecodeAttemptEvent reads an attempt event's data. Fields it does not
+// know are ignored, so older and newer workers' events both decode.
+func DecodeAttemptEvent(data json.RawMessage) (AttemptEvent, error) {
+	var e AttemptEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return AttemptEvent{}, fmt.Errorf("attempt event: %w", err)
+	}
+	return e, nil
+}
+
+// Call is the provider call the event reports, as the usage ledger keeps
+// it; false when the attempt dispatched nothing (a permit wait that was
+// interrupted), which costs nothing.
+func (e AttemptEvent) Call() (UsageCall, bool) {
+	if !e.Dispatched {
+		return UsageCall{}, false
+	}
+	c := UsageCall{Model: e.Model, Backend: e.Backend}
+	u := pktype.Usage(e.Usage)
+	if u.Known.PromptTokens {
+		c.InputTokens = new(int64(u.PromptTokens))
+	}
+	if u.Known.CompletionTokens {
+		c.OutputTokens = new(int64(u.CompletionTokens))
+	} else if e.Embedding && u.Known.PromptTokens {
+		c.OutputTokens = new(int64(0)) // an embedding has no output
+	}
+	if u.Known.CachedTokens {
+		c.CachedInputTokens = new(int64(u.CachedTokens))
+	}
+	if e.CostUSD != nil && !math.IsNaN(*e.CostUSD) && !math.IsInf(*e.CostUSD, 0) && *e.CostUSD >= 0 {
+		c.CostUSD = new(*e.CostUSD)
+	}
+	return c, true
+}
+
+// AttemptUsage is an attempt's usage as its event keeps it: each count
+// the provider reported, by its name, as {"value": n}.
+type AttemptUsage pktype.Usage
+
+// IsZero reports that the provider reported no count.
+func (u AttemptUsage) IsZero() bool { return u.Known == pktype.TokenUsagePresence{} }
+
+type attemptCount struct {
+	Value int `json:"value"`
+}
+
+// MarshalJSON writes {"cached_tokens": {"value": 0}, "prompt_tokens":
+// {"value": 12}, ...}, names sorted as events have always had them.
+func (u AttemptUsage) MarshalJSON() ([]byte, error) {
+	m := map[string]attemptCount{}
+	for name, v := range pktype.Usage(u).Reported() {
+		m[name] = attemptCount{v}
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; a count that is absent is
+// unknown.
+func (u *AttemptUsage) UnmarshalJSON(b []byte) error {
+	var m map[string]*attemptCount
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	var usage pktype.Usage
+	for _, f := range []struct {
+		name  string
+		value *int
+		known *bool
+	}{
+		{"prompt_tokens", &usage.PromptTokens, &usage.Known.PromptTokens},
+		{"completion_tokens", &usage.CompletionTokens, &usage.Known.CompletionTokens},
+		{"total_tokens", &usage.TotalTokens, &usage.Known.TotalTokens},
+		{"cached_tokens", &usage.CachedTokens, &usage.Known.CachedTokens},
+		{"reasoning_tokens", &usage.ReasoningTokens, &usage.Known.ReasoningTokens},
+	} {
+		if c := m[f.name]; c != nil {
+			*f.value, *f.known = c.Value, true
+		}
+	}
+	*u = AttemptUsage(usage)
+	return nil
+}
+
+// UsageCall is one dispatched provider call as the usage ledger records
+// it. A nil count or cost is unknown, never zero.
+type UsageCall struct {
+	Model, Backend                               string
+	InputTokens, OutputTokens, CachedInputTokens *int64
+	CostUSD                                      *float64
+}
+
+// UsageCalls are the ledger rows of the attempt events a write carries:
+// one per event that reports a dispatched call. An event that does not
+// decode as an AttemptEvent reports none.
+func UsageCalls(events ...json.RawMessage) []UsageCall {
+	var out []UsageCall
+	for _, d := range events {
+		e, err := DecodeAttemptEvent(d)
+		if err != nil {
+			continue
+		}
+		if c, ok := e.Call(); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// LostCall is the ledger row Reclaim writes for a running job whose worker
+// was lost, and Cancel for a running job it stops: the worker writes every
+// call's attempt event before making the next call, so at most one call,
+// the last, may have gone out unrecorded.
+// Its model, usage and cost are unknown, and budgets count it as such.
+var LostCall = UsageCall{}
+
+// JobCost is a job's cost from its events: the sum of its dispatched
+// attempts' costs, unknown when any of theirs is, and unknown when a
+// reclaim or a cancel may have lost a call (a transition out of running
+// with error_kind worker_crash or stuck, or to cancelled).
+func JobCost(events []Event) pktype.Cost {
+	cost := pktype.Cost{Known: true}
+	for _, ev := range events {
+		switch ev.Type {
+		case EventAttempt:
+			e, err := DecodeAttemptEvent(ev.Data)
+			if err != nil {
+				continue
+			}
+			if c, ok := e.Call(); ok {
+				if c.CostUSD == nil {
+					cost.Known = false
+				} else {
+					cost.USD += *c.CostUSD
+				}
+			}
+		case EventTransition:
+			var d TransitionData
+			if ev.From != Running {
+				continue
+			}
+			if ev.To == Cancelled || (json.Unmarshal(ev.Data, &d) == nil && (d.ErrorKind == KindWorkerCrash || d.ErrorKind == KindStuck)) {
+				cost.Known = false
+			}
+		}
+	}
+	return cost
+}
+
+// UsageGroup is a dimension Store.Usage groups by.
+type UsageGroup string
+
+// Usage groups.
+const (
+	UsageByOrg     UsageGroup = "org"
+	UsageByUser    UsageGroup = "user"
+	UsageByToken   UsageGroup = "token"
+	UsageByModel   UsageGroup = "model"
+	UsageByBackend UsageGroup = "backend"
+	UsageByDay     UsageGroup = "day"
+)
+
+// UsageParams selects and groups the usage ledger (Store.Usage).
+type UsageParams struct {
+	// OrgID scopes the read to one org; "" is every org (the operator).
+	OrgID string
+	// UserID, TokenID, Model and Backend filter; "" is any.
+	UserID, TokenID, Model, Backend string
+	// From and To bound the calls' times: [From, To). A zero From is from
+	// the start, a zero To is now.
+	From, To time.Time
+	// GroupBy lists the dimensions of the buckets, each at most once; none
+	// gives one bucket for everything selected.
+	GroupBy []UsageGroup
+}
+
+// Normalize checks the groups (each known, none twice) and the bounds.
+func (p UsageParams) Normalize() (UsageParams, error) {
+	seen := map[UsageGroup]bool{}
+	for _, g := range p.GroupBy {
+		switch g {
+		case UsageByOrg, UsageByUser, UsageByToken, UsageByModel, UsageByBackend, UsageByDay:
+		default:
+			return p, invalid("unknown usage group %q", g)
+		}
+		if seen[g] {
+			return p, invalid("usage group %q given twice", g)
+		}
+		seen[g] = true
+	}
+	if !p.From.IsZero() && !p.To.IsZero() && !p.From.Before(p.To) {
+		return p, invalid("usage range: from must be before to")
+	}
+	p.GroupBy = slices.Clone(p.GroupBy)
+	return p, nil
+}
+
+// Groups reports whether p groups by g.
+func (p UsageParams) Groups(g UsageGroup) bool { return slices.Contains(p.GroupBy, g) }
+
+// UsageBucket sums the ledger's calls of one group. Counts the provider
+// did not report, and costs that are unknown, are not in the sums: they
+// are counted apart, so that unknown is never read as zero.
 type UsageBucket struct {
-	Day                                          time.Time
-	OrgID, UserID, TokenID, Model, Backend       string
-	Requests                                     int64
-	InputTokens, OutputTokens, CachedInputTokens int64
-	UnknownUsage                                 int64
-	CostUSD                                      float64
-	UnknownCost                                  int64
+	// Day is the bucket's UTC midnight, when grouped by day.
+	Day time.Time `json:"day,omitzero"`
+	// OrgID, UserID, TokenID, Model and Backend are set when grouped by
+	// them.
+	OrgID   string `json:"org_id,omitempty"`
+	UserID  string `json:"user_id,omitempty"`
+	TokenID string `json:"token_id,omitempty"`
+	Model   string `json:"model,omitempty"`
+	Backend string `json:"backend,omitempty"`
+	// Requests counts provider calls, lost ones (see LostCall) included.
+	Requests int64 `json:"requests"`
+	// InputTokens, OutputTokens and CachedInputTokens sum known counts.
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	// UnknownUsage counts calls whose input or output count is unknown.
+	UnknownUsage int64 `json:"unknown_usage"`
+	// CostUSD sums known costs.
+	CostUSD float64 `json:"cost_usd"`
+	// UnknownCost counts calls whose cost is unknown.
+	UnknownCost int64 `json:"unknown_cost"`
 }

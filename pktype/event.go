@@ -116,6 +116,13 @@ type ExecutionEvent struct {
 	RetriesExhausted bool
 
 	Usage ObservedTokenUsage
+	// Cost is, on a dispatched attempt, what the call cost by the price of
+	// the requested model (see Price.Cost): unknown when the model has no
+	// price or the provider did not report the counts it needs. On a
+	// finished event it sums the run's dispatched attempts and is known
+	// only when every one of theirs is (a run without one costs a known
+	// zero). Unknown elsewhere.
+	Cost Cost
 
 	// Totals, on finished events only: Attempts counts dispatched calls,
 	// TransientRetries dispatched attempts numbered above 1, RepairCalls

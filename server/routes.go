@@ -44,6 +44,7 @@ func (s *Server) routes() http.Handler {
 	route("POST /v1/jobs/{id}/cancel", rest, s.rest.CancelJob, !open)
 	route("GET /v1/recent", rest, s.rest.Recent, !open)
 	route("GET /v1/profiles", rest, s.rest.Profiles, !open)
+	route("GET /v1/usage", rest, s.rest.Usage, !open)
 	// The event stream also accepts a stream ticket instead of a bearer
 	// token: EventSource cannot send one.
 	route("POST /v1/events/ticket", rest, s.auth.IssueTicket, !open)

@@ -169,7 +169,8 @@ type Config struct {
 	// Logger receives operational messages (ids, never prompt or answer
 	// text). Defaults to slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of rate limits, stream tickets and the token check.
+	// Now is the clock of rate limits, stream tickets, the token check and
+	// GET /v1/usage's default end.
 	// Defaults to time.Now.
 	Now func() time.Time
 }
@@ -255,7 +256,7 @@ func New(cfg Config) (*Server, error) {
 	work := submit.Jobs{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Check: cfg.Check, Serving: s.serving, RunNow: cfg.RunNow,
 		Quotas: cfg.Quotas}
 	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Jobs: work, Engine: cfg.Engine,
-		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger}
+		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger, Now: cfg.Now}
 	s.openai = &frontdoor.API{Store: cfg.Store, Jobs: work, Engine: cfg.Engine,
 		FallbackProfile: cfg.FallbackProfile, MaxBody: cfg.MaxBodyBytes, MaxFile: cfg.MaxFileBytes,
 		ChatTimeout: cfg.ChatTimeout, RepeatWindow: cfg.RepeatWindow, MaxWait: cfg.MaxWait, KeepAlive: cfg.KeepAlive, BatchPriority: cfg.BatchPriority,

@@ -20,6 +20,7 @@ type (
 	recent       = rest.RecentPage
 	retryRequest = rest.RetryRequest
 	profileList  = rest.ProfileList
+	usagePage    = rest.UsagePage
 	modelList    = frontdoor.ModelList
 	stateChanged = events.StateChanged
 	ticketAnswer = auth.TicketAnswer

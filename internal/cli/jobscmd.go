@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // withStore opens the job database of an existing deployment for one
@@ -221,6 +222,9 @@ type jobDetails struct {
 	History  []jobs.Job     `json:"history"`
 	Events   []jobs.Event   `json:"events"`
 	Response *jobs.Response `json:"response,omitempty"`
+	// Cost sums the job's provider calls (jobs.JobCost); null when any
+	// call's cost is unknown.
+	Cost pktype.Cost `json:"cost_usd"`
 }
 
 func newJobsShowCmd(g *globals) *cobra.Command {
@@ -263,6 +267,7 @@ func loadDetails(ctx context.Context, st jobs.Store, id string) (jobDetails, err
 	if d.Events, err = st.JobEvents(ctx, "", id); err != nil {
 		return d, err
 	}
+	d.Cost = jobs.JobCost(d.Events)
 	if d.Job.ResponseID != "" {
 		r, err := st.GetResponse(ctx, "", d.Job.ResponseID)
 		if err != nil {
@@ -280,6 +285,7 @@ func printDetails(w io.Writer, d jobDetails, verbose bool) {
 	if j.ErrorKind != "" {
 		fmt.Fprintf(w, "error %s (%s): %s\n", j.ErrorKind, j.ErrorKind.Description(), j.ErrorMessage)
 	}
+	fmt.Fprintf(w, "cost %s\n", fmtCost(d.Cost))
 	if d.Response != nil {
 		tokens := "tokens unknown"
 		if u := d.Response.Usage; u.Known.TotalTokens {
@@ -427,14 +433,53 @@ func operationError(ctx context.Context, st jobs.Store, op, id string, err error
 	return errors.New(msg)
 }
 
+// fmtCost prints a cost: "$0.001234", or "unknown (at least $0.001234)"
+// when some call's cost is unknown.
+func fmtCost(c pktype.Cost) string {
+	if c.Known {
+		return fmt.Sprintf("$%.6f", c.USD)
+	}
+	if c.USD > 0 {
+		return fmt.Sprintf("unknown (at least $%.6f)", c.USD)
+	}
+	return "unknown"
+}
+
+// spend reads the usage ledger since t grouped by g (with org, only that
+// org's); nil when group is "".
+func spend(ctx context.Context, st jobs.Store, org string, since time.Time, g jobs.UsageGroup) ([]jobs.UsageBucket, error) {
+	if g == "" {
+		return nil, nil
+	}
+	return st.Usage(ctx, jobs.UsageParams{OrgID: org, From: since, GroupBy: []jobs.UsageGroup{g}})
+}
+
+// printSpend prints usage buckets as a table whose first column, named
+// key, is what they are grouped by.
+func printSpend(w io.Writer, key string, bs []jobs.UsageBucket, name func(jobs.UsageBucket) string) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "\n%s\tCALLS\tINPUT TOKENS\tOUTPUT TOKENS\tCACHED\tUNKNOWN USAGE\tCOST USD\tUNKNOWN COST\n", key)
+	for _, b := range bs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%d\n", orDash(name(b)), b.Requests, b.InputTokens, b.OutputTokens,
+			b.CachedInputTokens, b.UnknownUsage, b.CostUSD, b.UnknownCost)
+	}
+	return tw.Flush()
+}
+
 func newJobsMetricsCmd(g *globals) *cobra.Command {
 	var since, org string
-	var asJSON, byOrg bool
+	var asJSON, byOrg, byToken bool
 	cmd := &cobra.Command{
 		Use:   "metrics",
-		Short: "Count jobs by state; latency and error rate of recent jobs (per org with --by-org); the shared pacing",
+		Short: "Count jobs by state; latency, error rate and spend of recent jobs (per org with --by-org, per token with --by-token); the shared pacing",
 		Long: `Count jobs by state, and the latency and error rate of the jobs finished
 in the --since window (per org with --by-org).
+
+With --by-org, also the provider calls of the window from the usage
+ledger, per org: their count, the known token counts, the known cost in
+USD by the prices of promptkit.yaml, and how many calls have unknown usage
+or cost (no price for the model, usage the provider did not report, a
+call lost with a worker). --by-token gives the same per API token.
 
 Then, per backend, the pacing the serve and worker processes on this
 database share: the provider-wide rate learned from 429s (RATE, the same
@@ -458,11 +503,24 @@ have callers on the backend. Each process's own view is on its /metrics
 				if err != nil {
 					return err
 				}
+				var orgSpend, tokenSpend []jobs.UsageBucket
+				if byOrg {
+					if orgSpend, err = spend(ctx, st, org, t, jobs.UsageByOrg); err != nil {
+						return err
+					}
+				}
+				if byToken {
+					if tokenSpend, err = spend(ctx, st, org, t, jobs.UsageByToken); err != nil {
+						return err
+					}
+				}
 				if asJSON {
 					return printJSON(cmd.OutOrStdout(), struct {
 						jobs.Metrics
-						Pacing []backendPacing `json:"pacing"`
-					}{m, pacing})
+						Pacing     []backendPacing    `json:"pacing"`
+						OrgSpend   []jobs.UsageBucket `json:"org_spend,omitempty"`
+						TokenSpend []jobs.UsageBucket `json:"token_spend,omitempty"`
+					}{m, pacing, orgSpend, tokenSpend})
 				}
 				w := cmd.OutOrStdout()
 				for _, s := range jobs.States() {
@@ -485,6 +543,14 @@ have callers on the backend. Each process's own view is on its /metrics
 					if err := tw.Flush(); err != nil {
 						return err
 					}
+					if err := printSpend(w, "ORG", orgSpend, func(b jobs.UsageBucket) string { return b.OrgID }); err != nil {
+						return err
+					}
+				}
+				if byToken {
+					if err := printSpend(w, "TOKEN", tokenSpend, func(b jobs.UsageBucket) string { return b.TokenID }); err != nil {
+						return err
+					}
 				}
 				return printPacing(w, pacing)
 			})
@@ -493,7 +559,8 @@ have callers on the backend. Each process's own view is on its /metrics
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "24h", "window for latency and error rate")
 	f.StringVar(&org, "org", "", "only this org")
-	f.BoolVar(&byOrg, "by-org", false, "also average and p95 latency per org")
+	f.BoolVar(&byOrg, "by-org", false, "also average and p95 latency, and spend, per org")
+	f.BoolVar(&byToken, "by-token", false, "also spend per API token (- for jobs submitted without one)")
 	f.BoolVar(&asJSON, "json", false, "print JSON; counts keyed by state")
 	return cmd
 }

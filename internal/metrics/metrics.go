@@ -1,5 +1,7 @@
 // Package metrics exposes the Prometheus metrics of `promptkit serve`: the
-// queue (jobs by state, read from the store on each scrape), the workers
+// queue (jobs by state, read from the store on each scrape), spend and
+// tokens per org and model (the usage ledger's totals, read at most once
+// a UsageInterval), the workers
 // (claims, waits, run times, settlements), the provider calls (answers by
 // status class, and the OpenTelemetry GenAI client metrics
 // gen_ai.client.operation.duration and gen_ai.client.token.usage in
@@ -10,7 +12,7 @@
 // metrics never mix in. Label values come only from fixed sets (states,
 // outcomes, status classes, failure kinds, pacing sources), operator
 // configuration (model names listed in Options.Models, backend IDs,
-// ServeMux patterns) or status codes:
+// ServeMux patterns, the org IDs tokens are created for) or status codes:
 // never from prompt text, answers, error messages or IDs, which would leak
 // data and explode cardinality.
 package metrics
@@ -64,6 +66,10 @@ type Options struct {
 	// Pacing, when set, is read on each scrape for the backends' pacing
 	// gauges: pass the engine's Engine.Pacing.
 	Pacing func() map[string]promptkit.Pacing
+	// UsageInterval is how long the usage ledger's totals (spend and
+	// tokens per org and model) serve scrapes before the ledger is read
+	// again. Defaults to DefaultUsageInterval.
+	UsageInterval time.Duration
 }
 
 // Metrics holds the service's metrics. Its methods are safe for concurrent
@@ -113,6 +119,9 @@ func New(st jobs.Store, opts Options) *Metrics {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.UsageInterval <= 0 {
+		opts.UsageInterval = DefaultUsageInterval
 	}
 	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}}
 	for _, name := range opts.Models {
@@ -181,6 +190,7 @@ func New(st jobs.Store, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newJobsCollector(st, opts.Now, opts.ScrapeTimeout, opts.Logger),
+		newUsageCollector(st, opts, m.modelLabel),
 		m.queueWait, m.runDuration, m.attempts, m.retries, m.settled,
 		m.providerAnswers, m.opDuration, m.tokenUsage,
 		m.sseClients, m.httpRequests, m.httpDuration,

@@ -30,6 +30,8 @@ type fakeStore struct {
 	jobs.Store
 	metrics func(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics, error)
 	check   func(ctx context.Context) error
+	// usage answers Usage; nil: an empty ledger.
+	usage func(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error)
 
 	mu     sync.Mutex
 	params []jobs.MetricsParams
@@ -40,6 +42,13 @@ func (f *fakeStore) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Met
 	f.params = append(f.params, p)
 	f.mu.Unlock()
 	return f.metrics(ctx, p)
+}
+
+func (f *fakeStore) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
+	if f.usage == nil {
+		return nil, nil
+	}
+	return f.usage(ctx, p)
 }
 
 func (f *fakeStore) Check(ctx context.Context) error {

@@ -24,6 +24,10 @@ type Identity struct {
 	ProfileID     string
 	BackendID     string
 	Model         string
+	// Price is Model's price (nil: none), which prices each dispatched
+	// attempt; Embedding says the calls produce no completion tokens.
+	Price     *pktype.Price
+	Embedding bool
 }
 
 // Attempt describes one acquisition attempt: a permit was sought and, when
@@ -47,9 +51,11 @@ type Totals struct {
 	TransientRetries uint64
 	RepairCalls      uint64
 	Usage            pktype.TokenUsage
-	CapacityWait     time.Duration
-	Generation       time.Duration
-	RetryDelay       time.Duration
+	// Cost sums the dispatched attempts' costs; known when each is.
+	Cost         pktype.Cost
+	CapacityWait time.Duration
+	Generation   time.Duration
+	RetryDelay   time.Duration
 }
 
 // Recorder records one run.
@@ -90,6 +96,7 @@ func New(now func() time.Time, newID func() (string, error), observer pktype.Exe
 		newID = NewRunID
 	}
 	r := &Recorder{now: now, start: now(), observer: observer}
+	r.totals.Cost.Known = true // no attempt yet: a known zero
 	if id, err := newID(); err == nil {
 		r.runID = id
 	}
@@ -155,6 +162,10 @@ func (r *Recorder) RecordAttempt(a Attempt) {
 		}
 		ev.Usage = attemptUsage(a.Usage, a.Presence)
 		r.aggregate(ev.Usage)
+		if p := r.identity.Price; p != nil {
+			ev.Cost = p.Cost(a.Usage, a.Presence, r.identity.Embedding)
+		}
+		r.totals.Cost = r.totals.Cost.Add(ev.Cost)
 	}
 	r.emit(ev)
 }
@@ -192,6 +203,7 @@ func (r *Recorder) Finish(outcome pktype.ExecutionOutcome, failure pktype.Execut
 		Failure:            failure,
 		RetriesExhausted:   exhausted,
 		Usage:              r.observed,
+		Cost:               t.Cost,
 		Attempts:           t.Attempts,
 		TransientRetries:   t.TransientRetries,
 		RepairCalls:        t.RepairCalls,

@@ -717,7 +717,7 @@ func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) 
 	}
 	prio := b.Priority
 	params := jobs.EnqueueParams{
-		OrgID: b.OrgID, CreatedBy: b.CreatedBy,
+		OrgID: b.OrgID, CreatedBy: b.CreatedBy, TokenID: b.TokenID,
 		Profile: t.Profile, ExecutionOptions: t.Options,
 		BatchID: b.ID, CustomID: l.CustomID,
 		Priority: &prio, MaxAttempts: p.cfg.MaxAttempts,

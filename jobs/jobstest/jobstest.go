@@ -219,6 +219,9 @@ func Run(t *testing.T, h Harness) {
 		{"PacingInvalid", testPacingInvalid},
 		{"PacingConcurrent", testPacingConcurrent},
 		{"Submitted", testSubmitted},
+		{"UsageLedger", testUsageLedger},
+		{"UsageTokenOnJobs", testUsageTokenOnJobs},
+		{"UsageCancel", testUsageCancel},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

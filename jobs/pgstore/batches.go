@@ -25,7 +25,7 @@ const fileCols = `id, org_id, created_by, purpose, filename, bytes, created_at`
 
 const batchCols = `id, org_id, created_by, input_file_id, endpoint, completion_window, metadata::text, priority,
 	status, errors::text, output_file_id, error_file_id, total, completed, failed, created_at, expires_at,
-	in_progress_at, finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at`
+	in_progress_at, finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at, token_id`
 
 const (
 	getFileSQL = `SELECT ` + fileCols + ` FROM files WHERE id = $1 AND ($2 = '' OR org_id = $2)`
@@ -53,8 +53,8 @@ const (
 	// Only if the input file is the org's.
 	insertBatchSQL = `
 		INSERT INTO batches (id, org_id, created_by, input_file_id, endpoint, completion_window, metadata, priority,
-			status, created_at, expires_at)
-		SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, 'validating', $9, $10
+			status, created_at, expires_at, token_id)
+		SELECT $1, $2, $3, $4, $5, $6, $7::json, $8, 'validating', $9, $10, $11
 		WHERE EXISTS (SELECT 1 FROM files WHERE id = $4 AND org_id = $2)
 		RETURNING ` + batchCols
 	listBatchesSQL = `
@@ -112,7 +112,7 @@ func scanBatch(row pgx.Row) (jobs.Batch, error) {
 	)
 	err := row.Scan(&b.ID, &b.OrgID, &b.CreatedBy, &b.InputFileID, &b.Endpoint, &b.CompletionWindow, &meta,
 		&b.Priority, &status, &errs, &output, &errFile, &b.Counts.Total, &b.Counts.Completed, &b.Counts.Failed,
-		&b.CreatedAt, &b.ExpiresAt, &inProgress, &finalizing, &completed, &failed, &expired, &cancelling, &cancelled)
+		&b.CreatedAt, &b.ExpiresAt, &inProgress, &finalizing, &completed, &failed, &expired, &cancelling, &cancelled, &b.TokenID)
 	if err != nil {
 		return jobs.Batch{}, err
 	}
@@ -282,7 +282,7 @@ func (t *batchTx) BatchGet(p storeops.BatchGetParams) (jobs.Batch, error) {
 func (t *batchTx) BatchInsert(p storeops.BatchInsertParams) (jobs.Batch, error) {
 	now := t.clock()
 	b, err := scanBatch(t.tx.QueryRow(t.ctx, insertBatchSQL, p.ID, p.OrgID, p.CreatedBy, p.InputFileID, p.Endpoint,
-		p.CompletionWindow, rawPtr(p.Metadata), p.Priority, now, now.Add(p.Window).Truncate(time.Microsecond)))
+		p.CompletionWindow, rawPtr(p.Metadata), p.Priority, now, now.Add(p.Window).Truncate(time.Microsecond), p.TokenID))
 	return b, noRows(err)
 }
 

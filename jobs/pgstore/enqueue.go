@@ -102,7 +102,7 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 // enqueueRows holds a batch as column arrays for unnest.
 type enqueueRows struct {
 	promptID, jobID, org, by, parent, refUser, corr, text, ref, inputs, profile, key, hash, opts, dep []string
-	chat, embedding, batch, customID, claim                                                           []string
+	chat, embedding, batch, customID, claim, token                                                    []string
 	priority, maxAttempts                                                                             []int
 	available                                                                                         []time.Time
 	// grace is each item's KeyGrace when its key expires (KeyExpires),
@@ -275,7 +275,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		inputs: make([]string, n), profile: make([]string, n), key: make([]string, n), hash: make([]string, n),
 		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
 		available: make([]time.Time, n), chat: make([]string, n), embedding: make([]string, n), batch: make([]string, n),
-		customID: make([]string, n), claim: make([]string, n),
+		customID: make([]string, n), claim: make([]string, n), token: make([]string, n),
 		grace: make([]time.Duration, n),
 	}
 	for i, p := range ps {
@@ -292,7 +292,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.key[i], r.hash[i], r.opts[i], r.dep[i] = p.IdempotencyKey, p.RequestHash, string(p.ExecutionOptions.JSON()), p.DependsOn
 		r.priority[i], r.maxAttempts[i], r.available[i] = *p.Priority, p.MaxAttempts, avail
 		r.chat[i], r.embedding[i], r.batch[i], r.customID[i] = string(chat), string(embedding), p.BatchID, p.CustomID
-		r.claim[i] = p.ClaimAs
+		r.claim[i], r.token[i] = p.ClaimAs, p.TokenID
 		r.hasRefs = r.hasRefs || p.ParentID != "" || p.DependsOn != ""
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
 		r.grace[i] = -1
@@ -470,19 +470,23 @@ func (b *enqueueBatch) lookupFirstJobs(p *phase) {
 func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time, schema string) {
 	n := len(fresh)
 	ids, pids, opts, deps, orgs, bys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	tokens := make([]string, n)
 	prios, maxAs := make([]int, n), make([]int, n)
 	avail := make([]time.Time, n)
 	for k, i := range fresh {
 		ids[k], pids[k], opts[k], deps[k], orgs[k], bys[k] = r.jobID[i], r.promptID[i], r.opts[i], r.dep[i], r.org[i], r.by[i]
+		tokens[k] = r.token[i]
 		prios[k], maxAs[k], avail[k] = r.priority[i], r.maxAttempts[i], r.available[i]
 	}
 	p.exec(`
 		WITH j AS (
 			INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options, depends_on,
-				org_id, created_by, created_at, updated_at, available_at)
-			SELECT u.id, u.pid, 'queued', u.prio, 1, u.maxa, u.opts::json, NULLIF(u.dep, ''), u.org, u.by, $10, $11, u.avail
-			FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[])
-				WITH ORDINALITY AS u(id, pid, prio, maxa, opts, dep, org, by, avail, ord)
+				org_id, created_by, created_at, updated_at, available_at, token_id)
+			SELECT u.id, u.pid, 'queued', u.prio, 1, u.maxa, u.opts::json, NULLIF(u.dep, ''), u.org, u.by, $10, $11, u.avail,
+				u.token
+			FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[],
+				$13::text[])
+				WITH ORDINALITY AS u(id, pid, prio, maxa, opts, dep, org, by, avail, token, ord)
 			ORDER BY u.ord
 			RETURNING id, prompt_id, org_id, state, priority, available_at, created_at, depends_on
 		), q AS (
@@ -492,5 +496,5 @@ func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time,
 			SELECT id, prompt_id, org_id, 'transition', 'queued', $11 FROM j
 		)
 		SELECT pg_notify('`+notifyChannel+`', $12)`,
-		ids, pids, prios, maxAs, opts, deps, orgs, bys, avail, created, stamp, schema)
+		ids, pids, prios, maxAs, opts, deps, orgs, bys, avail, created, stamp, schema, tokens)
 }

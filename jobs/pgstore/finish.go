@@ -93,12 +93,25 @@ var finishSQL = named(`
 			UNION ALL
 			SELECT id, prompt_id, org_id, 'attempt', NULL, NULL, data, ord, 0 FROM att
 		) e ORDER BY ord, sub
+	), calls AS (
+		-- The usage ledger's rows, by the call's ord: each with its job's
+		-- owners, only for calls that took effect.
+		INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend, input_tokens, output_tokens,
+			cached_tokens, cost_usd)
+		SELECT $now::timestamptz, j.id, j.org_id, j.created_by, j.token_id, c.model, c.backend, c.input, c.output,
+			c.cached, c.cost
+		FROM unnest($call_ord::int[], $call_model::text[], $call_backend::text[], $call_in::bigint[],
+			$call_out::bigint[], $call_cached::bigint[], $call_cost::float8[])
+			AS c(ord, model, backend, input, output, cached, cost)
+		JOIN (SELECT ord, id, org_id, created_by, token_id FROM done
+			UNION ALL SELECT ord, id, org_id, created_by, token_id FROM att) j ON j.ord = c.ord
 	), `+notified("done")+`
 	SELECT `+jobCols+`, ord FROM done, notified
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
-	"usage", "response", "finish_reason", "tool_calls", "attempts", "now", "schema")
+	"usage", "response", "finish_reason", "tool_calls", "attempts", "now", "schema",
+	"call_ord", "call_model", "call_backend", "call_in", "call_out", "call_cached", "call_cost")
 
 // runFinish runs finishing writes in one transaction of their own.
 func (s *Store) runFinish(ctx context.Context, reqs []*finishReq) []error {
@@ -153,7 +166,9 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		avail                   = make([]*time.Time, n)
 	)
 	b.changed = false
+	var c callRows
 	for i, r := range b.reqs {
+		c.add(i+1, r.w.Calls)
 		w := r.w
 		b.errs[i] = jobs.ErrNotClaimed // until the statement returns the call
 		id[i], worker[i], state[i], kind[i], message[i] = w.JobID, w.Worker, string(w.To), string(w.Kind), w.Message
@@ -168,7 +183,8 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
-		usage, response, finishReason, toolCalls, attempts, now, b.schema), func(rows pgx.Rows) error {
+		usage, response, finishReason, toolCalls, attempts, now, b.schema,
+		c.ord, c.model, c.backend, c.in, c.out, c.cached, c.cost), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
 			j, err := scanJob(rows, &ord)
@@ -181,6 +197,23 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 		return nil
 	})
+}
+
+// callRows are a batch's usage ledger rows as finishSQL's arrays; ord
+// names the call that brings each.
+type callRows struct {
+	ord             []int
+	model, backend  []string
+	in, out, cached []*int64
+	cost            []*float64
+}
+
+func (c *callRows) add(ord int, calls []jobs.UsageCall) {
+	for _, u := range calls {
+		c.ord, c.model, c.backend = append(c.ord, ord), append(c.model, u.Model), append(c.backend, u.Backend)
+		c.in, c.out, c.cached = append(c.in, u.InputTokens), append(c.out, u.OutputTokens), append(c.cached, u.CachedInputTokens)
+		c.cost = append(c.cost, u.CostUSD)
+	}
 }
 
 // attemptsArray is a transition's attempt events as one JSON array, nil
@@ -297,6 +330,11 @@ var cancelSQL = named(`
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
 		SELECT id, prompt_id, org_id, 'transition', from_state, 'cancelled', $now FROM done ORDER BY ord
+	), lost AS (
+		-- A running job's worker may have a call out that its settling
+		-- write, now refused, would have reported: jobs.LostCall.
+		INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend)
+		SELECT $now, id, org_id, created_by, token_id, '', '' FROM done WHERE from_state = 'running'
 	), `+notified("done")+`
 	SELECT `+jobCols+` FROM done, notified ORDER BY ord`,
 	"now", "id", "from", "schema")
@@ -368,9 +406,9 @@ var retrySQL = named(`
 		UPDATE jobs SET state = 'superseded', updated_at = $now WHERE id = $old_id RETURNING jobs.*
 	), fresh AS (
 		INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options,
-			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
+			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id)
 		SELECT $new_id, prompt_id, 'queued', $priority::int, 1, max_attempts, execution_options,
-			id, depends_on, org_id, created_by, $now, $now, $now
+			id, depends_on, org_id, created_by, $now, $now, $now, token_id
 		FROM old
 		RETURNING jobs.*
 	), queued AS (

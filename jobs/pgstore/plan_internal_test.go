@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/usageq"
 )
 
 // EventsAfter with CreatedBy walks the log from its cursor in order and
@@ -44,6 +46,53 @@ func TestEventsAfterPlan(t *testing.T) {
 		if !strings.Contains(got, "Index Scan using job_events_pkey") || !strings.Contains(got, "Nested Loop") ||
 			strings.Contains(got, "Sort") || strings.Contains(got, "Hash") {
 			t.Errorf("EventsAfter%v plan:\n%s", args, got)
+		}
+	}
+}
+
+// One org's or one token's spend since a time (what a budget reads on
+// every submission) is a range read of its index, not a scan of the
+// ledger.
+func TestUsageRangePlan(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend, input_tokens, output_tokens, cost_usd)
+		SELECT timestamptz '2030-01-01' + i * interval '1 minute', 'j' || i, 'org' || (i % 50), 'u' || (i % 200),
+			'tok' || (i % 400), 'm', 'b', 10, 10, 0.001
+		FROM generate_series(1, 50000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE usage_ledger`); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC) // most of the ledger: a budget period
+	for _, c := range []struct {
+		p     jobs.UsageParams
+		index string
+	}{
+		{jobs.UsageParams{OrgID: "org7", From: since}, "usage_ledger_org_at"},
+		{jobs.UsageParams{TokenID: "tok7", From: since}, "usage_ledger_token_at"},
+	} {
+		q, args := usageq.Query(c.p, usageDialect)
+		rows, err := s.pool.Query(ctx, `EXPLAIN `+q, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(plan, "\n")
+		if !strings.Contains(got, c.index) || strings.Contains(got, "Seq Scan") {
+			t.Errorf("Usage(%+v) plan:\n%s", c.p, got)
 		}
 	}
 }

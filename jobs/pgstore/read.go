@@ -11,6 +11,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/listing"
+	"github.com/promptkit/promptkit/jobs/internal/usageq"
 )
 
 // GetPrompt returns a prompt, or jobs.ErrNotFound. See jobs.Store.
@@ -458,6 +459,43 @@ func (s *Store) GetResponses(ctx context.Context, orgID string, ids []string) (m
 	}
 	for _, r := range rs {
 		out[r.ID] = r
+	}
+	return out, nil
+}
+
+// usageDialect groups ledger rows by their UTC day.
+var usageDialect = usageq.Dialect{
+	Param: func(n int) string { return "$" + strconv.Itoa(n) },
+	Time:  func(t time.Time) any { return t },
+	Day:   "(date_trunc('day', at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')",
+}
+
+// Usage sums the usage ledger. See jobs.Store.
+func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: usage: %w", err)
+	}
+	q, args := usageq.Query(p, usageDialect)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: usage: %w", err)
+	}
+	defer rows.Close()
+	var out []jobs.UsageBucket
+	for rows.Next() {
+		var b jobs.UsageBucket
+		var day *time.Time
+		if err := rows.Scan(append([]any{&day}, usageq.Dests(&b)...)...); err != nil {
+			return nil, fmt.Errorf("pgstore: usage: %w", err)
+		}
+		b.Day = tm(day).UTC()
+		if b.Requests > 0 { // no rows at all still make one row without GROUP BY
+			out = append(out, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: usage: %w", err)
 	}
 	return out, nil
 }

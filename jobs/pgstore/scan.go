@@ -19,7 +19,7 @@ import (
 const jobCols = `id, prompt_id, state, priority, attempt, max_attempts, execution_options::text,
 	worker_claim, claimed_at, started_at, running_heartbeat_at, finished_at, response_id,
 	error_kind, error_message, supersedes, depends_on, org_id, created_by, created_at,
-	updated_at, available_at`
+	updated_at, available_at, token_id`
 
 // scanJob reads a row of jobCols, then any extra columns into extra.
 func scanJob(row pgx.Row, extra ...any) (jobs.Job, error) {
@@ -33,7 +33,7 @@ func scanJob(row pgx.Row, extra ...any) (jobs.Job, error) {
 	dst := []any{&j.ID, &j.PromptID, &state, &j.Priority, &j.Attempt, &j.MaxAttempts, &opts,
 		&claim, &claimed, &started, &hb, &finished, &resp,
 		&kind, &msg, &sup, &d, &j.OrgID, &j.CreatedBy, &j.CreatedAt,
-		&j.UpdatedAt, &j.AvailableAt}
+		&j.UpdatedAt, &j.AvailableAt, &j.TokenID}
 	err := row.Scan(append(dst, extra...)...)
 	if err != nil {
 		return jobs.Job{}, err

@@ -20,7 +20,7 @@ const fileCols = `id, org_id, created_by, purpose, filename, bytes, created_at`
 
 const batchCols = `id, org_id, created_by, input_file_id, endpoint, completion_window, metadata, priority,
 	status, errors, output_file_id, error_file_id, total, completed, failed, created_at, expires_at,
-	in_progress_at, finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at`
+	in_progress_at, finalizing_at, completed_at, failed_at, expired_at, cancelling_at, cancelled_at, token_id`
 
 var (
 	qInsertFile  = wq(`INSERT INTO files (` + fileCols + `) VALUES (?, ?, ?, ?, ?, 0, ?)`)
@@ -31,8 +31,8 @@ var (
 	qDropFile    = wq(`DELETE FROM files WHERE id = ?`)
 
 	qInsertBatch = wq(`INSERT INTO batches (id, org_id, created_by, input_file_id, endpoint, completion_window,
-		metadata, priority, status, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'validating', ?, ?) RETURNING ` + batchCols)
+		metadata, priority, status, created_at, expires_at, token_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'validating', ?, ?, ?) RETURNING ` + batchCols)
 	// A write transaction holds the database's write lock, so this read
 	// needs no FOR UPDATE.
 	qBatchForUpdate = wq(`SELECT ` + batchCols + ` FROM batches WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`)
@@ -98,7 +98,7 @@ func scanBatch(r scanner) (jobs.Batch, error) {
 	)
 	err := r.Scan(&b.ID, &b.OrgID, &b.CreatedBy, &b.InputFileID, &b.Endpoint, &b.CompletionWindow, &meta,
 		&b.Priority, &status, &errs, &output, &errFile, &b.Counts.Total, &b.Counts.Completed, &b.Counts.Failed,
-		&createdAt, &expiresAt, &inProgress, &finalizing, &completed, &failed, &expired, &cancelling, &cancelled)
+		&createdAt, &expiresAt, &inProgress, &finalizing, &completed, &failed, &expired, &cancelling, &cancelled, &b.TokenID)
 	if err != nil {
 		return jobs.Batch{}, err
 	}
@@ -154,6 +154,12 @@ func (w *wtx) cancel(old jobs.Job) (jobs.Job, error) {
 		return jobs.Job{}, err
 	}
 	w.transition(j, old.State, jobs.Cancelled, nil)
+	if old.State == jobs.Running {
+		// Its worker's unwritten call, if any, is lost (jobs.LostCall).
+		if err := w.insertCalls(j, []jobs.UsageCall{jobs.LostCall}); err != nil {
+			return jobs.Job{}, err
+		}
+	}
 	return j, nil
 }
 
@@ -243,7 +249,7 @@ func (w *wtx) BatchInsert(p storeops.BatchInsertParams) (jobs.Batch, error) {
 	}
 	expires := fromMicros(w.now).Add(p.Window).UnixMicro()
 	return scanBatch(w.queryRow(qInsertBatch, p.ID, p.OrgID, p.CreatedBy, p.InputFileID, p.Endpoint, p.CompletionWindow,
-		nullBytes(p.Metadata), p.Priority, w.now, expires))
+		nullBytes(p.Metadata), p.Priority, w.now, expires, p.TokenID))
 }
 
 // BatchMove implements storeops.Tx with qMoveBatch.

@@ -28,8 +28,8 @@ var (
 		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at, chat, batch_id, custom_id, embedding)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
-		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at)
-		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id)
+		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertEvent = wq(`INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )
@@ -103,7 +103,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	}
 	jobID := jobs.NewID()
 	if err := w.insertJob(jobID, promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions.JSON(), "", p.DependsOn,
-		p.OrgID, p.CreatedBy, availableAt); err != nil {
+		p.OrgID, p.CreatedBy, p.TokenID, availableAt); err != nil {
 		return jobs.Enqueued{}, err
 	}
 	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
@@ -125,9 +125,9 @@ func conflict(stored, hash string) bool { return stored != "" && hash != "" && s
 // insertJob inserts a queued job and records its first event (→ queued;
 // a retry's names the job it supersedes).
 func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
-	orgID, createdBy string, availableAt int64) error {
+	orgID, createdBy, tokenID string, availableAt int64) error {
 	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
-		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt); err != nil {
+		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tokenID); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued,

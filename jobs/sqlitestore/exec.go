@@ -38,7 +38,10 @@ var (
 		WHERE id = ?3 AND state = 'queued' RETURNING ` + jobCols)
 	qHeartbeat = wq(`UPDATE jobs SET running_heartbeat_at = ?1
 		WHERE state = 'running' AND worker_claim = ?2 AND id IN (SELECT value FROM json_each(?3))`)
-	qClaimedPrompt = wq(`SELECT prompt_id, org_id FROM jobs WHERE id = ? AND state = 'running' AND worker_claim = ?`)
+	qClaimedPrompt = wq(`SELECT prompt_id, org_id, created_by, token_id FROM jobs
+		WHERE id = ? AND state = 'running' AND worker_claim = ?`)
+	qInsertCall = wq(`INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend,
+		input_tokens, output_tokens, cached_tokens, cost_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	// The finishing write: the job moves to the state ?1 Go decided, only
 	// while it runs under the caller's claim. A job going back to the
 	// queue leaves its worker: no claim, no run times, no finish time.
@@ -245,7 +248,7 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 		id := jobs.NewID()
 		w.transition(old, old.State, jobs.Superseded, jobs.TransitionData{SupersededBy: id}.JSON())
 		if err := w.insertJob(id, old.PromptID, p.PriorityOf(old), old.MaxAttempts, old.ExecutionOptions.JSON(), old.ID, old.DependsOn,
-			old.OrgID, old.CreatedBy, w.now); err != nil {
+			old.OrgID, old.CreatedBy, old.TokenID, w.now); err != nil {
 			return err
 		}
 		j, err = scanJob(w.queryRow(qJobForUpdate, id, ""))
@@ -300,10 +303,11 @@ func (s *Store) Reclaim(ctx context.Context, p jobs.ReclaimParams) (jobs.Reclaim
 // event; a job not running under that worker (an unknown one included) is
 // jobs.ErrNotClaimed, and nothing changes.
 func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
-	var promptID, orgID string
+	var promptID, orgID, createdBy, tokenID string
 	if !f.Transition() || f.To == jobs.Succeeded {
-		// The attempt's event and the response need the prompt.
-		err := w.queryRow(qClaimedPrompt, f.JobID, f.Worker).Scan(&promptID, &orgID)
+		// The attempt's event and the response need the prompt, the
+		// attempt's ledger row the job's owners.
+		err := w.queryRow(qClaimedPrompt, f.JobID, f.Worker).Scan(&promptID, &orgID, &createdBy, &tokenID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return jobs.Job{}, jobs.ErrNotClaimed
 		}
@@ -314,7 +318,7 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 	if !f.Transition() {
 		w.events = append(w.events, jobEvent{jobID: f.JobID, promptID: promptID, orgID: orgID,
 			typ: jobs.EventAttempt, data: f.Data})
-		return jobs.Job{}, nil
+		return jobs.Job{}, w.insertCalls(jobs.Job{ID: f.JobID, OrgID: orgID, CreatedBy: createdBy, TokenID: tokenID}, f.Calls)
 	}
 	var responseID, available any
 	if f.To == jobs.Succeeded {
@@ -344,8 +348,39 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 		w.events = append(w.events, jobEvent{jobID: f.JobID, promptID: j.PromptID, orgID: j.OrgID,
 			typ: jobs.EventAttempt, data: d})
 	}
+	if err := w.insertCalls(j, f.Calls); err != nil {
+		return jobs.Job{}, err
+	}
 	w.transition(j, jobs.Running, f.To, f.Data)
 	return j, nil
+}
+
+// insertCalls writes j's provider calls to the usage ledger, at the
+// transaction's time; an unknown count or cost is NULL.
+func (w *wtx) insertCalls(j jobs.Job, calls []jobs.UsageCall) error {
+	for _, c := range calls {
+		if _, err := w.exec(qInsertCall, w.now, j.ID, j.OrgID, j.CreatedBy, j.TokenID, c.Model, c.Backend,
+			nullInt(c.InputTokens), nullInt(c.OutputTokens), nullInt(c.CachedInputTokens), nullFloat(c.CostUSD)); err != nil {
+			return fmt.Errorf("insert usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// nullInt maps nil to NULL.
+func nullInt(v *int64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}
+
+// nullFloat maps nil to NULL.
+func nullFloat(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
 }
 
 // jobFor loads a job of the org for an operator transition to to, and

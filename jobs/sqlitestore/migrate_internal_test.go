@@ -5,11 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/storetest"
+	"github.com/promptkit/promptkit/jobs/internal/usageq"
 )
 
 // Migration 2 moves a profile written into execution_options to the
@@ -156,6 +158,11 @@ func TestQueryPlans(t *testing.T) {
 		{qEventsAfter, []any{0, "o", "u", 10}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)"}},
 		{qChangesFiltered, []any{0, 10, "o", "u"}, []string{"INDEX jobs_updated"}},
 		{qChangesTie, []any{0, "j", "o", "u"}, []string{"INDEX jobs_updated"}},
+		// A budget's check: one org's or one token's spend since a time.
+		{usageSQL(jobs.UsageParams{OrgID: "o", From: time.Unix(1, 0)}), []any{int64(1e6), "o"},
+			[]string{"SEARCH usage_ledger USING INDEX usage_ledger_org_at (org_id=? AND at>?)"}},
+		{usageSQL(jobs.UsageParams{TokenID: "t", From: time.Unix(1, 0)}), []any{int64(1e6), "t"},
+			[]string{"SEARCH usage_ledger USING INDEX usage_ledger_token_at (token_id=? AND at>?)"}},
 	} {
 		rows, err := s.reader.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, c.args...)
 		if err != nil {
@@ -181,4 +188,10 @@ func TestQueryPlans(t *testing.T) {
 			t.Errorf("plan of %s sorts: %s", c.q, got)
 		}
 	}
+}
+
+// usageSQL is the ledger read of p.
+func usageSQL(p jobs.UsageParams) string {
+	q, _ := usageq.Query(p, usageDialect)
+	return q
 }

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/listing"
+	"github.com/promptkit/promptkit/jobs/internal/usageq"
 )
 
 // Reads run on the reader pool unless noted. An empty org ID matches every
@@ -618,4 +620,42 @@ func scanResponse(r scanner) (jobs.Response, error) {
 	}
 	resp.CreatedAt = fromMicros(createdAt)
 	return resp, nil
+}
+
+// usageDialect reads the ledger's microsecond times; a day is 86400e6 of
+// them (Unix time has no leap seconds).
+var usageDialect = usageq.Dialect{
+	Param: func(n int) string { return "?" + strconv.Itoa(n) },
+	Time:  func(t time.Time) any { return t.UnixMicro() },
+	Day:   "(at - at % 86400000000)",
+}
+
+// Usage implements jobs.Store.
+func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: usage: %w", err)
+	}
+	q, args := usageq.Query(p, usageDialect)
+	rows, err := s.readQuery(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: usage: %w", err)
+	}
+	defer rows.Close()
+	var out []jobs.UsageBucket
+	for rows.Next() {
+		var b jobs.UsageBucket
+		var day sql.NullInt64
+		if err := rows.Scan(append([]any{&day}, usageq.Dests(&b)...)...); err != nil {
+			return nil, fmt.Errorf("sqlitestore: usage: %w", err)
+		}
+		b.Day = nullTime(day)
+		if b.Requests > 0 { // no rows at all still make one row without GROUP BY
+			out = append(out, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlitestore: usage: %w", err)
+	}
+	return out, nil
 }

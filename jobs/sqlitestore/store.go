@@ -640,7 +640,7 @@ func nullBytes(b []byte) any {
 const jobCols = `id, prompt_id, state, priority, attempt, max_attempts, execution_options,
 	worker_claim, claimed_at, started_at, running_heartbeat_at, finished_at, response_id,
 	error_kind, error_message, supersedes, depends_on, org_id, created_by, created_at,
-	updated_at, available_at`
+	updated_at, available_at, token_id`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -656,7 +656,7 @@ func scanJob(r scanner) (jobs.Job, error) {
 	err := r.Scan(&j.ID, &j.PromptID, &state, &j.Priority, &j.Attempt, &j.MaxAttempts, &opts,
 		&claim, &claimedAt, &startedAt, &heartbeatAt, &finishedAt, &responseID,
 		&kind, &j.ErrorMessage, &supersedes, &dependsOn, &j.OrgID, &j.CreatedBy, &createdAt,
-		&updatedAt, &availableAt)
+		&updatedAt, &availableAt, &j.TokenID)
 	if err != nil {
 		return jobs.Job{}, err
 	}

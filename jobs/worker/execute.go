@@ -9,7 +9,6 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/pktype"
 )
 
 // execute runs one claimed job: prepare builds the engine request, run
@@ -204,7 +203,7 @@ func history(turns []jobs.Turn) []promptkit.Message {
 // run calls the engine under the job timeout, recording its attempts:
 // Run, or Embed for an embeddings task.
 func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
-	rec := &attemptLog{w: w, ctx: context.WithoutCancel(ctx), job: j}
+	rec := &attemptLog{w: w, ctx: context.WithoutCancel(ctx), job: j, embedding: t.embed != nil}
 	req := t.run
 	req.Observer = chainObservers(rec.observe, w.cfg.Observer)
 	if j.ExecutionOptions.Stream {
@@ -258,8 +257,10 @@ type attemptLog struct {
 	w   *Worker
 	ctx context.Context
 	job jobs.Job
+	// embedding says the run is an embedding call's (no output tokens).
+	embedding bool
 	// held is the last attempt, nil if none.
-	held *attemptData
+	held *jobs.AttemptEvent
 	// pending are the attempt events the settling write must carry.
 	pending []json.RawMessage
 }
@@ -272,11 +273,14 @@ func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
 	if ev.Kind != promptkit.ExecutionAttempt {
 		return
 	}
-	l.held = &attemptData{
+	l.held = &jobs.AttemptEvent{
 		JobAttempt: l.job.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
 		StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
 		CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
-		Model: ev.Model, Usage: attemptUsage(ev.Usage.Usage()),
+		Model: ev.Model, Backend: ev.BackendID, Embedding: l.embedding && ev.Dispatched, Usage: jobs.AttemptUsage(ev.Usage.Usage()),
+	}
+	if ev.Dispatched && ev.Cost.Known {
+		l.held.CostUSD = new(ev.Cost.USD)
 	}
 }
 
@@ -293,7 +297,7 @@ func (l *attemptLog) finish(err error) []json.RawMessage {
 			errors.As(err, &ge) && ge.StatusCode() == h.StatusCode {
 			h.Detail = jobs.ErrorMessage(ge.Detail())
 		}
-		l.pending = append(l.pending, h.json())
+		l.pending = append(l.pending, h.JSON())
 		l.held = nil
 	}
 	return l.pending
@@ -305,57 +309,12 @@ func (l *attemptLog) flush() {
 	if l.held == nil {
 		return
 	}
-	data := l.held.json()
+	data := l.held.JSON()
 	l.held = nil
 	p := jobs.AttemptParams{JobID: l.job.ID, Worker: l.w.cfg.Name, Data: data}
 	if err := l.w.store.AppendAttempt(l.ctx, p); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
 		l.pending = append(l.pending, data)
 	}
-}
-
-// attemptData is the JSON of an attempt event.
-type attemptData struct {
-	JobAttempt     int    `json:"job_attempt"`
-	Generation     uint64 `json:"generation"`
-	Attempt        uint64 `json:"attempt"`
-	Dispatched     bool   `json:"dispatched"`
-	StatusCode     int    `json:"status_code,omitempty"`
-	Outcome        string `json:"outcome"`
-	Failure        string `json:"failure,omitempty"`
-	CapacityWaitMS int64  `json:"capacity_wait_ms"`
-	GenerationMS   int64  `json:"generation_ms"`
-	Model          string `json:"model,omitempty"`
-	// Usage holds the counts the provider reported on this attempt; it is
-	// left out when it reported none.
-	Usage attemptUsage `json:"usage,omitzero"`
-	// Detail is the provider's own message, redacted, kept only with
-	// Config.KeepProviderDetail and only on the attempt that ended the run.
-	Detail string `json:"detail,omitempty"`
-}
-
-func (d *attemptData) json() json.RawMessage {
-	b, _ := json.Marshal(d) // plain fields and counts: it cannot fail
-	return b
-}
-
-// attemptUsage is an attempt's usage as its event keeps it: each count
-// the provider reported, by its name, as {"value": n}.
-type attemptUsage pktype.Usage
-
-// IsZero reports that the provider reported no count.
-func (u attemptUsage) IsZero() bool { return u.Known == pktype.TokenUsagePresence{} }
-
-// MarshalJSON writes {"cached_tokens": {"value": 0}, "prompt_tokens":
-// {"value": 12}, ...}, names sorted as events have always had them.
-func (u attemptUsage) MarshalJSON() ([]byte, error) {
-	type count struct {
-		Value int `json:"value"`
-	}
-	m := map[string]count{}
-	for name, v := range pktype.Usage(u).Reported() {
-		m[name] = count{v}
-	}
-	return json.Marshal(m)
 }
 
 // finalizeBackoff is the pause after the n-th failed try (from 0) of a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
 	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
@@ -198,6 +199,48 @@ func TestUnreportedUsageIsStoredUnknown(t *testing.T) {
 		const want = `{"prompt_tokens":4,"completion_tokens":2,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}`
 		if string(b) != want {
 			t.Fatalf("stored usage %s, want %s", b, want)
+		}
+	})
+}
+
+// An attempt event carries the call's cost by the engine's prices (none
+// when unknown), and the store writes the call to the usage ledger with
+// it, under the job's token.
+func TestAttemptCostReachesTheLedger(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		eng := enginekit.Provider(t, f.srv.URL, enginekit.Retries(0), func(c *promptkit.Config) {
+			c.Prices = []promptkit.Price{{Model: enginekit.Model, Input: 1, Output: 2}}
+		})
+		f.srv.Enqueue(
+			providertest.Response{Text: "ok", Usage: providertest.Usage{PromptTokens: 400, CompletionTokens: 100, TotalTokens: 500}},
+			providertest.Response{Text: "ok", Usage: providertest.Usage{Mode: providertest.UsageAbsent}},
+		)
+		priced := f.enqueue(jobs.EnqueueParams{TokenID: "tok-1", Text: "priced"})
+		unknown := f.enqueue(jobs.EnqueueParams{TokenID: "tok-1", Text: "unreported"})
+		w := f.worker("w1", func(c *worker.Config) { c.Engine = eng })
+		f.runOnce(w, 1)
+		f.runOnce(w, 1)
+
+		const want = (400*1 + 100*2) / 1e6
+		for _, c := range []struct {
+			id   string
+			want promptkit.Cost
+		}{{priced.JobID, promptkit.Cost{USD: want, Known: true}}, {unknown.JobID, promptkit.Cost{}}} {
+			evs, err := f.store.JobEvents(f.ctx, "", c.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := jobs.JobCost(evs); got != c.want {
+				t.Errorf("job %s cost %+v, want %+v", c.id, got, c.want)
+			}
+		}
+		got, err := f.store.Usage(f.ctx, jobs.UsageParams{OrgID: "org", TokenID: "tok-1", GroupBy: []jobs.UsageGroup{jobs.UsageByModel}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantB := []jobs.UsageBucket{{Model: enginekit.Model, Requests: 2, InputTokens: 400, OutputTokens: 100, UnknownUsage: 1, CostUSD: want, UnknownCost: 1}}
+		if len(got) != 1 || got[0] != wantB[0] {
+			t.Fatalf("usage %+v, want %+v", got, wantB)
 		}
 	})
 }

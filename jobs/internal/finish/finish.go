@@ -45,6 +45,10 @@ type Write struct {
 	// AttemptEvents are attempt events recorded before a transition's event,
 	// in the same transaction (jobs.SucceedParams.Attempts).
 	AttemptEvents []json.RawMessage
+	// Calls are the usage ledger's rows the write adds with its events:
+	// the dispatched calls its attempt events report (jobs.UsageCalls),
+	// or a reclaimed job's lost call (jobs.LostCall).
+	Calls []jobs.UsageCall
 }
 
 // Transition reports whether w changes the job's state.
@@ -63,14 +67,15 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 		}
 	}
 	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded, Output: p.Output, Parsed: p.Parsed,
-		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, ToolCalls: calls, AttemptEvents: p.AttemptEvents}, nil
+		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, ToolCalls: calls, AttemptEvents: p.AttemptEvents,
+		Calls: jobs.UsageCalls(p.AttemptEvents...)}, nil
 }
 
 // Requeue is the write of a normalized RequeueParams: a hand-back spends
 // no attempt.
 func Requeue(p jobs.RequeueParams) Write {
 	w := Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Queued, Attempts: 1, AvailableAt: p.AvailableAt,
-		Kind: p.Kind, Message: p.Message, AttemptEvents: p.AttemptEvents,
+		Kind: p.Kind, Message: p.Message, AttemptEvents: p.AttemptEvents, Calls: jobs.UsageCalls(p.AttemptEvents...),
 		Data: jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message, Handback: p.Handback}.JSON()}
 	if p.Handback {
 		w.Attempts = 0
@@ -81,19 +86,22 @@ func Requeue(p jobs.RequeueParams) Write {
 // Fail is the write of a normalized FailParams.
 func Fail(p jobs.FailParams) Write {
 	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Failed, Kind: p.Kind, Message: p.Message, AttemptEvents: p.AttemptEvents,
-		Data: jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message}.JSON()}
+		Calls: jobs.UsageCalls(p.AttemptEvents...),
+		Data:  jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message}.JSON()}
 }
 
 // Attempt is the write of a normalized AttemptParams.
 func Attempt(p jobs.AttemptParams) Write {
-	return Write{JobID: p.JobID, Worker: p.Worker, Data: p.Data}
+	return Write{JobID: p.JobID, Worker: p.Worker, Data: p.Data, Calls: jobs.UsageCalls(p.Data)}
 }
 
 // Reclaim is the write that applies d to j, a running job whose worker
 // was lost: it is conditioned on j's claim, and its event names the lost
-// worker. A requeued job spends an attempt and is available at once.
+// worker. A requeued job spends an attempt and is available at once. The
+// lost worker's last call may have gone out unrecorded: the ledger gets a
+// row of unknown usage and cost for it.
 func Reclaim(j jobs.Job, d jobs.ReclaimDecision) Write {
-	w := Write{JobID: j.ID, Worker: j.WorkerClaim, To: d.To, Kind: d.Kind, Message: d.Message,
+	w := Write{JobID: j.ID, Worker: j.WorkerClaim, To: d.To, Kind: d.Kind, Message: d.Message, Calls: []jobs.UsageCall{jobs.LostCall},
 		Data: jobs.TransitionData{Worker: j.WorkerClaim, ErrorKind: d.Kind, ErrorMessage: d.Message}.JSON()}
 	if d.To == jobs.Queued {
 		w.Attempts = 1

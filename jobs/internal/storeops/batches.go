@@ -21,7 +21,7 @@ func (o Ops) CreateBatch(ctx context.Context, p jobs.CreateBatchParams) (jobs.Ba
 	err = o.db.WriteTx(ctx, func(tx Tx) error {
 		var err error
 		b, err = tx.BatchInsert(BatchInsertParams{ID: batchPrefix + jobs.NewID(), OrgID: p.OrgID, CreatedBy: p.CreatedBy,
-			InputFileID: p.InputFileID, Endpoint: p.Endpoint, CompletionWindow: p.CompletionWindow, Metadata: p.Metadata,
+			TokenID: p.TokenID, InputFileID: p.InputFileID, Endpoint: p.Endpoint, CompletionWindow: p.CompletionWindow, Metadata: p.Metadata,
 			Priority: *p.Priority, Window: p.Window})
 		if errors.Is(err, jobs.ErrNotFound) {
 			err = fmt.Errorf("input file: %w", err)

@@ -126,9 +126,9 @@ type BatchGetParams struct {
 
 // BatchInsertParams are a new batch's row.
 type BatchInsertParams struct {
-	ID, OrgID, CreatedBy, InputFileID, Endpoint, CompletionWindow string
-	Metadata                                                      []byte
-	Priority                                                      int
+	ID, OrgID, CreatedBy, TokenID, InputFileID, Endpoint, CompletionWindow string
+	Metadata                                                               []byte
+	Priority                                                               int
 	// Window is the time from the batch's creation to its expiry.
 	Window time.Duration
 }

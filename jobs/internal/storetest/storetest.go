@@ -114,6 +114,13 @@ func SchemaVersions(t *testing.T, s jobs.Store, db *sql.DB, latest int64, newer,
 		if _, err := db.ExecContext(ctx, c.sql, latest); err != nil {
 			t.Fatal(err)
 		}
+		if c.what == "older" {
+			// The migration before the latest: numbers may skip (ones
+			// reserved for work that lands later).
+			if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&c.have); err != nil {
+				t.Fatal(err)
+			}
+		}
 		err := s.Check(ctx)
 		var ve *schema.VersionError
 		if !errors.As(err, &ve) || ve.Have != c.have || ve.Want != latest {

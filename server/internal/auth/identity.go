@@ -50,7 +50,9 @@ func fromToken(t jobs.Token, hash []byte) Identity {
 	return id
 }
 
-// TokenID is the ID of the identity's token; "" for the local identity.
+// TokenID is the ID of the token the request acts with, which the jobs it
+// submits carry for the usage ledger and whose limits apply; "" for the
+// local identity.
 func (id Identity) TokenID() string {
 	if id.Key == localKey {
 		return ""

@@ -55,7 +55,7 @@ func (a *API) CreateBatch(w http.ResponseWriter, r *http.Request) error {
 		meta, _ = json.Marshal(req.Metadata) // cannot fail: strings
 	}
 	b, err := a.Store.CreateBatch(r.Context(), jobs.CreateBatchParams{
-		OrgID: id.Org, CreatedBy: id.User, InputFileID: f.ID, Endpoint: req.Endpoint,
+		OrgID: id.Org, CreatedBy: id.User, TokenID: id.TokenID(), InputFileID: f.ID, Endpoint: req.Endpoint,
 		CompletionWindow: req.CompletionWindow, Window: batchWindowTime, Metadata: meta,
 		Priority: a.BatchPriority,
 	})

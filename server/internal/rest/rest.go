@@ -14,6 +14,7 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 	"github.com/promptkit/promptkit/server/internal/page"
@@ -32,6 +33,8 @@ type API struct {
 	MaxBody int64
 	MaxWait time.Duration
 	Log     *slog.Logger
+	// Now is the clock of GET /v1/usage's default end_time.
+	Now func() time.Time
 }
 
 // Submitted is the 202 answer to a submission or a retry.
@@ -202,10 +205,12 @@ func (a *API) ownedJob(ctx context.Context, id auth.Identity, jobID string) (job
 	return j, nil
 }
 
-// JobView is a job and its events, in order.
+// JobView is a job and its events, in order, with what its provider
+// calls cost (jobs.JobCost): null when any call's cost is unknown.
 type JobView struct {
 	Job    jobs.Job     `json:"job"`
 	Events []jobs.Event `json:"events"`
+	Cost   pktype.Cost  `json:"cost_usd"`
 }
 
 // GetJob answers GET /v1/jobs/{id}.
@@ -219,7 +224,7 @@ func (a *API) GetJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("job", err)
 	}
-	httpapi.WriteJSON(w, http.StatusOK, JobView{Job: j, Events: httpapi.NonNil(evs)})
+	httpapi.WriteJSON(w, http.StatusOK, JobView{Job: j, Events: httpapi.NonNil(evs), Cost: jobs.JobCost(evs)})
 	return nil
 }
 

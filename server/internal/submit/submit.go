@@ -89,7 +89,7 @@ func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams,
 			return Admitted{}, httpapi.About(what, err)
 		}
 	}
-	p.OrgID, p.CreatedBy, p.ReferenceUser = id.Org, id.User, id.CreatedBy()
+	p.OrgID, p.CreatedBy, p.ReferenceUser, p.TokenID = id.Org, id.User, id.CreatedBy(), id.TokenID()
 	if key != "" {
 		p.IdempotencyKey, p.RequestHash = key, httpapi.Fingerprint(id.User, hash)
 	}

@@ -1,0 +1,233 @@
+package jobstest
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
+)
+
+// attemptEvent is a dispatched call's event data as the worker writes it:
+// prompt and completion counts when p >= 0, a cost when cost >= 0.
+func attemptEvent(model, backend string, p, c, cached int, cost float64) json.RawMessage {
+	e := jobs.AttemptEvent{Dispatched: true, Generation: 1, Attempt: 1, Outcome: "success", Model: model, Backend: backend}
+	if p >= 0 {
+		e.Usage = jobs.AttemptUsage{TokenUsage: pktype.TokenUsage{PromptTokens: p, CompletionTokens: c, CachedTokens: cached},
+			Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: cached > 0}}
+	}
+	if cost >= 0 {
+		e.CostUSD = &cost
+	}
+	return e.JSON()
+}
+
+// usage reads the ledger, failing the test on an error.
+func (f *fixture) usage(p jobs.UsageParams) []jobs.UsageBucket {
+	f.t.Helper()
+	got, err := f.store.Usage(f.ctx, p)
+	if err != nil {
+		f.t.Fatalf("Usage(%+v): %v", p, err)
+	}
+	return got
+}
+
+// expectUsage compares buckets, costs within a rounding error.
+func expectUsage(t *testing.T, what string, got, want []jobs.UsageBucket) {
+	t.Helper()
+	same := len(got) == len(want)
+	for i := 0; same && i < len(got); i++ {
+		g, w := got[i], want[i]
+		same = math.Abs(g.CostUSD-w.CostUSD) < 1e-9 && g.Day.Equal(w.Day)
+		g.CostUSD, w.CostUSD, g.Day, w.Day = 0, 0, time.Time{}, time.Time{}
+		same = same && g == w
+	}
+	if !same {
+		t.Errorf("%s:\n got %s\nwant %s", what, fmtBuckets(got), fmtBuckets(want))
+	}
+}
+
+func fmtBuckets(bs []jobs.UsageBucket) string {
+	s := ""
+	for _, b := range bs {
+		s += fmt.Sprintf("\n  %+v", b)
+	}
+	return s
+}
+
+// The ledger gets one row per dispatched call, with the attempt event that
+// reports it and only when that write takes effect, plus one of unknown
+// usage and cost for the call a lost worker may have made; Usage sums it
+// by group and filter, counting unknowns apart.
+func testUsageLedger(t *testing.T, h Harness) {
+	f := setup(t, h)
+	day1 := T0.Truncate(24 * time.Hour)
+	a := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", CreatedBy: "alice", TokenID: "tok-a"})
+	f.claimID("w", a.JobID)
+	call := attemptEvent("m1", "b1", 100, 10, 20, 0.5)
+	wantErr(t, f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: a.JobID, Worker: "other", Data: call}), jobs.ErrNotClaimed,
+		"AppendAttempt by another worker")
+	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "other", Output: "x",
+		AttemptEvents: []json.RawMessage{call}})
+	wantErr(t, err, jobs.ErrNotClaimed, "Succeed by another worker")
+	if got := f.usage(jobs.UsageParams{}); len(got) != 0 {
+		t.Fatalf("ledger after refused writes: %s", fmtBuckets(got))
+	}
+	if err := f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: a.JobID, Worker: "w", Data: call}); err != nil {
+		t.Fatal(err)
+	}
+	// Not dispatched: no call, no row.
+	idle := (&jobs.AttemptEvent{Generation: 1, Attempt: 2, Outcome: "error", Failure: "canceled", Model: "m1"}).JSON()
+	if err := f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: a.JobID, Worker: "w", Data: idle}); err != nil {
+		t.Fatal(err)
+	}
+	expectUsage(t, "after one appended call", f.usage(jobs.UsageParams{}), []jobs.UsageBucket{
+		{Requests: 1, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, CostUSD: 0.5}})
+	// The last call's usage went unreported: unknown usage and cost.
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "w", Output: "x",
+		AttemptEvents: []json.RawMessage{attemptEvent("m1", "b1", -1, 0, 0, -1)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	f.advance(24 * time.Hour)
+	b := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", CreatedBy: "bob", TokenID: "tok-b"})
+	f.claimID("w", b.JobID)
+	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: b.JobID, Worker: "w", Kind: jobs.KindProvider4xx,
+		AttemptEvents: []json.RawMessage{attemptEvent("m2", "b2", 5, 5, 0, 0.25)}}); err != nil {
+		t.Fatal(err)
+	}
+	c := f.enqueue(jobs.EnqueueParams{OrgID: "org-2", CreatedBy: "carol"})
+	f.claimID("w", c.JobID)
+	if _, err := f.store.Requeue(f.ctx, jobs.RequeueParams{JobID: c.JobID, Worker: "w", Kind: jobs.KindRateLimit,
+		AttemptEvents: []json.RawMessage{attemptEvent("m1", "b1", 7, 3, 0, 0.125)}}); err != nil {
+		t.Fatal(err)
+	}
+	f.claimID("lost", c.JobID)
+	f.advance(5*time.Minute + time.Microsecond)
+	if r, err := f.store.Reclaim(f.ctx, defaultReclaim); err != nil || len(r.Requeued) != 1 {
+		t.Fatalf("Reclaim = %+v, %v", r, err)
+	}
+	day2 := day1.Add(24 * time.Hour)
+
+	expectUsage(t, "everything", f.usage(jobs.UsageParams{}), []jobs.UsageBucket{{Requests: 5, InputTokens: 112,
+		OutputTokens: 18, CachedInputTokens: 20, UnknownUsage: 2, CostUSD: 0.875, UnknownCost: 2}})
+	expectUsage(t, "by org", f.usage(jobs.UsageParams{GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}), []jobs.UsageBucket{
+		{OrgID: "org-1", Requests: 3, InputTokens: 105, OutputTokens: 15, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.75, UnknownCost: 1},
+		{OrgID: "org-2", Requests: 2, InputTokens: 7, OutputTokens: 3, UnknownUsage: 1, CostUSD: 0.125, UnknownCost: 1},
+	})
+	expectUsage(t, "org-1 by token and user", f.usage(jobs.UsageParams{OrgID: "org-1",
+		GroupBy: []jobs.UsageGroup{jobs.UsageByToken, jobs.UsageByUser}}), []jobs.UsageBucket{
+		{TokenID: "tok-a", UserID: "alice", Requests: 2, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.5, UnknownCost: 1},
+		{TokenID: "tok-b", UserID: "bob", Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25},
+	})
+	// The lost call's model and backend are unknown: "".
+	expectUsage(t, "by day, model and backend", f.usage(jobs.UsageParams{
+		GroupBy: []jobs.UsageGroup{jobs.UsageByModel, jobs.UsageByDay, jobs.UsageByBackend}}), []jobs.UsageBucket{
+		{Day: day1, Model: "m1", Backend: "b1", Requests: 2, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.5, UnknownCost: 1},
+		{Day: day2, Requests: 1, UnknownUsage: 1, UnknownCost: 1},
+		{Day: day2, Model: "m1", Backend: "b1", Requests: 1, InputTokens: 7, OutputTokens: 3, CostUSD: 0.125},
+		{Day: day2, Model: "m2", Backend: "b2", Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25},
+	})
+	for _, c := range []struct {
+		name string
+		p    jobs.UsageParams
+		want []jobs.UsageBucket
+	}{
+		{"one token", jobs.UsageParams{TokenID: "tok-b"}, []jobs.UsageBucket{{Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25}}},
+		{"one token in another org", jobs.UsageParams{OrgID: "org-2", TokenID: "tok-b"}, nil},
+		{"one user", jobs.UsageParams{OrgID: "org-2", UserID: "carol"}, []jobs.UsageBucket{{Requests: 2, InputTokens: 7, OutputTokens: 3, UnknownUsage: 1, CostUSD: 0.125, UnknownCost: 1}}},
+		{"one model", jobs.UsageParams{Model: "m1"}, []jobs.UsageBucket{{Requests: 3, InputTokens: 107, OutputTokens: 13, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.625, UnknownCost: 1}}},
+		{"one backend", jobs.UsageParams{Backend: "b2"}, []jobs.UsageBucket{{Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25}}},
+		{"from the second day", jobs.UsageParams{From: day2}, []jobs.UsageBucket{{Requests: 3, InputTokens: 12, OutputTokens: 8, UnknownUsage: 1, CostUSD: 0.375, UnknownCost: 1}}},
+		{"before the second day", jobs.UsageParams{To: day2}, []jobs.UsageBucket{{Requests: 2, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.5, UnknownCost: 1}}},
+		// To is exclusive: the first call was at T0.
+		{"up to the first call", jobs.UsageParams{To: T0}, nil},
+		{"nothing matches", jobs.UsageParams{Model: "m3", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}, nil},
+	} {
+		expectUsage(t, c.name, f.usage(c.p), c.want)
+	}
+	for _, p := range []jobs.UsageParams{
+		{GroupBy: []jobs.UsageGroup{"week"}},
+		{GroupBy: []jobs.UsageGroup{jobs.UsageByOrg, jobs.UsageByOrg}},
+		{From: day2, To: day1},
+	} {
+		_, err := f.store.Usage(f.ctx, p)
+		wantErr(t, err, jobs.ErrInvalid, fmt.Sprintf("Usage(%+v)", p))
+	}
+}
+
+// Every way in keeps a job's token, a retry keeps it too, and a batch
+// keeps its creator's.
+func testUsageTokenOnJobs(t *testing.T, h Harness) {
+	f := setup(t, h)
+	e := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", TokenID: "tok-1"})
+	if j := f.job(e.JobID); j.TokenID != "tok-1" {
+		t.Errorf("enqueued job's token = %q", j.TokenID)
+	}
+	batch, err := f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{
+		{OrgID: "org-1", CreatedBy: "u", Text: "a", TokenID: "tok-2"},
+		{OrgID: "org-1", CreatedBy: "u", Text: "b"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := f.job(batch[0].JobID), f.job(batch[1].JobID); a.TokenID != "tok-2" || b.TokenID != "" {
+		t.Errorf("batch jobs' tokens = %q, %q", a.TokenID, b.TokenID)
+	}
+	now, err := f.store.Enqueue(f.ctx, jobs.EnqueueParams{OrgID: "org-1", CreatedBy: "u", Text: "c", TokenID: "tok-3", ClaimAs: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Claimed == nil || now.Claimed.TokenID != "tok-3" {
+		t.Fatalf("claimed as it was enqueued: %+v", now.Claimed)
+	}
+	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: now.JobID, Worker: "w", Kind: jobs.KindParse}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.store.Retry(f.ctx, jobs.RetryParams{JobID: now.JobID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TokenID != "tok-3" || f.job(r.ID).TokenID != "tok-3" {
+		t.Errorf("retry's token = %q", r.TokenID)
+	}
+	// A batch keeps its creator's token for its lines' jobs.
+	in := f.newFile("org-1", "in.jsonl", "{}\n")
+	b, err := f.store.CreateBatch(f.ctx, jobs.CreateBatchParams{OrgID: "org-1", CreatedBy: "u", TokenID: "tok-4", InputFileID: in.ID,
+		Endpoint: "/v1/chat/completions", CompletionWindow: "24h", Window: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.TokenID != "tok-4" || f.batch(b.ID).TokenID != "tok-4" {
+		t.Errorf("batch's token = %q", b.TokenID)
+	}
+}
+
+// Cancelling a running job counts the call its worker may have had out,
+// which its refused settling write can no longer report, as a lost one;
+// cancelling a queued job counts nothing.
+func testUsageCancel(t *testing.T, h Harness) {
+	f := setup(t, h)
+	run := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", TokenID: "tok"})
+	f.claimID("w", run.JobID)
+	queued := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", TokenID: "tok"})
+	for _, id := range []string{run.JobID, queued.JobID} {
+		if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: run.JobID, Worker: "w", Output: "x",
+		AttemptEvents: []json.RawMessage{attemptEvent("m", "b", 1, 1, 0, 1)}})
+	wantErr(t, err, jobs.ErrNotClaimed, "Succeed after Cancel")
+	expectUsage(t, "after cancels", f.usage(jobs.UsageParams{TokenID: "tok", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}),
+		[]jobs.UsageBucket{{OrgID: "org-1", Requests: 1, UnknownUsage: 1, UnknownCost: 1}})
+	if c := jobs.JobCost(f.events(run.JobID)); c.Known {
+		t.Errorf("cancelled running job's cost %+v, want unknown", c)
+	}
+	if c := jobs.JobCost(f.events(queued.JobID)); c != (pktype.Cost{Known: true}) {
+		t.Errorf("cancelled queued job's cost %+v, want a known zero", c)
+	}
+}
