@@ -18,9 +18,9 @@ func (f *fixture) submitted(p jobs.SubmittedParams) time.Time {
 	return at
 }
 
-// Submitted: the N-th newest job an org created at or after Since, a
-// retry's job included; zero when there are fewer; other orgs' jobs never
-// count.
+// Submitted: the N-th newest job an org (or a token of it) created at or
+// after Since, a retry's job included; zero when there are fewer; other
+// orgs' and other tokens' jobs never count.
 func testSubmitted(t *testing.T, h Harness) {
 	f := setup(t, h)
 	var at []time.Time
@@ -73,8 +73,35 @@ func testSubmitted(t *testing.T, h Harness) {
 		t.Errorf("Submitted(org-a, 4) after a retry = %v, want %v", got, at[0])
 	}
 
+	// A token's: only the jobs submitted with it, found through its user.
+	tokAt := f.advance(time.Second)
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "user-t", TokenID: "tok-1"})
+	f.advance(time.Second)
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "user-t", TokenID: "tok-2"})
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "user-t"})
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-b", CreatedBy: "user-t", TokenID: "tok-1"})
+	tok := func(token string, n int) time.Time {
+		return f.submitted(jobs.SubmittedParams{OrgID: "org-a", CreatedBy: "user-t", TokenID: token, Since: T0, N: n})
+	}
+	if got := tok("tok-1", 1); !got.Equal(tokAt) {
+		t.Errorf("Submitted(tok-1, 1) = %v, want %v", got, tokAt)
+	}
+	if got := tok("tok-1", 2); !got.IsZero() {
+		t.Errorf("Submitted(tok-1, 2) = %v, want zero: another token's, a tokenless or another org's job counted", got)
+	}
+	if got := tok("tok-3", 1); !got.IsZero() {
+		t.Errorf("Submitted(tok-3, 1) = %v, want zero", got)
+	}
+	if got := f.submitted(jobs.SubmittedParams{OrgID: "org-a", Since: tokAt, N: 4}); !got.IsZero() {
+		t.Errorf("Submitted(org-a since the tokens' jobs, 4) = %v, want zero", got)
+	}
+	if got := f.submitted(jobs.SubmittedParams{OrgID: "org-a", Since: tokAt, N: 3}); !got.Equal(tokAt) {
+		t.Errorf("Submitted(org-a since the tokens' jobs, 3) = %v, want %v: the org counts every token's", got, tokAt)
+	}
+
 	for _, p := range []jobs.SubmittedParams{
 		{Since: T0, N: 1},
+		{OrgID: "org-a", TokenID: "tok-1", Since: T0, N: 1},
 		{OrgID: "org-a", Since: T0},
 		{OrgID: "org-a", Since: T0, N: -1},
 	} {

@@ -11,6 +11,15 @@ import (
 	"github.com/promptkit/promptkit/jobs"
 )
 
+// The N-th newest job of an org, or of a token (through its user), since
+// a time.
+const (
+	qSubmittedOrg = `SELECT created_at FROM jobs WHERE org_id = $1 AND created_at >= $2
+		ORDER BY created_at DESC OFFSET $3 LIMIT 1`
+	qSubmittedToken = `SELECT created_at FROM jobs WHERE org_id = $1 AND created_by = $4 AND created_at >= $2 AND token_id = $5
+		ORDER BY created_at DESC OFFSET $3 LIMIT 1`
+)
+
 // Submitted implements jobs.Store: a walk back from the org's newest job
 // in jobs_org_submitted_idx, stopping at the N-th one; for a token, from
 // its user's newest in jobs_org_user_created_idx, the token checked on
@@ -20,12 +29,9 @@ func (s *Store) Submitted(ctx context.Context, p jobs.SubmittedParams) (time.Tim
 	if err != nil {
 		return time.Time{}, err
 	}
-	q, args := `SELECT created_at FROM jobs WHERE org_id = $1 AND created_at >= $2
-		ORDER BY created_at DESC OFFSET $3 LIMIT 1`, []any{p.OrgID, p.Since, p.N - 1}
+	q, args := qSubmittedOrg, []any{p.OrgID, p.Since, p.N - 1}
 	if p.TokenID != "" {
-		q = `SELECT created_at FROM jobs WHERE org_id = $1 AND created_by = $4 AND created_at >= $2 AND token_id = $5
-			ORDER BY created_at DESC OFFSET $3 LIMIT 1`
-		args = append(args, p.CreatedBy, p.TokenID)
+		q, args = qSubmittedToken, append(args, p.CreatedBy, p.TokenID)
 	}
 	var at time.Time
 	err = s.pool.QueryRow(ctx, q, args...).Scan(&at)
