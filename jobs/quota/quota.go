@@ -170,6 +170,12 @@ func (q *Quotas) Spendable(ctx context.Context, s Subject) error {
 	return q.check(ctx, s, true)
 }
 
+// JobBudget is Spendable for the org and token of job j: what a worker
+// asks before each run (worker.Config.Budget).
+func (q *Quotas) JobBudget(ctx context.Context, j jobs.Job) error {
+	return q.Spendable(ctx, Subject{Org: j.OrgID, User: j.CreatedBy, Token: j.TokenID})
+}
+
 func (q *Quotas) check(ctx context.Context, s Subject, budgetsOnly bool) error {
 	ls, err := q.limitsOf(ctx, s)
 	if err != nil {

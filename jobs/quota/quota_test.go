@@ -314,6 +314,12 @@ func TestTokenAndOrg(t *testing.T) {
 	if err := q.Spendable(ctx, quota.Subject{Org: "a", Token: "tok2"}); err != nil {
 		t.Errorf("another token of the org: %v", err)
 	}
+	if err := q.JobBudget(ctx, jobs.Job{OrgID: "a", CreatedBy: "u", TokenID: "tok"}); !errors.Is(err, jobs.ErrBudgetExceeded) {
+		t.Errorf("JobBudget of the token's job: %v", err)
+	}
+	if err := q.JobBudget(ctx, jobs.Job{OrgID: "a", CreatedBy: "u"}); err != nil {
+		t.Errorf("JobBudget of a tokenless job of the org: %v", err)
+	}
 	f.spend(t0.Add(-time.Minute), jobs.UsageBucket{OrgID: "a", TokenID: "tok2", Requests: 1, CostUSD: 8})
 	exceeded(t, q.Spendable(ctx, quota.Subject{Org: "a", Token: "tok2"}), quota.DailyBudget,
 		"the organisation's daily budget of $10.00 is reached", 13*time.Hour+59*time.Minute+30*time.Second)
