@@ -8,11 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/internal/simulate"
 	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/enginekit"
 	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/quota"
+	"github.com/promptkit/promptkit/jobs/worker"
 )
 
 // quotaNoon is the quota tests' clock: noon UTC on 3 December, 12 hours
@@ -26,6 +30,8 @@ type ledger struct {
 	mu     sync.Mutex
 	limits []jobs.Limit
 	spent  []spentAt
+	// fromStore reads the store's own ledger instead of spent.
+	fromStore bool
 }
 
 type spentAt struct {
@@ -39,9 +45,12 @@ func (l *ledger) Limits(context.Context) ([]jobs.Limit, error) {
 	return append([]jobs.Limit(nil), l.limits...), nil
 }
 
-func (l *ledger) Usage(_ context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
+func (l *ledger) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.fromStore {
+		return l.Store.Usage(ctx, p)
+	}
 	var out []jobs.UsageBucket
 	for _, s := range l.spent {
 		if s.at.Before(p.From) || !p.To.IsZero() && !s.at.Before(p.To) || p.OrgID != "" && s.b.OrgID != p.OrgID || p.TokenID != "" && s.b.TokenID != p.TokenID {
@@ -244,4 +253,51 @@ func TestQuotaAcrossServers(t *testing.T) {
 	msg := "the organisation's limit of 2 requests per minute is reached"
 	refused(t, one.call("POST", "/v1/prompts", secret, map[string]any{"text": "three"}), "rate_limited", msg, time.Minute)
 	refused(t, two.call("POST", "/v1/prompts", secret, map[string]any{"text": "three"}), "rate_limited", msg, time.Minute)
+}
+
+// TestQuotaBudgetFromLedger: with prices, the jobs a token runs are
+// spent in the store's usage ledger; once its daily budget is reached,
+// its submissions are refused, and a job of its queued before is failed
+// as budget_exceeded by the worker without a provider call.
+func TestQuotaBudgetFromLedger(t *testing.T) {
+	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
+		q.ledger.fromStore = true
+		eng := enginekit.Simulated(t, func(c *promptkit.Config) {
+			c.Prices = []promptkit.Price{{Model: simulate.Model, Input: 1e6, Output: 1e6}} // $1 a token
+		})
+		q.runWorker(func(c *worker.Config) {
+			c.Engine, c.Now, c.Budget, c.Logger = eng, q.clock.Now, q.srv.cfg.Quotas.JobBudget, q.logs.DebugLogger()
+		})
+		id, secret := q.tokenOf("org-a")
+		q.ledger.setLimit(jobs.Limit{Scope: jobs.LimitToken, Subject: id, DailyUSD: 2})
+		// Queued before the budget is spent; run after.
+		queued, err := q.st.Enqueue(context.Background(), jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "u-org-a", TokenID: id,
+			Text: "queued", AvailableAt: quotaNoon.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first struct{ Job jobs.Job }
+		q.call("POST", "/v1/prompts?wait=30s", secret, map[string]any{"text": "spend it"}).decode(t, &first)
+		if first.Job.State != jobs.Succeeded {
+			t.Fatalf("the first job: %+v", first.Job)
+		}
+		buckets, err := q.st.Usage(context.Background(), jobs.UsageParams{TokenID: id, From: quotaNoon.Add(-time.Hour)})
+		if err != nil || len(buckets) != 1 || buckets[0].CostUSD < 2 {
+			t.Fatalf("the ledger: %+v, %v; want the job's cost, over $2", buckets, err)
+		}
+		refused(t, q.call("POST", "/v1/prompts", secret, map[string]any{"text": "x"}), "budget_exceeded",
+			"the token's daily budget of $2.00 is reached", 12*time.Hour)
+
+		// The worker polls on the wall clock; the queued job is due on the
+		// store's.
+		q.clock.Advance(time.Hour)
+		var j jobs.Job
+		testkit.WaitFor(t, time.Minute, "the queued job to end", func() (bool, string) {
+			j, err = q.st.GetJob(context.Background(), "", queued.JobID)
+			return err == nil && j.State.Terminal(), string(j.State)
+		}, q.st)
+		if j.State != jobs.Failed || j.ErrorKind != jobs.KindBudgetExceeded || j.ErrorMessage != "the token's daily budget of $2.00 is reached" {
+			t.Errorf("the queued job: %s %s %q", j.State, j.ErrorKind, j.ErrorMessage)
+		}
+	})
 }
