@@ -56,7 +56,11 @@ func (l *ledger) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBuc
 		if s.at.Before(p.From) || !p.To.IsZero() && !s.at.Before(p.To) || p.OrgID != "" && s.b.OrgID != p.OrgID || p.TokenID != "" && s.b.TokenID != p.TokenID {
 			continue
 		}
-		out = append(out, s.b)
+		b := s.b
+		if p.Groups(jobs.UsageByDay) {
+			b.Day = s.at.UTC().Truncate(24 * time.Hour)
+		}
+		out = append(out, b)
 	}
 	return out, nil
 }

@@ -257,30 +257,36 @@ func (q *Quotas) checkOne(ctx context.Context, s Subject, l jobs.Limit, now time
 			return exceeded(TokensPerMinute, float64(l.TokensPerMinute), Window)
 		}
 	}
-	if l.DailyUSD > 0 {
-		day := now.UTC().Truncate(24 * time.Hour)
-		p := usage
-		p.From = day
-		t, err := q.total(ctx, p)
-		if err != nil {
-			return err
-		}
-		if t.spend() >= l.DailyUSD {
-			return exceeded(DailyBudget, l.DailyUSD, day.Add(24*time.Hour).Sub(now))
+	if l.DailyUSD <= 0 && l.MonthlyUSD <= 0 {
+		return nil
+	}
+	// One read for both budgets: the month's usage by day, of which
+	// today's bucket is the day's (or, with no monthly budget, today's
+	// alone).
+	day := now.UTC().Truncate(24 * time.Hour)
+	y, m, _ := now.UTC().Date()
+	month := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+	p := usage
+	p.From, p.GroupBy = day, []jobs.UsageGroup{jobs.UsageByDay}
+	if l.MonthlyUSD > 0 {
+		p.From = month
+	}
+	bs, err := q.store.Usage(ctx, p)
+	if err != nil {
+		return fmt.Errorf("quota: reading the usage: %w", err)
+	}
+	var today, all totals
+	for _, b := range bs {
+		all.add(b)
+		if b.Day.Equal(day) {
+			today.add(b)
 		}
 	}
-	if l.MonthlyUSD > 0 {
-		y, m, _ := now.UTC().Date()
-		month := time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
-		p := usage
-		p.From = month
-		t, err := q.total(ctx, p)
-		if err != nil {
-			return err
-		}
-		if t.spend() >= l.MonthlyUSD {
-			return exceeded(MonthlyBudget, l.MonthlyUSD, month.AddDate(0, 1, 0).Sub(now))
-		}
+	if l.DailyUSD > 0 && today.spend() >= l.DailyUSD {
+		return exceeded(DailyBudget, l.DailyUSD, day.Add(24*time.Hour).Sub(now))
+	}
+	if l.MonthlyUSD > 0 && all.spend() >= l.MonthlyUSD {
+		return exceeded(MonthlyBudget, l.MonthlyUSD, month.AddDate(0, 1, 0).Sub(now))
 	}
 	return nil
 }
@@ -301,6 +307,14 @@ func (t totals) spend() float64 {
 	return t.cost + float64(t.unknownCost)*t.cost/float64(known)
 }
 
+// add counts bucket b in t.
+func (t *totals) add(b jobs.UsageBucket) {
+	t.requests += b.Requests
+	t.unknownCost += b.UnknownCost
+	t.tokens += b.InputTokens + b.OutputTokens
+	t.cost += b.CostUSD
+}
+
 func (q *Quotas) total(ctx context.Context, p jobs.UsageParams) (totals, error) {
 	bs, err := q.store.Usage(ctx, p)
 	if err != nil {
@@ -308,10 +322,7 @@ func (q *Quotas) total(ctx context.Context, p jobs.UsageParams) (totals, error) 
 	}
 	var t totals
 	for _, b := range bs {
-		t.requests += b.Requests
-		t.unknownCost += b.UnknownCost
-		t.tokens += b.InputTokens + b.OutputTokens
-		t.cost += b.CostUSD
+		t.add(b)
 	}
 	return t, nil
 }

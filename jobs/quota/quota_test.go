@@ -73,7 +73,11 @@ func (f *fakeStore) Usage(_ context.Context, p jobs.UsageParams) ([]jobs.UsageBu
 		if e.at.Before(p.From) || !p.To.IsZero() && !e.at.Before(p.To) || p.OrgID != "" && e.b.OrgID != p.OrgID || p.TokenID != "" && e.b.TokenID != p.TokenID {
 			continue
 		}
-		out = append(out, e.b)
+		b := e.b
+		if p.Groups(jobs.UsageByDay) {
+			b.Day = e.at.UTC().Truncate(24 * time.Hour)
+		}
+		out = append(out, b)
 	}
 	return out, nil
 }
@@ -248,6 +252,9 @@ func TestMonthlyBudget(t *testing.T) {
 	f.spend(time.Date(2030, 3, 2, 12, 0, 0, 0, time.UTC), jobs.UsageBucket{OrgID: "a", Requests: 1, CostUSD: 19.5})
 	if err := q.Admit(ctx, quota.Subject{Org: "a"}); err != nil {
 		t.Fatalf("$19.50 of $20 this month: %v", err)
+	}
+	if n := f.count("usage"); n != 1 {
+		t.Errorf("a daily and a monthly budget read the usage %d times, want once", n)
 	}
 	f.spend(t0.Add(-time.Second), jobs.UsageBucket{OrgID: "a", Requests: 1, CostUSD: 0.5})
 	untilApril := time.Date(2030, 4, 1, 0, 0, 0, 0, time.UTC).Sub(t0)
