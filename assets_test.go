@@ -77,6 +77,8 @@ func TestLoadConfig(t *testing.T) {
 
 func TestLoadConfigErrors(t *testing.T) {
 	t.Parallel()
+	// Two backends, for the model group cases; a profile follows.
+	const group = "backends:\n  - {id: a, base_url: 'http://x/v1'}\n  - {id: b, base_url: 'http://y/v1'}\nprofiles:\n"
 	cases := []struct {
 		name, yaml string
 		want       []string // substrings: the file and the field
@@ -97,6 +99,16 @@ func TestLoadConfigErrors(t *testing.T) {
 		{"negative repair budget", "backends:\n  - {id: a, base_url: 'http://x/v1'}\nprofiles:\n  - {id: p, backend: a, model: m, repair_budget: -1}\n", []string{"profiles[0].repair_budget"}},
 		{"bad temperature", "backends:\n  - {id: a, base_url: 'http://x/v1'}\nprofiles:\n  - {id: p, backend: a, model: m, temperature: 3}\n", []string{"profiles[0].temperature"}},
 		{"unknown default profile", "default_profile: x\n", []string{"default_profile"}},
+		{"negative cooldown", "backends:\n  - {id: a, base_url: 'http://x/v1', cooldown: -1s}\n", []string{"backends[0].cooldown"}},
+		{"backend and backends", group + "  - {id: p, model: m, backend: a, backends: [{id: a}]}\n", []string{"profiles[0].backends", "not both"}},
+		{"neither backend nor backends", group + "  - {id: p, model: m}\n", []string{"profiles[0].backend", "required"}},
+		{"group: unknown backend", group + "  - {id: p, model: m, backends: [{id: a}, {id: c}]}\n", []string{"profiles[0].backends[1].id", `"c"`}},
+		{"group: no id", group + "  - {id: p, model: m, backends: [{weight: 2}]}\n", []string{"profiles[0].backends[0].id", "required"}},
+		{"group: twice", group + "  - {id: p, model: m, backends: [{id: a}, {id: a, model: x}]}\n", []string{"profiles[0].backends[1].id", "twice"}},
+		{"group: negative weight", group + "  - {id: p, model: m, backends: [{id: a, weight: -1}]}\n", []string{"profiles[0].backends[0].weight"}},
+		{"group: weighted fallback", group + "  - {id: p, model: m, backends: [{id: a}, {id: b, fallback: true, weight: 2}]}\n", []string{"profiles[0].backends[1].weight", "fallback"}},
+		{"group: only fallbacks", group + "  - {id: p, model: m, backends: [{id: a, fallback: true}]}\n", []string{"profiles[0].backends", "not a fallback"}},
+		{"group: unknown key", group + "  - {id: p, model: m, backends: [{id: a, priority: 1}]}\n", []string{`unknown field "priority"`}},
 		{"bad id", "backends:\n  - {id: 'a b', base_url: 'http://x/v1'}\n", []string{"backends[0].id"}},
 		{"not yaml", "backends: [\n", []string{"promptkit.yaml"}},
 		{"missing prompts dir", "prompts: nowhere\n", []string{"nowhere"}},

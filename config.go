@@ -7,7 +7,10 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"time"
+
+	"github.com/promptkit/promptkit/internal/dispatch"
 )
 
 // Config configures an Engine. Build it in code, or load backends and
@@ -104,15 +107,28 @@ type Backend struct {
 	// TokensPerMinute stay upper bounds. Engine.Pacing shows what it
 	// learned. Defaults to on; turn it off to pace by configuration only.
 	LearnRate *bool `yaml:"learn_rate" json:"learn_rate,omitempty"`
+	// Cooldown is how long model groups (Profile.Backends) avoid this
+	// backend after it failed as unwell: a 5xx, a timeout or transport
+	// failure, or a 429 after every transient retry. Then one probe at a
+	// time goes to it until one is answered. Defaults to 30s: long
+	// enough that a dead backend costs the group about one failed
+	// request per half minute per process instead of one per run, short
+	// enough that a backend back from a restart or a brief outage takes
+	// its share again within one. See docs/routing.md.
+	Cooldown time.Duration `yaml:"cooldown" json:"cooldown,omitempty"`
 }
 
 // Profile is a named way to run prompts: a backend, a model and parameters.
 type Profile struct {
 	// ID names the profile.
 	ID string `yaml:"id" json:"id"`
-	// Backend is the ID of the Backend to use. Required unless
-	// Config.LLMClient is set.
+	// Backend is the ID of the Backend to use. Exactly one of Backend
+	// and Backends is required, unless Config.LLMClient is set.
 	Backend string `yaml:"backend" json:"backend"`
+	// Backends makes the profile a model group: its model served by
+	// several backends, one chosen per attempt by weight among those that
+	// are well, the fallbacks only when no other is (docs/routing.md).
+	Backends []ProfileBackend `yaml:"backends" json:"backends,omitempty"`
 	// Model is sent as the request's model. Required.
 	Model string `yaml:"model" json:"model"`
 	// Sampling (Temperature, TopP, MaxTokens, Stop) is sent when set; a
@@ -135,9 +151,28 @@ type Profile struct {
 	StructuredOutput *bool `yaml:"structured_output" json:"structured_output,omitempty"`
 }
 
+// ProfileBackend is one backend of a model group (Profile.Backends).
+type ProfileBackend struct {
+	// ID is the Backend's ID.
+	ID string `yaml:"id" json:"id"`
+	// Weight is the backend's share of the group's attempts among the
+	// primaries that are well: weights 3 and 1 split them 3:1. Defaults
+	// to 1; must be 0 for a fallback.
+	Weight int `yaml:"weight" json:"weight,omitempty"`
+	// Fallback makes the backend a fallback: used only when no primary
+	// (an entry without Fallback) is available, the fallbacks in the
+	// order listed. That is how an order is expressed: one primary and
+	// fallbacks after it.
+	Fallback bool `yaml:"fallback" json:"fallback,omitempty"`
+	// Model is the model's name on this backend, for providers that name
+	// the same model differently. Defaults to the profile's Model.
+	Model string `yaml:"model" json:"model,omitempty"`
+}
+
 // clone returns a deep copy of p, so that the engine's profile and a
 // caller's cannot change each other.
 func (p Profile) clone() Profile {
+	p.Backends = slices.Clone(p.Backends)
 	p.Sampling = p.Sampling.Clone()
 	p.Validate = clonePtr(p.Validate)
 	p.StructuredOutput = clonePtr(p.StructuredOutput)
@@ -163,6 +198,9 @@ type Prompt struct {
 }
 
 const defaultTimeout = 60 * time.Second
+
+// DefaultCooldown is Backend.Cooldown when zero; see docs/routing.md.
+const DefaultCooldown = dispatch.DefaultCooldown
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
@@ -226,6 +264,9 @@ func validateConfig(cfg *Config, source string) error {
 		if b.TokensPerMinute < 0 {
 			return bad(f+".tokens_per_minute", "must not be negative")
 		}
+		if b.Cooldown < 0 {
+			return bad(f+".cooldown", "must not be negative")
+		}
 	}
 	profiles := map[string]bool{}
 	for i, p := range cfg.Profiles {
@@ -233,11 +274,16 @@ func validateConfig(cfg *Config, source string) error {
 		if err := checkID(profiles, p.ID, "profile", f+".id", bad); err != nil {
 			return err
 		}
-		if p.Backend == "" && cfg.LLMClient == nil {
-			return bad(f+".backend", "required")
-		}
-		if p.Backend != "" && !backends[p.Backend] {
+		switch {
+		case p.Backend != "" && len(p.Backends) > 0:
+			return bad(f+".backends", "set backend or backends, not both")
+		case p.Backend == "" && len(p.Backends) == 0 && cfg.LLMClient == nil:
+			return bad(f+".backend", "required (or backends)")
+		case p.Backend != "" && !backends[p.Backend]:
 			return bad(f+".backend", "unknown backend %q", p.Backend)
+		}
+		if err := checkGroup(p.Backends, backends, f+".backends", bad); err != nil {
+			return err
 		}
 		if p.Model == "" {
 			return bad(f+".model", "required")
@@ -282,6 +328,33 @@ func validateConfig(cfg *Config, source string) error {
 		if err := checkID(prompts, p.ID, "prompt", fmt.Sprintf("prompts[%d].id", i), bad); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkGroup checks a profile's model group.
+func checkGroup(group []ProfileBackend, backends map[string]bool, field string, bad func(field, format string, args ...any) error) error {
+	seen := map[string]bool{}
+	primary := false
+	for i, b := range group {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case b.ID == "":
+			return bad(f+".id", "required")
+		case !backends[b.ID]:
+			return bad(f+".id", "unknown backend %q", b.ID)
+		case seen[b.ID]:
+			return bad(f+".id", "backend %q is listed twice", b.ID)
+		case b.Weight < 0:
+			return bad(f+".weight", "must not be negative")
+		case b.Fallback && b.Weight != 0:
+			return bad(f+".weight", "does not apply to a fallback, which is used in order")
+		}
+		seen[b.ID] = true
+		primary = primary || !b.Fallback
+	}
+	if len(group) > 0 && !primary {
+		return bad(field, "needs at least one backend that is not a fallback")
 	}
 	return nil
 }

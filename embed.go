@@ -69,6 +69,8 @@ type EmbedResult struct {
 	// RunID identifies the call in its events, as a run's does.
 	RunID     string `json:"run_id"`
 	ProfileID string `json:"profile_id"`
+	// BackendID is the backend that answered: with a model group, the
+	// one the last attempt chose.
 	BackendID string `json:"backend_id,omitempty"`
 	// Model is the model the provider reported, else the one requested.
 	Model string `json:"model"`
@@ -125,7 +127,8 @@ func (e *Engine) CheckEmbed(ctx context.Context, req EmbedRequest) error {
 // embedPlan is a resolved embedding call.
 type embedPlan struct {
 	profile Profile
-	backend *backendRuntime // nil when an injected client runs without backends
+	backend *backendRuntime // nil when an injected client runs without backends, or for a group
+	group   []member        // a model group's backends; nil when one backend runs it
 	request EmbeddingRequest
 	retries uint64
 	noWait  bool
@@ -143,11 +146,11 @@ func (e *Engine) resolveEmbed(req EmbedRequest) (*embedPlan, error) {
 			return nil, fmt.Errorf("%w: the injected LLMClient does not implement Embedder", ErrInvalidRequest)
 		}
 	}
-	profile, model, backendID, err := e.target(req.ProfileID, req.Model, req.Backend)
+	profile, model, backendID, group, err := e.target(req.ProfileID, req.Model, req.Backend)
 	if err != nil {
 		return nil, err
 	}
-	p := &embedPlan{profile: profile, retries: e.retryBudget(req.TransientRetries), noWait: req.NoWaitPastDeadline}
+	p := &embedPlan{profile: profile, group: group, retries: e.retryBudget(req.TransientRetries), noWait: req.NoWaitPastDeadline}
 	if backendID != "" {
 		p.backend = e.backends[backendID]
 	}
@@ -188,6 +191,20 @@ func checkEmbed(req EmbedRequest) error {
 	return nil
 }
 
+// embedding prepares req's attempt on backend b (nil with an injected
+// client).
+func (e *Engine) embedding(b *backendRuntime, req EmbeddingRequest) (func(context.Context) llm.Outcome, error) {
+	if e.client != nil {
+		emb := e.client.(Embedder) // checked by resolveEmbed
+		return func(ctx context.Context) llm.Outcome { return callEmbedder(ctx, emb, cloneEmbedding(req)) }, nil
+	}
+	frozen, err := openai.PrepareEmbedding(b.endpoint, req)
+	if err != nil {
+		return nil, &opError{op: fmt.Sprintf("backend %q", b.ID), cause: err}
+	}
+	return frozen.Execute, nil
+}
+
 // embed runs a resolved call under admission, as execute runs a plan:
 // one sequence of attempts through the scheduler (dispatch.Generate), the
 // same loop, gate and recording as a generation's.
@@ -200,16 +217,27 @@ func (e *Engine) embed(ctx context.Context, p *embedPlan, rec *observe.Recorder)
 
 	req := p.request
 	seq := dispatch.Sequence{Backend: req.BackendID, Generation: 1, Tokens: embedTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec}
-	if e.client != nil {
-		emb := e.client.(Embedder) // checked by resolveEmbed
-		seq.Attempt = func(ctx context.Context) llm.Outcome { return callEmbedder(ctx, emb, cloneEmbedding(req)) }
-	} else {
-		frozen, err := openai.PrepareEmbedding(p.backend.endpoint, req)
-		if err != nil {
-			return nil, &opError{op: fmt.Sprintf("backend %q", p.backend.ID), cause: err}
-		}
-		seq.Attempt = frozen.Execute
+	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
+	}
+	// A model group routes each attempt, as a generation's does.
+	models := map[string]string{req.BackendID: req.Model}
+	if len(p.group) == 0 {
+		if seq.Attempt, err = e.embedding(p.backend, req); err != nil {
+			return nil, err
+		}
+	} else {
+		seq.Group = "profile:" + p.profile.ID
+		for _, m := range p.group {
+			r := req
+			r.BackendID, r.Model = m.backend, m.model
+			models[m.backend] = m.model
+			attempt, err := e.embedding(e.backends[m.backend], r)
+			if err != nil {
+				return nil, err
+			}
+			seq.Routes = append(seq.Routes, dispatch.Route{Backend: m.backend, Weight: m.weight, Fallback: m.fallback, Attempt: attempt})
+		}
 	}
 	out := e.sched.Generate(ctx, seq)
 	if out.Err != nil {
@@ -218,8 +246,8 @@ func (e *Engine) embed(ctx context.Context, p *embedPlan, rec *observe.Recorder)
 	res := &EmbedResult{
 		RunID:      rec.RunID(),
 		ProfileID:  p.profile.ID,
-		BackendID:  req.BackendID,
-		Model:      req.Model,
+		BackendID:  out.Backend,
+		Model:      models[out.Backend],
 		Embeddings: out.Embedding.Vectors,
 	}
 	if out.Embedding.Model != "" {

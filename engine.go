@@ -87,9 +87,12 @@ type RunRequest struct {
 	ProfileID string `json:"profile_id,omitempty"`
 	// Model overrides the profile's model.
 	Model string `json:"model,omitempty"`
-	// Backend runs the profile on this backend instead of its own. The
-	// backend must serve the request's model: some profile uses it with
-	// that model; otherwise the request is ErrInvalidRequest.
+	// Backend runs the profile on this backend instead of its own, alone:
+	// a model group does not route a pinned run. The backend must serve
+	// the request's model: some profile uses it with that model, as its
+	// backend or in its group (by the profile's model, sent with the
+	// group's name for it there, or by that name); otherwise the request
+	// is ErrInvalidRequest.
 	Backend string `json:"backend,omitempty"`
 	// Sampling (Temperature, TopP, MaxTokens, Stop, Seed) overrides the
 	// profile's values when set (Stop when non-empty), within the same
@@ -153,7 +156,10 @@ type PreparedRun struct {
 	PromptID      string `json:"prompt_id,omitempty"`
 	PromptVersion string `json:"prompt_version,omitempty"`
 	ProfileID     string `json:"profile_id"`
-	BackendID     string `json:"backend_id,omitempty"`
+	// BackendID is the backend the run goes to; empty for a model group
+	// (Profile.Backends), which chooses one per attempt (RunResult.BackendID
+	// says which answered).
+	BackendID string `json:"backend_id,omitempty"`
 	// PromptHash is "sha256:" and the hex digest of the rendered request
 	// (model, messages, parameters, output schema). Equal hashes mean equal
 	// provider requests; retry settings and observers never affect it.
@@ -203,6 +209,7 @@ func newEngine(cfg Config, sm seams) (*Engine, error) {
 			TokensPerMinute:   b.TokensPerMinute,
 			NoPause:           b.PauseOnRetryAfter != nil && !*b.PauseOnRetryAfter,
 			NoLearn:           b.LearnRate != nil && !*b.LearnRate,
+			Cooldown:          b.Cooldown,
 		}
 		e.backends[b.ID] = &backendRuntime{Backend: b, endpoint: openai.Endpoint{
 			BackendID:  b.ID,
@@ -273,7 +280,8 @@ func clonePtr[T any](p *T) *T {
 type plan struct {
 	prompt   *promptRuntime // nil for ad-hoc text and messages
 	profile  Profile
-	backend  *backendRuntime // nil when an injected client runs without backends
+	backend  *backendRuntime // nil when an injected client runs without backends, or for a group
+	group    []member        // a model group's backends; nil when one backend runs it
 	request  GenerateRequest
 	validate bool
 	// output checks the answer: the prompt's or the request's output
@@ -314,11 +322,11 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		return nil, err
 	}
 	retries := e.retryBudget(req.TransientRetries)
-	profile, model, backendID, err := e.target(req.ProfileID, req.Model, req.Backend)
+	profile, model, backendID, group, err := e.target(req.ProfileID, req.Model, req.Backend)
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{profile: profile, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request", onDelta: req.OnDelta}
+	p := &plan{profile: profile, group: group, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request", onDelta: req.OnDelta}
 	if backendID != "" {
 		p.backend = e.backends[backendID]
 	}
@@ -406,10 +414,52 @@ func (e *Engine) retryBudget(own *int) uint64 {
 	return e.retries
 }
 
+// member is one backend of a model group as a run uses it: the model sent
+// there, and its part in the choice (dispatch.Route).
+type member struct {
+	backend  string
+	model    string
+	weight   int
+	fallback bool
+}
+
 // target is what a request's ProfileID, Model and Backend select: the
-// profile, the model it runs with and the backend that serves it. Run
+// profile, the model it runs with and the backend that serves it, or,
+// for a model group not pinned to one of its backends, the group. Run
 // and Embed resolve alike through it.
-func (e *Engine) target(profileID, model, backend string) (profile Profile, m, backendID string, err error) {
+//
+// In a group each backend is sent its own name of the profile's model;
+// a request naming another model sends that one to every backend. A
+// backend pinned by the request runs alone, with its group name of the
+// model when it has one.
+func (e *Engine) target(profileID, model, backend string) (profile Profile, m, backendID string, group []member, err error) {
+	profile, m, backendID, err = e.targetOne(profileID, model, backend)
+	if err != nil || backend != "" || len(profile.Backends) == 0 {
+		if err == nil && backend != "" && m == profile.Model {
+			for _, b := range profile.Backends {
+				if b.ID == backend {
+					m = cmp.Or(b.Model, m)
+				}
+			}
+		}
+		return profile, m, backendID, nil, err
+	}
+	own := m == profile.Model
+	for _, b := range profile.Backends {
+		mb := member{backend: b.ID, model: m, weight: cmp.Or(b.Weight, 1), fallback: b.Fallback}
+		if own {
+			mb.model = cmp.Or(b.Model, m)
+		}
+		group = append(group, mb)
+	}
+	if len(group) == 1 {
+		return profile, group[0].model, group[0].backend, nil, nil
+	}
+	return profile, m, "", group, nil
+}
+
+// targetOne is target before a model group is expanded.
+func (e *Engine) targetOne(profileID, model, backend string) (profile Profile, m, backendID string, err error) {
 	named := profileID != ""
 	if !named {
 		profileID = e.defaultProfile
@@ -514,11 +564,18 @@ func compileRequestSchema(raw json.RawMessage) (*compiledSchema, error) {
 	return s, nil
 }
 
-// serves reports whether some profile runs model on backend.
+// serves reports whether some profile runs model on backend: as its
+// backend, or as a backend of its model group, by the profile's model or
+// the group's name for it there.
 func (e *Engine) serves(backend, model string) bool {
 	for _, p := range e.profiles {
 		if p.Backend == backend && p.Model == model {
 			return true
+		}
+		for _, b := range p.Backends {
+			if b.ID == backend && (model == p.Model || model == b.Model) {
+				return true
+			}
 		}
 	}
 	return false
@@ -867,9 +924,12 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 	}
 	req := p.request
 	for gen := uint64(1); ; gen++ {
-		resp, err := e.generate(ctx, p, req, gen, rec)
+		resp, answered, err := e.generate(ctx, p, req, gen, rec)
 		if err != nil {
 			return nil, err
+		}
+		if answered.backend != "" {
+			res.BackendID, res.Model = answered.backend, answered.model
 		}
 		res.Text = resp.Text
 		res.ToolCalls = resp.ToolCalls
@@ -966,34 +1026,60 @@ func repairRequest(p *plan, invalid string, diags []string) GenerateRequest {
 }
 
 // generate runs one generation sequence and maps its failure to the public
-// error contract.
-func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen uint64, rec *observe.Recorder) (*GenerateResponse, error) {
+// error contract. answered is the backend that answered, and the model
+// sent there.
+func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen uint64, rec *observe.Recorder) (resp *GenerateResponse, answered member, err error) {
 	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec}
-	if e.client != nil {
-		frozen := cloneRequest(req)
-		seq.Attempt = func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, cloneRequest(frozen)) }
-	} else {
-		prepare := openai.Prepare
-		if p.onDelta != nil {
-			prepare = openai.PrepareStream
-		}
-		frozen, err := prepare(p.backend.endpoint, req)
-		if err != nil {
-			// A missing credential or an unencodable request: the
-			// request cannot be sent as configured.
-			return nil, &opError{op: fmt.Sprintf("backend %q", p.backend.ID), cause: err}
-		}
-		seq.Attempt = frozen.Execute
-		if p.onDelta != nil {
-			seq.Attempt = streamAttempts(frozen, gen, p.onDelta)
-		}
+	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
+	}
+	if len(p.group) == 0 {
+		if seq.Attempt, err = e.generation(p, p.backend, req, gen); err != nil {
+			return nil, member{}, err
+		}
+	} else {
+		models := map[string]string{}
+		seq.Group = "profile:" + p.profile.ID
+		for _, m := range p.group {
+			r := req
+			r.BackendID, r.Model = m.backend, m.model
+			models[m.backend] = m.model
+			attempt, err := e.generation(p, e.backends[m.backend], r, gen)
+			if err != nil {
+				return nil, member{}, err
+			}
+			seq.Routes = append(seq.Routes, dispatch.Route{Backend: m.backend, Weight: m.weight, Fallback: m.fallback, Attempt: attempt})
+		}
+		defer func() { answered.model = models[answered.backend] }()
 	}
 	out := e.sched.Generate(ctx, seq)
 	if out.Err != nil {
-		return nil, &opError{op: fmt.Sprintf("profile %q: generation %d", p.profile.ID, gen), cause: out.Err}
+		return nil, member{}, &opError{op: fmt.Sprintf("profile %q: generation %d", p.profile.ID, gen), cause: out.Err}
 	}
-	return out.Response, nil
+	return out.Response, member{backend: out.Backend, model: req.Model}, nil
+}
+
+// generation prepares req's attempt on backend b (nil with an injected
+// client).
+func (e *Engine) generation(p *plan, b *backendRuntime, req GenerateRequest, gen uint64) (func(context.Context) llm.Outcome, error) {
+	if e.client != nil {
+		frozen := cloneRequest(req)
+		return func(ctx context.Context) llm.Outcome { return e.callInjected(ctx, cloneRequest(frozen)) }, nil
+	}
+	prepare := openai.Prepare
+	if p.onDelta != nil {
+		prepare = openai.PrepareStream
+	}
+	frozen, err := prepare(b.endpoint, req)
+	if err != nil {
+		// A missing credential or an unencodable request: the request
+		// cannot be sent as configured.
+		return nil, &opError{op: fmt.Sprintf("backend %q", b.ID), cause: err}
+	}
+	if p.onDelta != nil {
+		return streamAttempts(frozen, gen, p.onDelta), nil
+	}
+	return frozen.Execute, nil
 }
 
 // callInjected performs one attempt with the injected client.

@@ -43,6 +43,14 @@ type Pacing struct {
 	// Retry-After, received by this engine or, when shared, by another.
 	// Zero when not paused.
 	PausedUntil time.Time
+	// CooldownUntil is when the backend's cooldown ends: model groups
+	// avoid it until then after it failed as unwell here or, when
+	// shared, in another engine (docs/routing.md). Zero when not cooling
+	// down. Unwell says its last verdict was a failure: past
+	// CooldownUntil, groups send it one probe at a time until one is
+	// answered.
+	CooldownUntil time.Time
+	Unwell        bool
 }
 
 // RateBudget is one rate-limit header budget; see Pacing.
@@ -78,6 +86,8 @@ func (e *Engine) Pacing() map[string]Pacing {
 			Share:             p.Share,
 			Processes:         p.Processes,
 			PausedUntil:       p.PausedUntil,
+			CooldownUntil:     p.CooldownUntil,
+			Unwell:            p.Unwell,
 		}
 	}
 	return m
@@ -90,8 +100,8 @@ func (e *Engine) Pacing() map[string]Pacing {
 // jobs/worker.PacingStore makes one of a jobs.Store.
 type PacingStore interface {
 	// SyncPacing records news published by peer (a process) and returns
-	// every backend's shared state. The store merges: a pause keeps the
-	// later end; a decrease (LearnedRate) is replaced by a later one; a
+	// every backend's shared state. The store merges: a pause, and a
+	// cooldown, keep the later end; a decrease (LearnedRate) is replaced by a later one; a
 	// peer's demand replaces its last one, its estimate too unless older,
 	// and a peer not heard from for a few seconds is gone.
 	SyncPacing(ctx context.Context, peer string, news []PacingNews) ([]SharedPacing, error)
@@ -105,6 +115,9 @@ type PacingNews struct {
 	Demand int
 	// PauseUntil is a pause the process was asked for; zero: none.
 	PauseUntil time.Time
+	// CooldownUntil is the end of a cooldown the process began (the
+	// backend failed as unwell, docs/routing.md); zero: none.
+	CooldownUntil time.Time
 	// Rate is a decrease of the learned rate made by this process;
 	// Rate.At zero: none.
 	Rate LearnedRate
@@ -135,7 +148,9 @@ type RateEstimate struct {
 type SharedPacing struct {
 	Backend    string
 	PauseUntil time.Time
-	Rate       LearnedRate
+	// CooldownUntil is the latest end of a cooldown any process began.
+	CooldownUntil time.Time
+	Rate          LearnedRate
 	// Peers are the processes present on the backend, this one included.
 	Peers []PacingPeer
 }
@@ -156,7 +171,7 @@ func (s SharedPacing) RequestsPerSecond(now time.Time) float64 {
 }
 
 func (s SharedPacing) state() dispatch.State {
-	st := dispatch.State{Backend: s.Backend, PauseUntil: s.PauseUntil, Rate: dispatch.Learned(s.Rate)}
+	st := dispatch.State{Backend: s.Backend, PauseUntil: s.PauseUntil, CoolUntil: s.CooldownUntil, Rate: dispatch.Learned(s.Rate)}
 	for _, pr := range s.Peers {
 		st.Peers = append(st.Peers, dispatch.Peer{ID: pr.ID, Demand: pr.Demand, Estimate: dispatch.Estimate(pr.Estimate)})
 	}
@@ -191,6 +206,8 @@ type SharePacingOptions struct {
 // processes through st until ctx ends, then returns nil. While it runs:
 //
 //   - a Retry-After one engine receives pauses the backend in all;
+//   - a backend one engine finds unwell cools down in all: their model
+//     groups avoid it until the cooldown ends (docs/routing.md);
 //   - the rate learned from 429s is provider-wide: every engine follows
 //     it, and each dispatches its share of it (its demand on the backend
 //     over all engines' demand), and likewise of the configured
@@ -215,7 +232,7 @@ type pacingShared struct{ st PacingStore }
 func (p pacingShared) Sync(ctx context.Context, peer string, news []dispatch.News) ([]dispatch.State, error) {
 	in := make([]PacingNews, len(news))
 	for i, n := range news {
-		in[i] = PacingNews{Backend: n.Backend, Demand: n.Demand, PauseUntil: n.PauseUntil,
+		in[i] = PacingNews{Backend: n.Backend, Demand: n.Demand, PauseUntil: n.PauseUntil, CooldownUntil: n.CoolUntil,
 			Rate: LearnedRate(n.Rate), Estimate: RateEstimate(n.Estimate)}
 	}
 	got, err := p.st.SyncPacing(ctx, peer, in)

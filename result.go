@@ -16,8 +16,11 @@ type RunResult struct {
 	PromptID      string `json:"prompt_id,omitempty"`
 	PromptVersion string `json:"prompt_version,omitempty"`
 	ProfileID     string `json:"profile_id"`
-	BackendID     string `json:"backend_id,omitempty"`
-	// Model is the model the provider reported, else the one requested.
+	// BackendID is the backend that answered the final generation: with
+	// a model group (Profile.Backends), the one its last attempt chose.
+	BackendID string `json:"backend_id,omitempty"`
+	// Model is the model the provider reported, else the one requested
+	// (with a model group, the answering backend's name for it).
 	Model string `json:"model"`
 	// PromptHash identifies the rendered initial request (see PreparedRun).
 	PromptHash string `json:"prompt_hash"`

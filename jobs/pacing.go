@@ -37,6 +37,10 @@ type PacingUpdate struct {
 	// PauseUntil is a pause the process was asked for (a provider's
 	// Retry-After); zero: none. The shared pause keeps the later end.
 	PauseUntil time.Time
+	// CooldownUntil is the end of a cooldown the process began: the
+	// backend failed as unwell, and model groups avoid it until then
+	// (docs/routing.md); zero: none. The shared one keeps the later end.
+	CooldownUntil time.Time
 	// RateAt, RateCap and RateFloor are a decrease of the learned
 	// provider-wide rate made at RateAt, to at most RateCap and at least
 	// RateFloor requests per second (see promptkit.LearnedRate); RateAt
@@ -67,10 +71,12 @@ type PacingSyncParams struct {
 type BackendPacing struct {
 	Backend    string
 	PauseUntil time.Time // zero: never paused
+	// CooldownUntil is the latest end of a cooldown; zero: never cooled.
+	CooldownUntil time.Time
 	// The last decrease of the learned rate; RateAt zero: none yet.
 	RateCap, RateFloor float64
 	RateAt             time.Time
-	// UpdatedAt is when a pause or rate last changed; zero when only
+	// UpdatedAt is when a pause, cooldown or rate last changed; zero when only
 	// presence was published.
 	UpdatedAt time.Time
 	// Peers are the processes seen within PeerTTL, by Peer.
@@ -124,6 +130,7 @@ func (p PacingSyncParams) Normalize() (PacingSyncParams, error) {
 			return p, invalidField("rate_floor", "must be a number from 0 to rate_cap")
 		}
 		u.PauseUntil = pacingTime(u.PauseUntil)
+		u.CooldownUntil = pacingTime(u.CooldownUntil)
 		u.RateAt = pacingTime(u.RateAt)
 		u.EstimateAt = pacingTime(u.EstimateAt)
 		if u.RateAt.IsZero() {
@@ -162,6 +169,8 @@ func pacingTime(t time.Time) time.Time {
 	return t.UTC().Truncate(time.Microsecond)
 }
 
-// News reports whether u changes the backend's shared state (a pause or
-// a decrease), beyond the peer's own row.
-func (u PacingUpdate) News() bool { return !u.PauseUntil.IsZero() || !u.RateAt.IsZero() }
+// News reports whether u changes the backend's shared state (a pause, a
+// cooldown or a decrease), beyond the peer's own row.
+func (u PacingUpdate) News() bool {
+	return !u.PauseUntil.IsZero() || !u.CooldownUntil.IsZero() || !u.RateAt.IsZero()
+}

@@ -572,8 +572,10 @@ func (o ExecutionOptions) checkDepth() error {
 // ParseExecutionOptions decodes the execution_options of a submission
 // (Submission) strictly: an unknown key or a bad value matches ErrInvalid
 // and names the key. Empty input means no options. router_model is
-// refused: promptkit has no routing step that a router model could
-// drive. A NUL in model or prefer_provider is left for
+// refused: promptkit routes one model across the backends of a profile's
+// model group (docs/routing.md), and does not choose between models, so
+// there is nothing for a router model to drive. A NUL in model or
+// prefer_provider is left for
 // EnqueueParams.Normalize to refuse.
 func ParseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
 	o, err := parseExecutionOptions(raw)
@@ -607,7 +609,7 @@ func parseExecutionOptions(raw json.RawMessage) (ExecutionOptions, error) {
 				}
 			}
 		case "router_model":
-			return o, invalid("execution_options.router_model is not supported: promptkit does not route prompts between models; set model, or prefer_provider to choose the backend")
+			return o, invalid("execution_options.router_model is not supported: promptkit does not choose between models; it routes a profile's model across the backends of its model group (see docs/routing.md); set model, or prefer_provider to pin one backend")
 		case "profile":
 			return o, invalid("execution_options.profile: set the prompt's profile instead")
 		default:

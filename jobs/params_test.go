@@ -16,7 +16,7 @@ func TestParseExecutionOptionsRefuses(t *testing.T) {
 		`{"a":`:                  "execution_options is not a JSON object",
 		`"fast"`:                 "execution_options is not a JSON object",
 		`{"modle": "m1"}`:        `execution_options has an unknown key "modle" (known: model, depth, prefer_provider)`,
-		`{"router_model": "m1"}`: "execution_options.router_model is not supported: promptkit does not route prompts between models; set model, or prefer_provider to choose the backend",
+		`{"router_model": "m1"}`: "execution_options.router_model is not supported: promptkit does not choose between models; it routes a profile's model across the backends of its model group (see docs/routing.md); set model, or prefer_provider to pin one backend",
 		`{"profile": "fast"}`:    "execution_options.profile: set the prompt's profile instead",
 		`{"depth": -1}`:          "execution_options.depth: must be from 0 to 1000",
 		`{"model": 3}`:           "execution_options.model has the wrong type",

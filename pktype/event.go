@@ -76,7 +76,10 @@ type ExecutionEvent struct {
 
 	// Identities resolved so far. An ordinary Run's started event has none;
 	// a prepared run's has its prepared snapshot. Requested but unresolved
-	// values are never reported.
+	// values are never reported. BackendID is, on an attempt event, the
+	// backend the attempt went to (a profile naming a model group chooses
+	// one per attempt), and on a finished event the backend of the last
+	// dispatched attempt: the one that answered.
 	PromptID      string
 	PromptVersion string
 	ProfileID     string

@@ -291,7 +291,11 @@ func printDetails(w io.Writer, d jobDetails, verbose bool) {
 		if u := d.Response.Usage; u.Known.TotalTokens {
 			tokens = fmt.Sprintf("%d tokens", u.TotalTokens)
 		}
-		fmt.Fprintf(w, "answer (%s, %s):\n%s\n", orDash(d.Response.Model), tokens, d.Response.Output)
+		from := ""
+		if b := answeredBy(d.Events); b != "" {
+			from = ", from backend " + b
+		}
+		fmt.Fprintf(w, "answer (%s, %s%s):\n%s\n", orDash(d.Response.Model), tokens, from, d.Response.Output)
 	}
 	fmt.Fprintln(w, "\nhistory of the prompt:")
 	for _, h := range d.History {
@@ -319,6 +323,21 @@ func printDetails(w io.Writer, d jobDetails, verbose bool) {
 			}
 		}
 	}
+}
+
+// answeredBy is the backend of the last attempt that succeeded: the one
+// that answered (a model group chooses one per attempt); "" when no
+// attempt event says.
+func answeredBy(evs []jobs.Event) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		var a struct {
+			Backend, Outcome string
+		}
+		if evs[i].Type == jobs.EventAttempt && json.Unmarshal(evs[i].Data, &a) == nil && a.Outcome == "success" {
+			return a.Backend
+		}
+	}
+	return ""
 }
 
 // splitDetail separates the provider's message an attempt event keeps

@@ -66,6 +66,9 @@ type backendPacing struct {
 	RequestsPerSecond float64    `json:"requests_per_second"`
 	CutAt             *time.Time `json:"cut_at,omitempty"`
 	PausedUntil       *time.Time `json:"paused_until,omitempty"`
+	// CooldownUntil is when model groups stop avoiding the backend after
+	// it failed as unwell (docs/routing.md).
+	CooldownUntil *time.Time `json:"cooldown_until,omitempty"`
 	// Processes are those with callers on the backend; Demand their
 	// callers.
 	Processes int `json:"processes"`
@@ -87,6 +90,9 @@ func sharedPacing(ctx context.Context, st jobs.Store, now time.Time) ([]backendP
 		if b.PauseUntil.After(now) {
 			p.PausedUntil = &b.PauseUntil
 		}
+		if b.CooldownUntil.After(now) {
+			p.CooldownUntil = &b.CooldownUntil
+		}
 		for _, pr := range b.Peers {
 			if pr.Demand > 0 {
 				p.Processes++
@@ -105,20 +111,23 @@ func printPacing(w io.Writer, ps []backendPacing) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nBACKEND\tRATE (SHARED)\tLAST 429 CUT\tPAUSED UNTIL\tPROCESSES\tCALLERS")
+	fmt.Fprintln(tw, "\nBACKEND\tRATE (SHARED)\tLAST 429 CUT\tPAUSED UNTIL\tCOOLDOWN UNTIL\tPROCESSES\tCALLERS")
 	for _, p := range ps {
 		rate := "unpaced"
 		if p.RequestsPerSecond > 0 {
 			rate = fmt.Sprintf("%.1f/s", p.RequestsPerSecond)
 		}
-		var cut, paused time.Time
+		var cut, paused, cool time.Time
 		if p.CutAt != nil {
 			cut = *p.CutAt
 		}
 		if p.PausedUntil != nil {
 			paused = *p.PausedUntil
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", p.Backend, rate, fmtTime(cut), fmtTime(paused), p.Processes, p.Demand)
+		if p.CooldownUntil != nil {
+			cool = *p.CooldownUntil
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", p.Backend, rate, fmtTime(cut), fmtTime(paused), fmtTime(cool), p.Processes, p.Demand)
 	}
 	return tw.Flush()
 }

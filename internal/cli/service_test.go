@@ -105,7 +105,7 @@ func TestServeSubmitWaitAndOperate(t *testing.T) {
 	}
 
 	code, out, _ = run(t, "jobs", "show", id, "--database", db)
-	for _, want := range []string{"succeeded", "(new) -> queued", "queued -> running", "running -> succeeded", "attempt "} {
+	for _, want := range []string{"succeeded", "(new) -> queued", "queued -> running", "running -> succeeded", "attempt ", "from backend simulated", `"backend":"simulated"`} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("jobs show lacks %q:\n%s", want, out)
 		}

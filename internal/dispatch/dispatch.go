@@ -17,6 +17,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -71,6 +72,9 @@ type Backend struct {
 	// NoLearn turns off learning the provider's limit from its rate-limit
 	// headers and 429s: only the configured rates pace.
 	NoLearn bool
+	// Cooldown is how long the backend is avoided by model groups after
+	// it failed as unwell (route.go); 0 is DefaultCooldown.
+	Cooldown time.Duration
 }
 
 // Config sizes a Scheduler.
@@ -108,6 +112,11 @@ type Scheduler struct {
 
 	gates map[string]*gate // fixed after New
 
+	// groupsMu guards groups: each model group's round-robin state, by
+	// Sequence.Group.
+	groupsMu sync.Mutex
+	groups   map[string]*rrState
+
 	// onWait, set only by tests, is called just before a caller blocks.
 	onWait func(what string)
 
@@ -126,13 +135,19 @@ type gate struct {
 	tokens   *rate.Limiter       // nil: unpaced
 	learn    *learner
 
-	noPause bool
-	rps     float64 // configured, for Pacing
-	tpm     int
+	noPause   bool
+	rps       float64 // configured, for Pacing
+	tpm       int
+	maxActive int           // 0: unlimited
+	cooldown  time.Duration // after an unwell failure (route.go)
+	// active counts attempts holding a permit: a model group prefers a
+	// backend with one free.
+	active atomic.Int64
 
 	mu          sync.Mutex
 	pausedUntil time.Time
 	pauseNews   bool // pausedUntil not yet published (share.go)
+	health      health
 	// changed is closed, and replaced, when a pause begins or the
 	// learned rate is cut: callers waiting for pacing look again instead
 	// of leaving on a reservation made at the old rate.
@@ -209,6 +224,7 @@ func New(cfg Config) *Scheduler {
 		wait:       cfg.Wait,
 		maxWaiting: int64(cfg.MaxWaiting),
 		gates:      map[string]*gate{},
+		groups:     map[string]*rrState{},
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -224,6 +240,7 @@ func New(cfg Config) *Scheduler {
 	}
 	for id, b := range cfg.Backends {
 		g := &gate{noPause: b.NoPause, rps: b.RequestsPerSecond, tpm: b.TokensPerMinute,
+			maxActive: b.MaxActive, cooldown: cmp.Or(b.Cooldown, DefaultCooldown),
 			learn: newLearner(b.NoLearn, b.RequestsPerSecond*pacingMargin)}
 		if b.MaxActive > 0 {
 			g.permits = semaphore.NewWeighted(int64(b.MaxActive))
@@ -300,6 +317,12 @@ func (s *Scheduler) Pacing() map[string]Pacing {
 		if u := g.until(); u.After(now) {
 			p.PausedUntil = u
 		}
+		g.mu.Lock()
+		if g.health.coolUntil.After(now) {
+			p.CooldownUntil = g.health.coolUntil
+		}
+		p.Unwell = g.health.unwell
+		g.mu.Unlock()
 		m[id] = p
 	}
 	return m
@@ -502,6 +525,11 @@ func onceRelease(sem *semaphore.Weighted) func() {
 type Sequence struct {
 	// Backend selects the gate.
 	Backend string
+	// Routes, when set, replace Backend and Attempt: a model group, whose
+	// every attempt chooses its backend (route.go). Group names the
+	// group's round-robin state: sequences of one group share it.
+	Routes []Route
+	Group  string
 	// Generation is 1 for the initial generation, 2 for the first repair.
 	Generation uint64
 	// Retries is the transient retry budget R: up to R+1 attempts.
@@ -513,7 +541,8 @@ type Sequence struct {
 	// NoWaitPastDeadline returns a failure at once, instead of waiting,
 	// when a retry wait or a backend pause would end after ctx's deadline.
 	NoWaitPastDeadline bool
-	// Attempt performs exactly one attempt. It must be safe to call again.
+	// Attempt performs exactly one attempt on Backend. It must be safe to
+	// call again.
 	Attempt func(context.Context) llm.Outcome
 	// Recorder receives every attempt and retry wait, with no permit
 	// held. Nil records nothing.
@@ -538,16 +567,26 @@ func (s *Scheduler) Backoff(k uint64) time.Duration {
 // success, the first failure that is not retry-eligible, a stopped
 // context, or — when all R+1 attempts (R > 0) failed with eligible
 // statuses — the last failure wrapped in *pktype.RetryExhaustedError.
+// The outcome's Backend is the backend of its attempt.
 //
 // Each attempt and each retry wait is recorded on seq.Recorder with no
 // permit held. A provider not-before time (Retry-After on 429 or
-// 503) pauses the whole backend until then.
+// 503) pauses the whole backend until then. With Routes, every attempt
+// chooses its backend, a failure saying the backend is unwell (a 5xx, a
+// transport failure) is retry-eligible while another backend is
+// available, and a retry that goes to another backend at once does not
+// wait.
 func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 	rec := seq.Recorder
 	for n := uint64(1); ; n++ {
-		out, a := s.attempt(ctx, seq, n)
+		rt, probe := s.choose(seq)
+		out, a := s.attempt(ctx, seq, rt, probe, n)
 		rec.RecordAttempt(a)
-		if out.Err == nil || !a.Dispatched || !pktype.RetryableStatus(out.StatusCode) || !isStatus(out.Err) {
+		if out.Err == nil || !a.Dispatched {
+			return out
+		}
+		moved := s.elsewhere(seq, rt.Backend)
+		if !(pktype.RetryableStatus(out.StatusCode) && isStatus(out.Err)) && !(moved && unwell(ctx, out)) {
 			return out
 		}
 		// n counts dispatched attempts (n <= R means a retry is left); a
@@ -556,11 +595,17 @@ func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 			if seq.Retries == 0 {
 				return out
 			}
+			if out.StatusCode == 429 {
+				s.cool(rt.Backend) // still limited after every retry: try others
+			}
 			out.Err = pktype.NewRetryExhaustedError(n, out.Err)
 			return out
 		}
 		if err := ctx.Err(); err != nil {
 			return llm.Outcome{Err: err}
+		}
+		if moved {
+			continue // another backend takes the retry now
 		}
 		now := s.now()
 		until := now.Add(s.Backoff(n))
@@ -590,28 +635,40 @@ func isStatus(err error) bool {
 	return errors.As(err, &ge)
 }
 
-// attempt acquires a permit, dispatches once and releases the permit before
-// returning, so the caller records and waits without holding it.
-func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Outcome, observe.Attempt) {
-	a := observe.Attempt{Generation: seq.Generation, Attempt: n}
+// attempt acquires a permit on rt's backend, dispatches once and releases
+// the permit before returning, so the caller records and waits without
+// holding it. It settles the backend's health (route.go), releasing the
+// half-open probe the attempt holds, if any, also when Attempt panics.
+func (s *Scheduler) attempt(ctx context.Context, seq Sequence, rt Route, probe bool, n uint64) (out llm.Outcome, a observe.Attempt) {
+	a = observe.Attempt{Generation: seq.Generation, Attempt: n, Backend: rt.Backend}
+	settled := false
+	defer func() {
+		if !settled {
+			s.settle(ctx, rt.Backend, probe, false, llm.Outcome{})
+		}
+	}()
 	fail := func(err error) (llm.Outcome, observe.Attempt) {
 		a.Failure = pktype.Classify(err)
-		return llm.Outcome{Err: err}, a
+		return llm.Outcome{Err: err, Backend: rt.Backend}, a
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	g := s.gates[seq.Backend]
+	g := s.gates[rt.Backend]
 	if g != nil {
 		defer s.enter(g)()
 	}
 	start := s.now()
-	tk, err := s.acquireTicket(ctx, seq.Backend, seq.Tokens, seq.NoWaitPastDeadline)
+	tk, err := s.acquireTicket(ctx, rt.Backend, seq.Tokens, seq.NoWaitPastDeadline)
 	a.CapacityWait = s.now().Sub(start)
 	if err != nil {
 		return fail(err)
 	}
 	release := tk.release
+	if g != nil {
+		g.active.Add(1)
+		release = sync.OnceFunc(func() { g.active.Add(-1); tk.release() })
+	}
 	defer release() // also when Attempt panics
 	if err := ctx.Err(); err != nil {
 		release()
@@ -630,7 +687,8 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 			}
 		}()
 	}
-	out := seq.Attempt(ctx)
+	out = rt.Attempt(ctx)
+	out.Backend = rt.Backend
 	answered = true
 	a.Duration = s.now().Sub(start)
 	if !out.FirstDelta.IsZero() {
@@ -648,11 +706,13 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, n uint64) (llm.Ou
 		}
 	}
 	if out.Err != nil && !out.NotBefore.IsZero() && (out.StatusCode == 429 || out.StatusCode == 503) {
-		s.pause(seq.Backend, out.NotBefore)
+		s.pause(rt.Backend, out.NotBefore)
 	}
 	if out.Presence.TotalTokens && out.Usage.TotalTokens > seq.Tokens {
-		s.charge(seq.Backend, out.Usage.TotalTokens-seq.Tokens)
+		s.charge(rt.Backend, out.Usage.TotalTokens-seq.Tokens)
 	}
+	s.settle(ctx, rt.Backend, probe, true, out)
+	settled = true
 	release()
 	a.Dispatched = true
 	a.StatusCode = out.StatusCode

@@ -85,6 +85,12 @@ type Pacing struct {
 	// PausedUntil is when the backend's pause (a provider's Retry-After,
 	// received here or by another process) ends; zero or past: none.
 	PausedUntil time.Time
+	// CooldownUntil is when the backend's cooldown (route.go), begun
+	// here or by another process, ends; zero or past: none. Unwell says
+	// its last verdict was a failure: past CooldownUntil, model groups
+	// send it one probe at a time until one is answered.
+	CooldownUntil time.Time
+	Unwell        bool
 }
 
 // BudgetState is one header budget as the pacer sees it.

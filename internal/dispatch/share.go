@@ -17,6 +17,8 @@ import (
 //
 //   - a pause until T (Retry-After): when one process is told to wait,
 //     all of them wait;
+//   - a cooldown until T (route.go): when one process finds a backend
+//     unwell, the model groups of all of them avoid it;
 //   - the provider-wide learned rate: the last decrease (when, and the
 //     bound of the rate it cut: at, estCap in learn.go) and, per process,
 //     how many of its attempts the provider admitted in the second before
@@ -53,7 +55,8 @@ import (
 type Shared interface {
 	// Sync records news, published by peer, and returns every backend's
 	// shared state. Merging is the store's: a pause keeps the later end;
-	// a decrease is replaced by a later one (At); a peer's demand, and
+	// a cooldown keeps the later end; a decrease is replaced by a later
+	// one (At); a peer's demand, and
 	// its estimate, replace its last ones.
 	Sync(ctx context.Context, peer string, news []News) ([]State, error)
 }
@@ -82,6 +85,8 @@ type News struct {
 	Demand int
 	// PauseUntil is a pause the process was asked for; zero: none.
 	PauseUntil time.Time
+	// CoolUntil is the end of a cooldown begun here; zero: none.
+	CoolUntil time.Time
 	// Rate is a decrease of the learned rate made here; At zero: none.
 	Rate Learned
 	// Estimate is this process's count for the last decrease; At zero:
@@ -93,6 +98,7 @@ type News struct {
 type State struct {
 	Backend    string
 	PauseUntil time.Time
+	CoolUntil  time.Time
 	Rate       Learned
 	// Peers are the processes recently present on the backend.
 	Peers []Peer
@@ -307,6 +313,10 @@ func (s *Scheduler) collect(beat bool) (news []News, busy bool) {
 			n.PauseUntil, g.pauseNews = g.pausedUntil, false
 			item = true
 		}
+		if g.health.coolNews {
+			n.CoolUntil, g.health.coolNews = g.health.coolUntil, false
+			item = true
+		}
 		g.mu.Unlock()
 		if r, e := g.learn.takeNews(); !e.At.IsZero() {
 			n.Rate, n.Estimate, item = r, e, true
@@ -331,24 +341,33 @@ func (s *Scheduler) collect(beat bool) (news []News, busy bool) {
 func (s *Scheduler) requeue(news []News) {
 	for _, n := range news {
 		g := s.gates[n.Backend]
-		if !n.PauseUntil.IsZero() {
-			g.mu.Lock()
-			g.pauseNews = true
-			g.mu.Unlock()
-		}
+		g.mu.Lock()
+		g.pauseNews = g.pauseNews || !n.PauseUntil.IsZero()
+		g.health.coolNews = g.health.coolNews || !n.CoolUntil.IsZero()
+		g.mu.Unlock()
 		if !n.Estimate.At.IsZero() {
 			g.learn.requeueNews(!n.Rate.At.IsZero(), true)
 		}
 	}
 }
 
-// adopt takes the shared state: a later pause, a newer rate, and the
-// others' demand.
+// adopt takes the shared state: a later pause, a later cooldown, a newer
+// rate, and the others' demand.
 func (s *Scheduler) adopt(self string, states []State) {
+	now := s.now()
 	for _, st := range states {
 		g := s.gates[st.Backend]
 		if g == nil {
 			continue // a backend of another process's configuration
+		}
+		// A cooldown still running makes the backend unwell here too:
+		// once it ends, a probe finds out whether it recovered.
+		if st.CoolUntil.After(now) {
+			g.mu.Lock()
+			if st.CoolUntil.After(g.health.coolUntil) {
+				g.health.coolUntil, g.health.unwell = st.CoolUntil, true
+			}
+			g.mu.Unlock()
 		}
 		if !g.noPause && !st.PauseUntil.IsZero() {
 			g.mu.Lock()

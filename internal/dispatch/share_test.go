@@ -47,6 +47,9 @@ func (m *memShared) Sync(_ context.Context, peer string, news []News) ([]State, 
 		if n.PauseUntil.After(st.PauseUntil) {
 			st.PauseUntil = n.PauseUntil
 		}
+		if n.CoolUntil.After(st.CoolUntil) {
+			st.CoolUntil = n.CoolUntil
+		}
 		if n.Rate.At.After(st.Rate.At) {
 			st.Rate = n.Rate
 		}

@@ -39,6 +39,9 @@ type Outcome struct {
 	NotBefore time.Time
 	// Limits are the provider's rate-limit headers, when it sent any.
 	Limits RateLimits
+	// Backend is the backend the attempt went to, set by the scheduler
+	// (a model group chooses one per attempt).
+	Backend string
 }
 
 // RateLimits are what a provider's rate-limit headers said about one

@@ -435,6 +435,7 @@ type pacingCollector struct {
 	share     *prometheus.Desc
 	processes *prometheus.Desc
 	pause     *prometheus.Desc
+	cooldown  *prometheus.Desc
 }
 
 func newPacingCollector(pacing func() map[string]promptkit.Pacing, now func() time.Time) *pacingCollector {
@@ -456,6 +457,9 @@ func newPacingCollector(pacing func() map[string]promptkit.Pacing, now func() ti
 		pause: prometheus.NewDesc("promptkit_backend_pause_seconds",
 			"Seconds left of a backend's pause: a provider's Retry-After, received by this process or, shared, by another; 0 when not paused.",
 			[]string{"backend"}, nil),
+		cooldown: prometheus.NewDesc("promptkit_backend_cooldown_seconds",
+			"Seconds left of a backend's cooldown: model groups avoid it after it failed as unwell (5xx, timeout, transport failure, 429 after every retry), here or, shared, in another process; 0 when not cooling down.",
+			[]string{"backend"}, nil),
 	}
 }
 
@@ -465,6 +469,7 @@ func (c *pacingCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.share
 	ch <- c.processes
 	ch <- c.pause
+	ch <- c.cooldown
 }
 
 func (c *pacingCollector) Collect(ch chan<- prometheus.Metric) {
@@ -472,6 +477,7 @@ func (c *pacingCollector) Collect(ch chan<- prometheus.Metric) {
 	for id, p := range c.pacing() {
 		ch <- prometheus.MustNewConstMetric(c.rate, prometheus.GaugeValue, p.RequestsPerSecond, id, cmp.Or(p.Source, "none"))
 		ch <- prometheus.MustNewConstMetric(c.pause, prometheus.GaugeValue, max(p.PausedUntil.Sub(now).Seconds(), 0), id)
+		ch <- prometheus.MustNewConstMetric(c.cooldown, prometheus.GaugeValue, max(p.CooldownUntil.Sub(now).Seconds(), 0), id)
 		if p.Shared {
 			ch <- prometheus.MustNewConstMetric(c.share, prometheus.GaugeValue, p.Share, id)
 			ch <- prometheus.MustNewConstMetric(c.processes, prometheus.GaugeValue, float64(p.Processes), id)

@@ -19,7 +19,8 @@ func TestPacingGauges(t *testing.T) {
 	}
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	pacing["shared"] = promptkit.Pacing{RequestsPerSecond: 19, Source: promptkit.Pacing429,
-		Shared: true, Share: 0.25, Processes: 3, PausedUntil: now.Add(1500 * time.Millisecond)}
+		Shared: true, Share: 0.25, Processes: 3, PausedUntil: now.Add(1500 * time.Millisecond),
+		CooldownUntil: now.Add(20 * time.Second), Unwell: true}
 	m := newTest(t, countsStore(nil), Options{Now: func() time.Time { return now }, Pacing: func() map[string]promptkit.Pacing { return pacing }})
 	for _, c := range []struct {
 		backend, source string
@@ -44,6 +45,8 @@ func TestPacingGauges(t *testing.T) {
 		{"promptkit_backend_pacing_processes", "shared", 3},
 		{"promptkit_backend_pause_seconds", "shared", 1.5},
 		{"promptkit_backend_pause_seconds", "learned", 0},
+		{"promptkit_backend_cooldown_seconds", "shared", 20},
+		{"promptkit_backend_cooldown_seconds", "free", 0},
 		{"promptkit_backend_pacing_share", "learned", -1},
 		{"promptkit_backend_pacing_processes", "free", -1},
 	} {
@@ -56,7 +59,8 @@ func TestPacingGauges(t *testing.T) {
 		}
 	}
 	problems, err := testutil.GatherAndLint(m.reg, "promptkit_backend_learned_rate", "promptkit_backend_rate_budget_remaining",
-		"promptkit_backend_pacing_share", "promptkit_backend_pacing_processes", "promptkit_backend_pause_seconds")
+		"promptkit_backend_pacing_share", "promptkit_backend_pacing_processes", "promptkit_backend_pause_seconds",
+		"promptkit_backend_cooldown_seconds")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@
 package observe
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +36,7 @@ type Identity struct {
 type Attempt struct {
 	Generation   uint64
 	Attempt      uint64
+	Backend      string // the backend it went to; "" for none
 	Dispatched   bool
 	CapacityWait time.Duration
 	Duration     time.Duration // dispatch through response decoding
@@ -72,7 +74,10 @@ type Recorder struct {
 	// attempts it took.
 	lastRepairGen uint64
 	lastStatus    int
-	finished      bool
+	// lastBackend is the backend of the last dispatched attempt: the
+	// one that answered, for the finished event.
+	lastBackend string
+	finished    bool
 }
 
 // NewRunID makes a run ID: a UUIDv7, unique and time-ordered.
@@ -145,11 +150,15 @@ func (r *Recorder) RecordAttempt(a Attempt) {
 		Failure:            a.Failure,
 		StatusCode:         a.StatusCode,
 		Outcome:            pktype.ExecutionOutcomeSuccess,
+		BackendID:          a.Backend,
 	}
 	if a.Failure != pktype.ExecutionFailureNone {
 		ev.Outcome = pktype.ExecutionOutcomeError
 	}
 	if a.Dispatched {
+		if a.Backend != "" {
+			r.lastBackend = a.Backend
+		}
 		r.totals.Attempts++
 		if a.Attempt > 1 {
 			r.totals.TransientRetries++
@@ -207,6 +216,7 @@ func (r *Recorder) Finish(outcome pktype.ExecutionOutcome, failure pktype.Execut
 		Attempts:           t.Attempts,
 		TransientRetries:   t.TransientRetries,
 		RepairCalls:        t.RepairCalls,
+		BackendID:          r.lastBackend,
 	})
 }
 
@@ -223,7 +233,10 @@ func (r *Recorder) emit(ev pktype.ExecutionEvent) {
 	ev.RunID = r.runID
 	ev.Time = r.now()
 	id := r.identity
-	ev.PromptID, ev.PromptVersion, ev.ProfileID, ev.BackendID, ev.Model = id.PromptID, id.PromptVersion, id.ProfileID, id.BackendID, id.Model
+	ev.PromptID, ev.PromptVersion, ev.ProfileID, ev.Model = id.PromptID, id.PromptVersion, id.ProfileID, id.Model
+	// An attempt's own backend (a model group chooses one per attempt),
+	// and on the finished event the one that answered last.
+	ev.BackendID = cmp.Or(ev.BackendID, id.BackendID)
 	r.observer(ev)
 }
 

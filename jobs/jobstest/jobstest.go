@@ -218,6 +218,7 @@ func Run(t *testing.T, h Harness) {
 		{"PacingPeersExpire", testPacingPeersExpire},
 		{"PacingInvalid", testPacingInvalid},
 		{"PacingConcurrent", testPacingConcurrent},
+		{"PacingCooldown", testPacingCooldown},
 		{"Submitted", testSubmitted},
 		{"UsageLedger", testUsageLedger},
 		{"UsageTokenOnJobs", testUsageTokenOnJobs},

@@ -233,3 +233,46 @@ func testPacingConcurrent(t *testing.T, h Harness) {
 		}
 	}
 }
+
+// A cooldown merges like a pause, independently of it: the later end
+// wins, an earlier one changes nothing, and a cooldown alone is news
+// (it stamps UpdatedAt) that leaves the pause and the rate as they are.
+func testPacingCooldown(t *testing.T, h Harness) {
+	f := setup(t, h)
+	t0 := f.now()
+	cool := t0.Add(30 * time.Second)
+	got := f.syncPacing(jobs.PacingSyncParams{Peer: "a", Updates: []jobs.PacingUpdate{{Backend: "b", Demand: 1, CooldownUntil: cool}}})
+	b, ok := pacingOf(got, "b")
+	if !ok || !b.CooldownUntil.Equal(cool) || !b.PauseUntil.IsZero() || !b.RateAt.IsZero() || !b.UpdatedAt.Equal(t0) {
+		t.Fatalf("after a cooldown: %+v", b)
+	}
+	pause := t0.Add(time.Second)
+	t1 := f.advance(time.Second)
+	steps := []struct {
+		name        string
+		u           jobs.PacingUpdate
+		cool, pause time.Time
+	}{
+		{"an earlier cooldown end changes nothing; a pause alone leaves the cooldown",
+			jobs.PacingUpdate{Backend: "b", CooldownUntil: cool.Add(-time.Second), PauseUntil: pause}, cool, pause},
+		{"a later cooldown end replaces, however far",
+			jobs.PacingUpdate{Backend: "b", CooldownUntil: cool.Add(time.Hour)}, cool.Add(time.Hour), pause},
+		{"presence alone changes nothing",
+			jobs.PacingUpdate{Backend: "b", Demand: 2}, cool.Add(time.Hour), pause},
+	}
+	for _, s := range steps {
+		got := f.syncPacing(jobs.PacingSyncParams{Peer: "b", Updates: []jobs.PacingUpdate{s.u}})
+		b, _ := pacingOf(got, "b")
+		if !b.CooldownUntil.Equal(s.cool) || !b.PauseUntil.Equal(s.pause) || !b.UpdatedAt.Equal(t1) {
+			t.Errorf("%s: %+v, want cooldown until %v, pause until %v, updated at %v", s.name, b, s.cool, s.pause, t1)
+		}
+	}
+	// A read returns the same; an unrelated backend has none.
+	got = f.syncPacing(jobs.PacingSyncParams{Peer: "a", Updates: []jobs.PacingUpdate{{Backend: "c", PauseUntil: pause}}})
+	if b, _ := pacingOf(got, "b"); !b.CooldownUntil.Equal(cool.Add(time.Hour)) {
+		t.Errorf("read: %+v", b)
+	}
+	if c, _ := pacingOf(got, "c"); !c.CooldownUntil.IsZero() {
+		t.Errorf("a pause alone made a cooldown: %+v", c)
+	}
+}

@@ -11,15 +11,17 @@ import (
 	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
 
-// Shared pacing (migration 00011). The merge rules of jobs.PacingUpdate
+// Shared pacing (migrations 00011 and 00012). The merge rules of jobs.PacingUpdate
 // are the upsert's: every SET expression reads the row as it was, and
 // the row lock orders concurrent upserts of one backend.
 const (
-	pacingUpsertSQL = `INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	pacingUpsertSQL = `INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (backend) DO UPDATE SET
 			pause_until = CASE WHEN excluded.pause_until > pacing.pause_until OR pacing.pause_until IS NULL
 				THEN coalesce(excluded.pause_until, pacing.pause_until) ELSE pacing.pause_until END,
+			cool_until = CASE WHEN excluded.cool_until > pacing.cool_until OR pacing.cool_until IS NULL
+				THEN coalesce(excluded.cool_until, pacing.cool_until) ELSE pacing.cool_until END,
 			rate_cap = CASE WHEN ` + rateNewerSQL + ` THEN excluded.rate_cap ELSE pacing.rate_cap END,
 			rate_floor = CASE WHEN ` + rateNewerSQL + ` THEN excluded.rate_floor ELSE pacing.rate_floor END,
 			rate_at = CASE WHEN ` + rateNewerSQL + ` THEN excluded.rate_at ELSE pacing.rate_at END,
@@ -34,7 +36,7 @@ const (
 	estimateNewerSQL = `(excluded.estimate_at IS NOT NULL
 		AND (pacing_peers.estimate_at IS NULL OR excluded.estimate_at >= pacing_peers.estimate_at))`
 	peersExpireSQL = `DELETE FROM pacing_peers WHERE seen_at < $1`
-	pacingRowsSQL  = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor FROM pacing ORDER BY backend`
+	pacingRowsSQL  = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until FROM pacing ORDER BY backend`
 	peerRowsSQL    = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
 		WHERE seen_at >= $1 ORDER BY backend, peer`
 )
@@ -52,7 +54,7 @@ func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs
 	b := &pgx.Batch{}
 	for _, u := range p.Updates {
 		if u.News() {
-			b.Queue(pacingUpsertSQL, u.Backend, timeOrNull(u.PauseUntil), u.RateCap, timeOrNull(u.RateAt), now, u.RateFloor)
+			b.Queue(pacingUpsertSQL, u.Backend, timeOrNull(u.PauseUntil), u.RateCap, timeOrNull(u.RateAt), now, u.RateFloor, timeOrNull(u.CooldownUntil))
 		}
 		b.Queue(peerUpsertSQL, u.Backend, p.Peer, u.Demand, now, u.Estimate, timeOrNull(u.EstimateAt))
 	}
@@ -63,11 +65,12 @@ func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs
 	b.Queue(pacingRowsSQL).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var st jobs.BackendPacing
-			var pauseUntil, rateAt *time.Time
-			if err := rows.Scan(&st.Backend, &pauseUntil, &st.RateCap, &rateAt, &st.UpdatedAt, &st.RateFloor); err != nil {
+			var pauseUntil, rateAt, coolUntil *time.Time
+			if err := rows.Scan(&st.Backend, &pauseUntil, &st.RateCap, &rateAt, &st.UpdatedAt, &st.RateFloor, &coolUntil); err != nil {
 				return err
 			}
 			st.PauseUntil, st.RateAt, st.UpdatedAt = utcOrZero(pauseUntil), utcOrZero(rateAt), st.UpdatedAt.UTC()
+			st.CooldownUntil = utcOrZero(coolUntil)
 			states = append(states, st)
 		}
 		return rows.Err()

@@ -10,16 +10,18 @@ import (
 	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
 
-// Shared pacing (migration 8). The merge rules of jobs.PacingUpdate are
+// Shared pacing (migrations 8 and 9). The merge rules of jobs.PacingUpdate are
 // the upsert's: every SET expression reads the row as it was.
 var (
 	// A NULL in excluded (no news) compares to nothing: the row's value
 	// stays.
-	qPacingUpsert = wq(`INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+	qPacingUpsert = wq(`INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
 		ON CONFLICT (backend) DO UPDATE SET
 			pause_until = CASE WHEN excluded.pause_until > coalesce(pacing.pause_until, excluded.pause_until - 1)
 				THEN excluded.pause_until ELSE pacing.pause_until END,
+			cool_until = CASE WHEN excluded.cool_until > coalesce(pacing.cool_until, excluded.cool_until - 1)
+				THEN excluded.cool_until ELSE pacing.cool_until END,
 			rate_cap = CASE WHEN ` + rateNewer + ` THEN excluded.rate_cap ELSE pacing.rate_cap END,
 			rate_floor = CASE WHEN ` + rateNewer + ` THEN excluded.rate_floor ELSE pacing.rate_floor END,
 			rate_at = CASE WHEN ` + rateNewer + ` THEN excluded.rate_at ELSE pacing.rate_at END,
@@ -40,7 +42,7 @@ const (
 )
 
 const (
-	qPacingRows = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor FROM pacing ORDER BY backend`
+	qPacingRows = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until FROM pacing ORDER BY backend`
 	qPeerRows   = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
 		WHERE seen_at >= ?1 ORDER BY backend, peer`
 )
@@ -59,7 +61,7 @@ func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs
 			for _, u := range p.Updates {
 				if u.News() {
 					if _, err := w.exec(qPacingUpsert, u.Backend, microsOrNull(u.PauseUntil),
-						u.RateCap, microsOrNull(u.RateAt), w.now, u.RateFloor); err != nil {
+						u.RateCap, microsOrNull(u.RateAt), w.now, u.RateFloor, microsOrNull(u.CooldownUntil)); err != nil {
 						return err
 					}
 				}
@@ -95,14 +97,15 @@ func microsOrNull(t time.Time) any {
 
 func scanPacing(r scanner) (jobs.BackendPacing, error) {
 	var (
-		b                  jobs.BackendPacing
-		pauseUntil, rateAt sql.NullInt64
-		updatedAt          int64
+		b                             jobs.BackendPacing
+		pauseUntil, rateAt, coolUntil sql.NullInt64
+		updatedAt                     int64
 	)
-	if err := r.Scan(&b.Backend, &pauseUntil, &b.RateCap, &rateAt, &updatedAt, &b.RateFloor); err != nil {
+	if err := r.Scan(&b.Backend, &pauseUntil, &b.RateCap, &rateAt, &updatedAt, &b.RateFloor, &coolUntil); err != nil {
 		return b, err
 	}
 	b.PauseUntil, b.RateAt, b.UpdatedAt = nullTime(pauseUntil), nullTime(rateAt), fromMicros(updatedAt)
+	b.CooldownUntil = nullTime(coolUntil)
 	return b, nil
 }
 

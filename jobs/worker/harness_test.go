@@ -246,6 +246,7 @@ type attempt struct {
 	JobAttempt int    `json:"job_attempt"`
 	Generation uint64 `json:"generation"`
 	Attempt    uint64 `json:"attempt"`
+	Backend    string `json:"backend"`
 	Dispatched bool   `json:"dispatched"`
 	StatusCode int    `json:"status_code"`
 	Outcome    string `json:"outcome"`

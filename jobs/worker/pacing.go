@@ -21,7 +21,7 @@ type pacingStore struct{ st jobs.Store }
 func (p pacingStore) SyncPacing(ctx context.Context, peer string, news []promptkit.PacingNews) ([]promptkit.SharedPacing, error) {
 	ups := make([]jobs.PacingUpdate, len(news))
 	for i, n := range news {
-		ups[i] = jobs.PacingUpdate{Backend: n.Backend, Demand: n.Demand, PauseUntil: n.PauseUntil,
+		ups[i] = jobs.PacingUpdate{Backend: n.Backend, Demand: n.Demand, PauseUntil: n.PauseUntil, CooldownUntil: n.CooldownUntil,
 			RateCap: n.Rate.Cap, RateFloor: n.Rate.Floor, RateAt: n.Rate.At, Estimate: n.Estimate.Admitted, EstimateAt: n.Estimate.At}
 	}
 	got, err := p.st.SyncPacing(ctx, jobs.PacingSyncParams{Peer: peer, Updates: ups})
@@ -39,7 +39,7 @@ func (p pacingStore) SyncPacing(ctx context.Context, peer string, news []promptk
 // keeps it: SharedPacing(b).RequestsPerSecond(now) is the rate the
 // processes follow.
 func SharedPacing(b jobs.BackendPacing) promptkit.SharedPacing {
-	sp := promptkit.SharedPacing{Backend: b.Backend, PauseUntil: b.PauseUntil,
+	sp := promptkit.SharedPacing{Backend: b.Backend, PauseUntil: b.PauseUntil, CooldownUntil: b.CooldownUntil,
 		Rate: promptkit.LearnedRate{Cap: b.RateCap, Floor: b.RateFloor, At: b.RateAt}}
 	for _, pr := range b.Peers {
 		sp.Peers = append(sp.Peers, promptkit.PacingPeer{ID: pr.Peer, Demand: pr.Demand,
