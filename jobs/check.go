@@ -19,7 +19,9 @@ type CheckFunc func(ctx context.Context, p EnqueueParams) error
 // through the queue. The channel receives the job as its settling write
 // left it, then closes; it closes without a value when there was no such
 // write (the job was cancelled, the worker stopped), and is nil for an
-// idempotent repeat (Enqueued.Existing), which runs nothing. When the job
+// idempotent repeat (Enqueued.Existing), which runs nothing, and for a job
+// stored queued because its org is at its Limit's MaxRunning (Enqueued.
+// Claimed nil), which the workers run in turn. When the job
 // cannot run here now it stores nothing and returns ErrNoSlot: the caller
 // enqueues as usual.
 type RunNowFunc func(ctx context.Context, p EnqueueParams) (Enqueued, <-chan Job, error)

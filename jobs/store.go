@@ -36,14 +36,29 @@ type Store interface {
 	EnqueueBatch(ctx context.Context, ps []EnqueueParams) ([]Enqueued, error)
 
 	// Claim atomically moves up to Limit queued jobs to running under
-	// Worker: lowest priority number first, then oldest available_at, then
-	// oldest created_at; only jobs with available_at <= now, priority <=
-	// PriorityCeiling, and whose DependsOn job (if any) is no longer queued
-	// or running (terminal, or archived). It
+	// Worker: lowest priority number first, then, among jobs of equal
+	// priority, the orgs in turn by their shares (fair sharing, below),
+	// each org's own jobs in the order they were queued; only jobs with
+	// available_at <= now, priority <= PriorityCeiling, and whose
+	// DependsOn job (if any) is no longer queued or running (terminal, or
+	// archived), and never so many of one org's that more of its jobs run
+	// than its Limit's MaxRunning (counting its running jobs on the
+	// database; the others stay queued and hold up no other org's). It
 	// sets claimed_at, started_at and running_heartbeat_at to now and
 	// worker_claim to Worker, and keeps attempt. A job is claimed by at
 	// most one caller, across goroutines and processes. Returns the
 	// claimed jobs in claim order.
+	//
+	// Fair sharing is start-time fair queueing: a job gets a virtual start
+	// tag when it is queued (by Enqueue, EnqueueBatch or Retry; a job
+	// requeued keeps its tag): its org's previous tag at its priority, or
+	// the smallest tag among the available queued jobs of that priority if
+	// that is later (or, when none is queued, the largest tag ever given
+	// at that priority), plus 1/weight (Limit.Weight; 1 without a limit).
+	// Claim order within a priority is tag order, so an org that queued
+	// thousands of jobs is served in turn with one that queues a few
+	// later, and an org back from idling neither waits behind the others'
+	// backlog nor jumps ahead of it.
 	Claim(ctx context.Context, p ClaimParams) ([]Job, error)
 	// Heartbeat sets running_heartbeat_at = now on the given jobs that are
 	// running under Worker (updated_at is left alone), and returns how many
@@ -183,6 +198,16 @@ type Store interface {
 	TokenByHash(ctx context.Context, hash []byte) (Token, error)
 	// HasTokens reports whether any valid (not revoked) token exists.
 	HasTokens(ctx context.Context) (bool, error)
+
+	// SetLimit stores the limit of its scope and subject, replacing the
+	// one stored (every field), and returns it with UpdatedAt stamped.
+	// ErrInvalid for what Limit.Normalize refuses.
+	SetLimit(ctx context.Context, l Limit) (Limit, error)
+	// DeleteLimit deletes the limit of a scope and subject; ErrNotFound
+	// when there is none.
+	DeleteLimit(ctx context.Context, scope LimitScope, subject string) error
+	// Limits returns every stored limit, ordered by scope, then subject.
+	Limits(ctx context.Context) ([]Limit, error)
 
 	// CreateFile stores a file, reading Content to its end (at most
 	// MaxBytes, else ErrFileTooLarge and nothing stored), and returns it
@@ -376,7 +401,9 @@ type EnqueueParams struct {
 	// transaction: a process with a free worker slot runs what it has just
 	// received without a round trip through the queue (see
 	// worker.Worker.RunNow). It cannot go with DependsOn or AvailableAt.
-	// An idempotent repeat claims nothing.
+	// An idempotent repeat claims nothing, nor does a job whose org is at
+	// its Limit's MaxRunning: that job is stored queued (Enqueued.Claimed
+	// nil), as Claim would leave it.
 	ClaimAs string
 
 	// normalized marks params Normalize returned (see Normalize).

@@ -4,11 +4,12 @@
 # then run alternately, the first to run swapping every pair, and each
 # side's runs summarised as min / median / max with the ratio of medians.
 #
-# Usage: scripts/storebench-compare.sh REF DB PAIRS   (DB: postgres or sqlite)
+# Usage: scripts/storebench-compare.sh REF DB PAIRS [BENCH]   (DB: postgres or sqlite;
+# BENCH, a regexp, keeps only the sub-benchmarks it matches, e.g. 'Enqueue|Cycle1')
 # PostgreSQL runs use PROMPTKIT_TEST_DATABASE_URL (default: the loopback
 # test database).
 set -euo pipefail
-ref=${1:?usage: $0 REF postgres|sqlite PAIRS}; db=${2:?}; pairs=${3:?}
+ref=${1:?usage: $0 REF postgres|sqlite PAIRS [BENCH]}; db=${2:?}; pairs=${3:?}; only=${4:-.}
 top=$(git rev-parse --show-toplevel)
 work=$(mktemp -d)
 trap 'git -C "$top" worktree remove --force "$work/old" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
@@ -20,7 +21,7 @@ git -C "$top" worktree add --detach "$work/old" "$ref" >/dev/null
 for i in $(seq 1 "$pairs"); do
   order="old new"; [ $((i % 2)) -eq 0 ] && order="new old"
   for side in $order; do
-    "$work/$side.test" -test.run '^$' -test.bench "Store/db=$db" -test.count 1 | sed "s/^Benchmark/$side /" >> "$work/out"
+    "$work/$side.test" -test.run '^$' -test.bench "Store/db=$db/($only)" -test.count 1 | sed "s/^Benchmark/$side /" >> "$work/out"
   done
 done
 awk '

@@ -188,16 +188,17 @@ func testPriorityThenAge(t *testing.T, h Harness) {
 		f.claimID("w", want)
 	}
 
-	// Equal priority: older available_at first, whatever the creation order.
+	// Equal priority, one org: the order they were queued in, whatever
+	// their available_at (fair sharing orders by start tag: see Claim).
 	t0 := f.now()
 	a := f.enqueue(jobs.EnqueueParams{AvailableAt: t0.Add(2 * time.Second)})
 	b := f.enqueue(jobs.EnqueueParams{AvailableAt: t0.Add(time.Second)})
 	c := f.enqueue(jobs.EnqueueParams{})
 	f.advance(3 * time.Second)
 	got := f.claim("w", 10)
-	want := []string{c.JobID, b.JobID, a.JobID}
+	want := []string{a.JobID, b.JobID, c.JobID}
 	if g := ids(got); len(g) != 3 || g[0] != want[0] || g[1] != want[1] || g[2] != want[2] {
-		t.Errorf("Claim order = %v, want %v (oldest available_at first)", g, want)
+		t.Errorf("Claim order = %v, want %v (queued first, first)", g, want)
 	}
 
 	// Equal priority and available_at: older created_at first.

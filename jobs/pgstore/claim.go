@@ -51,20 +51,69 @@ func notified(changed string) string {
 // the whole table when LIMIT is unknown), and the dependency test is a
 // correlated lookup rather than a NOT EXISTS the planner could turn into a
 // hash of every queued job.
+//
+// Orgs with a concurrency limit (limits.max_running, the CTE capped) are
+// left out of that scan (free) and claimed apart (held): for each, at
+// most its room (the limit less its running jobs, counted in job_running
+// under the event lock, so across processes), in claim order; the two
+// lists merge in claim order. A held scan stops at the last entry free
+// took (bound) when free took $limit, since no entry past it could be
+// claimed: so it costs at most what free's scan did, even for an org
+// with nothing queued. Without such limits capped is empty and the claim
+// is the one range scan it was. (free filters the limited orgs' entries
+// out as it walks: their queued jobs cost it a step each when they lie
+// ahead of the jobs it claims.)
 var claimSQL = named(claimFrom(`
-		SELECT q.job_id FROM job_queue q JOIN jobs j ON j.id = q.job_id
-		WHERE `+gateOpen+` AND q.available_at <= $now AND q.priority <= $ceiling
-			AND (q.depends_on IS NULL OR coalesce(
-				(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = q.depends_on), true))
-		ORDER BY q.priority, q.available_at, q.created_at, q.job_id
-		LIMIT $limit
-		FOR UPDATE OF j SKIP LOCKED`),
+		WITH capped AS (
+			SELECT l.subject AS org, l.max_running - (SELECT count(*) FROM job_running r JOIN jobs rj ON rj.id = r.job_id
+				WHERE rj.org_id = l.subject) AS room
+			FROM limits l WHERE l.scope = 'org' AND l.max_running > 0
+		), free AS (
+			SELECT q.job_id, q.priority, q.tag FROM job_queue q JOIN jobs j ON j.id = q.job_id
+			WHERE `+gateOpen+` AND `+claimableSQL+`
+				AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.org = j.org_id)
+			ORDER BY q.priority, q.tag, q.job_id
+			LIMIT $limit
+			FOR UPDATE OF j SKIP LOCKED
+		), bound AS (
+			SELECT CASE WHEN (SELECT count(*) FROM free) < $limit THEN 32767 ELSE l.priority END AS p, l.tag AS t,
+				l.job_id AS id
+			FROM (SELECT 1) one LEFT JOIN (
+				SELECT priority, tag, job_id FROM free ORDER BY priority DESC, tag DESC, job_id DESC LIMIT 1) l ON true
+		), held AS (
+			SELECT h.* FROM capped c CROSS JOIN LATERAL (
+				SELECT q.job_id, q.priority, q.tag FROM job_queue q JOIN jobs j ON j.id = q.job_id
+				WHERE `+gateOpen+` AND j.org_id = c.org AND `+claimableSQL+`
+					AND (q.priority, q.tag, q.job_id) <= ((SELECT p FROM bound), (SELECT t FROM bound), (SELECT id FROM bound))
+				ORDER BY q.priority, q.tag, q.job_id
+				LIMIT least(c.room, $limit)
+				FOR UPDATE OF j SKIP LOCKED) h
+			WHERE c.room > 0
+		)
+		SELECT job_id FROM (SELECT * FROM free UNION ALL SELECT * FROM held) u
+		ORDER BY priority, tag, job_id
+		LIMIT $limit`),
 	"now", "ceiling", "limit", "worker", "data", "slot", "schema")
+
+// claimableSQL says whether the job_queue entry q is claimable now.
+const claimableSQL = `q.available_at <= $now AND q.priority <= $ceiling
+				AND (q.depends_on IS NULL OR coalesce(
+					(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = q.depends_on), true))`
 
 // claimIDsSQL claims the queued jobs $ids, which the transaction has just
 // inserted under the event lock (jobs.EnqueueParams.ClaimAs), for one
-// call, as claimSQL would.
-var claimIDsSQL = named(claimFrom(`SELECT job_id FROM job_queue WHERE job_id = ANY($ids::text[])`),
+// call, as claimSQL would: of an org with a concurrency limit, only as
+// many as it has room for; the others stay queued.
+var claimIDsSQL = named(claimFrom(`
+		SELECT c.job_id FROM (
+			SELECT q.job_id, q.priority, q.tag, j.org_id,
+				row_number() OVER (PARTITION BY j.org_id ORDER BY q.priority, q.tag, q.job_id) AS n
+			FROM job_queue q JOIN jobs j ON j.id = q.job_id WHERE q.job_id = ANY($ids::text[])
+		) c
+		WHERE c.n <= coalesce((SELECT l.max_running - (SELECT count(*) FROM job_running r JOIN jobs rj ON rj.id = r.job_id
+				WHERE rj.org_id = l.subject)
+			FROM limits l WHERE l.scope = 'org' AND l.subject = c.org_id AND l.max_running > 0), c.n)
+		ORDER BY c.priority, c.tag, c.job_id`),
 	"now", "ids", "worker", "data", "slot", "schema")
 
 // claimFrom is the claim statement of the jobs the query picked selects.
@@ -86,17 +135,50 @@ func claimFrom(picked string) string {
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		SELECT id, prompt_id, org_id, 'transition', 'queued', 'running', ($data::text[])[call]::json, $now
-		FROM claimed ORDER BY call, priority, available_at, created_at, id
+		FROM claimed ORDER BY call, priority, fair_tag, id
 	), ` + notified("claimed") + `
-	SELECT ` + jobCols + `, call FROM claimed, notified ORDER BY call, priority, available_at, created_at, id`
+	SELECT ` + jobCols + `, call FROM claimed, notified ORDER BY call, priority, fair_tag, id`
 }
 
 // queueRows is the insert that puts the queued jobs among the rows of the
 // CTE named rows (which returns jobs columns) into job_queue, keeping the
-// side table's mirror of their claim order (see migration 00002).
+// side table's mirror of their claim order (see migrations 00002 and
+// 00013).
 func queueRows(rows string) string {
-	return `INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on)
-		SELECT id, priority, available_at, created_at, depends_on FROM ` + rows + ` WHERE state = 'queued'`
+	return `INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on, tag)
+		SELECT id, priority, available_at, created_at, depends_on, fair_tag FROM ` + rows + ` WHERE state = 'queued'`
+}
+
+// fairTags is the CTEs that give the jobs of the CTE named src (columns
+// ord, unique, org and prio) their start tags (see jobs.Store.Claim),
+// under the event lock: fair (ord, tag), and fair_saved, which records
+// each org's last tag per priority. The tags of one org and priority
+// count up from its base in ord order by 1/weight. The smallest tag of
+// the available queue is the first entry of job_queue_claim_idx at the
+// priority (past any entries not yet available).
+func fairTags(src, now string) string {
+	return `fair_groups AS (
+		SELECT g.org, g.prio,
+			greatest(
+				coalesce((SELECT f.last FROM fair_tags f WHERE f.priority = g.prio AND f.org_id = g.org), 0),
+				coalesce(
+					(SELECT q.tag FROM job_queue q WHERE q.priority = g.prio AND q.available_at <= ` + now + `
+						ORDER BY q.tag LIMIT 1),
+					(SELECT max(f.last) FROM fair_tags f WHERE f.priority = g.prio),
+					0)) AS base,
+			1::float8 / greatest(coalesce(
+				(SELECT l.weight FROM limits l WHERE l.scope = 'org' AND l.subject = g.org), 1), 1) AS step
+		FROM (SELECT DISTINCT org, prio FROM ` + src + `) g
+	), fair AS (
+		SELECT s.ord, fg.base + fg.step * row_number() OVER (PARTITION BY s.org, s.prio ORDER BY s.ord) AS tag
+		FROM ` + src + ` s JOIN fair_groups fg ON fg.org = s.org AND fg.prio = s.prio
+	), fair_saved AS (
+		INSERT INTO fair_tags (priority, org_id, last)
+		SELECT fg.prio, fg.org, fg.base + fg.step * count(*)
+		FROM ` + src + ` s JOIN fair_groups fg ON fg.org = s.org AND fg.prio = s.prio
+		GROUP BY fg.prio, fg.org, fg.base, fg.step
+		ON CONFLICT (priority, org_id) DO UPDATE SET last = EXCLUDED.last
+	)`
 }
 
 // claimCall is the index into $worker of the call that picked position

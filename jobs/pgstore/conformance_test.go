@@ -35,14 +35,16 @@ func TestConformance(t *testing.T) {
 }
 
 // sideTablesMismatch counts the rows that break the side tables' contract
-// (migration 00002): a job is in job_queue, with its claim-order columns,
-// exactly when it is queued, and in job_running exactly when it is running.
+// (migrations 00002, 00013): a job is in job_queue, with its claim-order
+// columns (its start tag included), exactly when it is queued, and in
+// job_running exactly when it is running.
 const sideTablesMismatch = `
 	SELECT
 		(SELECT count(*) FROM jobs j WHERE
 			(j.state = 'queued') <> EXISTS (SELECT 1 FROM job_queue q WHERE q.job_id = j.id
 				AND q.priority = j.priority AND q.available_at = j.available_at
-				AND q.created_at = j.created_at AND q.depends_on IS NOT DISTINCT FROM j.depends_on)
+				AND q.created_at = j.created_at AND q.depends_on IS NOT DISTINCT FROM j.depends_on
+				AND q.tag = j.fair_tag)
 			OR (j.state = 'running') <> EXISTS (SELECT 1 FROM job_running r WHERE r.job_id = j.id))
 		+ (SELECT count(*) FROM job_queue q WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = q.job_id))
 		+ (SELECT count(*) FROM job_running r WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id))`

@@ -13,22 +13,25 @@
 // so a transition (claim, finish, requeue, heartbeat) is a HOT update
 // that writes no index entry. Two narrow side tables mirror jobs.state
 // and carry the indexes the hot paths need: job_queue holds exactly the
-// queued jobs with their claim order (priority, then not-before time, then
-// age), job_running exactly the running ones (for Reclaim). Both are
+// queued jobs with their claim order (priority, then the start tag of fair
+// sharing: migration 00013), job_running exactly the running ones (for
+// Reclaim and the count of an org's running jobs). Both are
 // written only under the event lock (below), so no statement waits for
 // one of their rows. Migration 00002 explains this layout. IDs, orgs,
 // users and keys are COLLATE "C" (migration 00004): they are opaque, and
 // byte order makes every index step a memcmp whatever the database's
 // collation. tokens holds the API tokens by the SHA-256 of their secret
 // (migration 00006); token writes have no events and do not take the
-// event lock. Nor do the writes of files (their content in chunks of
+// event lock, nor do those of limits (migration 00013), which claims and
+// enqueues read under it. Nor do the writes of files (their content in chunks of
 // jobs.FileChunkSize, in file_chunks) and batches (migration 00008);
 // CancelBatchJobs cancels jobs with Cancel's statement, under the lock.
 //
 // # Claims
 //
 // Claim is one statement: a CTE picks job_queue entries in claim order
-// with FOR UPDATE SKIP LOCKED (on the entry and on its job row), the
+// (of an org with a concurrency limit, no more than it has room for; see
+// claimSQL) with FOR UPDATE SKIP LOCKED (on the entry and on its job row), the
 // entries move to job_running, an UPDATE moves the jobs to running, and
 // the same statement appends their events and notifies. A job whose DependsOn job
 // is queued or running waits; one whose dependency is terminal (or was

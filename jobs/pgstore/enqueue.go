@@ -464,9 +464,10 @@ func (b *enqueueBatch) lookupFirstJobs(p *phase) {
 	})
 }
 
-// insertJobs inserts the fresh items' jobs (into jobs and job_queue) and
-// their first events under the event lock: created_at is the pre-lock time
-// the prompts got, updated_at the stamp taken under the lock.
+// insertJobs inserts the fresh items' jobs (into jobs and job_queue),
+// with their start tags (fairTags), and their first events under the event
+// lock: created_at is the pre-lock time the prompts got, updated_at the
+// stamp taken under the lock.
 func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time, schema string) {
 	n := len(fresh)
 	ids, pids, opts, deps, orgs, bys := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -479,16 +480,18 @@ func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time,
 		prios[k], maxAs[k], avail[k] = r.priority[i], r.maxAttempts[i], r.available[i]
 	}
 	p.exec(`
-		WITH j AS (
-			INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options, depends_on,
-				org_id, created_by, created_at, updated_at, available_at, token_id)
-			SELECT u.id, u.pid, 'queued', u.prio, 1, u.maxa, u.opts::json, NULLIF(u.dep, ''), u.org, u.by, $10, $11, u.avail,
-				u.token
-			FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[],
+		WITH u AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[],
 				$13::text[])
 				WITH ORDINALITY AS u(id, pid, prio, maxa, opts, dep, org, by, avail, token, ord)
+		), `+fairTags("u", "$11::timestamptz")+`, j AS (
+			INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options, depends_on,
+				org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
+			SELECT u.id, u.pid, 'queued', u.prio, 1, u.maxa, u.opts::json, NULLIF(u.dep, ''), u.org, u.by, $10, $11, u.avail,
+				u.token, fair.tag
+			FROM u JOIN fair ON fair.ord = u.ord
 			ORDER BY u.ord
-			RETURNING id, prompt_id, org_id, state, priority, available_at, created_at, depends_on
+			RETURNING id, prompt_id, org_id, state, priority, available_at, created_at, depends_on, fair_tag
 		), q AS (
 			`+queueRows("j")+`
 		), ev AS (

@@ -399,16 +399,18 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 }
 
 // retrySQL supersedes the old job and inserts its replacement (queued,
-// so into job_queue too), with both events (old first, each naming the
+// so into job_queue too, with a new start tag: fairTags), with both events (old first, each naming the
 // other), in one statement under the event lock.
 var retrySQL = named(`
 	WITH old AS (
 		UPDATE jobs SET state = 'superseded', updated_at = $now WHERE id = $old_id RETURNING jobs.*
-	), fresh AS (
+	), src AS (
+		SELECT 1 AS ord, org_id AS org, $priority::int AS prio FROM old
+	), `+fairTags("src", "$now::timestamptz")+`, fresh AS (
 		INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options,
-			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id)
+			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
 		SELECT $new_id, prompt_id, 'queued', $priority::int, 1, max_attempts, execution_options,
-			id, depends_on, org_id, created_by, $now, $now, $now, token_id
+			id, depends_on, org_id, created_by, $now, $now, $now, token_id, (SELECT tag FROM fair)
 		FROM old
 		RETURNING jobs.*
 	), queued AS (

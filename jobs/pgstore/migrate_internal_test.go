@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"database/sql"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -162,7 +163,7 @@ func TestCheckSchemaVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	storetest.SchemaVersions(t, s, db, latest,
+	storetest.SchemaVersions(t, s, db, latest, srcs[len(srcs)-2].Version,
 		`INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1 + 1, true)`,
 		`DELETE FROM goose_db_version WHERE version_id >= $1`)
 }
@@ -196,4 +197,61 @@ func TestMigrationTokensRequestHash(t *testing.T) {
 	}
 	defer s.Close()
 	storetest.KeyStoredBefore(t, s, "migration 6")
+}
+
+// Migration 13 gives the jobs queued before it start tags in their old
+// claim order (priority, then available_at, created_at, id), per priority,
+// and each org its last tag: the store then claims them in that order,
+// and a new org's job comes in turn, not behind them all.
+func TestMigrationFairTagsBackfill(t *testing.T) {
+	dsn, db, p := migrations(t)
+	ctx := t.Context()
+	if _, err := p.UpTo(ctx, 11); err != nil {
+		t.Fatalf("up to 11: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO prompts (id, org_id, created_by, created_at) VALUES ('p', 'a', 'u', now());
+		INSERT INTO jobs (id, prompt_id, state, priority, max_attempts, org_id, created_by, created_at, updated_at, available_at)
+		VALUES
+			('a2', 'p', 'queued', 50, 3, 'a', 'u', now(), now(), now() - interval '1 minute'),
+			('a1', 'p', 'queued', 50, 3, 'a', 'u', now(), now(), now() - interval '2 minutes'),
+			('a3', 'p', 'queued', 50, 3, 'a', 'u', now(), now(), now() - interval '30 seconds'),
+			('u1', 'p', 'queued', 10, 3, 'a', 'u', now(), now(), now());
+		INSERT INTO job_queue (job_id, priority, available_at, created_at)
+		SELECT id, priority, available_at, created_at FROM jobs`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	var tags, lasts string
+	if err := db.QueryRowContext(ctx, `SELECT
+		(SELECT string_agg(j.id || '=' || j.fair_tag || '/' || q.tag, ',' ORDER BY j.id) FROM jobs j JOIN job_queue q ON q.job_id = j.id),
+		(SELECT string_agg(priority || ':' || org_id || '=' || last, ',' ORDER BY priority) FROM fair_tags)`).Scan(&tags, &lasts); err != nil {
+		t.Fatal(err)
+	}
+	if tags != "a1=1/1,a2=2/2,a3=3/3,u1=1/1" || lasts != "10:a=1,50:a=3" {
+		t.Errorf("after up: tags %s, last tags %s", tags, lasts)
+	}
+	s, err := Open(ctx, dsn, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "b", CreatedBy: "u", Text: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, j := range got {
+		order = append(order, j.ID)
+	}
+	// b's job and a2 share a tag: the IDs decide (a UUIDv7 sorts first).
+	if want := []string{"u1", "a1", b.JobID, "a2", "a3"}; !slices.Equal(order, want) {
+		t.Errorf("claim order after the upgrade %v, want %v", order, want)
+	}
 }

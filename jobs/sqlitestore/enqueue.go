@@ -28,8 +28,30 @@ var (
 		prompt_ref, inputs, profile, idempotency_key, request_hash, created_at, chat, batch_id, custom_id, embedding)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
-		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id)
-		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
+		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// qNextTags takes the start tags of org ?1's next ?4 jobs at priority
+	// ?2 (see jobs.Store.Claim) and returns the last, which it records as
+	// the org's, and the org's step, 1/weight: the last is the larger of
+	// the org's last tag and V, plus ?4 steps, where V is the smallest tag
+	// of the queue available at ?3 at that priority (the first entry of
+	// jobs_claim there, past any not yet available) or, with none queued,
+	// the largest tag given at that priority. One statement, as the
+	// statements of an enqueue are most of its cost.
+	qNextTags = wq(`INSERT INTO fair_tags (priority, org_id, last)
+		VALUES (?2, ?1, coalesce(
+				(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
+					ORDER BY fair_tag LIMIT 1),
+				(SELECT max(last) FROM fair_tags WHERE priority = ?2),
+				0) + ?4 * ` + tagStep + `)
+		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4 * ` + tagStep + `)
+		RETURNING last, ` + tagStep)
+	// qOrgRoom is how many more jobs of org ?1 may run, when it has a
+	// concurrency limit (no row otherwise). Its running jobs are counted
+	// through jobs_reclaim, which holds only running jobs.
+	qOrgRoom = wq(`SELECT l.max_running - (SELECT count(*) FROM jobs INDEXED BY jobs_reclaim
+			WHERE state = 'running' AND org_id = l.subject)
+		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND l.max_running > 0`)
 	qInsertEvent = wq(`INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )
@@ -108,6 +130,14 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	}
 	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
 	if p.ClaimAs != "" {
+		// An org at its concurrency limit gets its job queued instead.
+		var room int
+		switch err := w.queryRow(qOrgRoom, p.OrgID).Scan(&room); {
+		case err == nil && room <= 0:
+			return e, nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return jobs.Enqueued{}, fmt.Errorf("org room: %w", err)
+		}
 		j, err := scanJob(w.queryRow(qClaimID, p.ClaimAs, w.now, jobID))
 		if err != nil {
 			return jobs.Enqueued{}, fmt.Errorf("claim: %w", err)
@@ -122,17 +152,63 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 // one: both are set and they differ.
 func conflict(stored, hash string) bool { return stored != "" && hash != "" && stored != hash }
 
-// insertJob inserts a queued job and records its first event (→ queued;
-// a retry's names the job it supersedes).
+// insertJob inserts a queued job, with its start tag (qNextTag), and
+// records its first event (→ queued; a retry's names the job it
+// supersedes).
 func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
 	orgID, createdBy, tokenID string, availableAt int64) error {
+	tag, err := w.nextTag(orgID, priority)
+	if err != nil {
+		return err
+	}
 	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
-		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tokenID); err != nil {
+		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tokenID, tag); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
 	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued,
 		jobs.TransitionData{Supersedes: supersedes}.JSON())
 	return nil
+}
+
+// tagStep is org ?1's tag step: 1/weight.
+const tagStep = `(1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))`
+
+// tagKey names an org's tags at a priority.
+type tagKey struct {
+	org      string
+	priority int
+}
+
+// takeTags allocates the start tags of n jobs of an org at a priority,
+// which the transaction's next n insertJob calls for them then take in
+// order (an EnqueueBatch takes an org's tags in one statement, not one per
+// job). Tags an idempotent repeat leaves untaken are a gap, as if the org
+// had queued that many more jobs.
+func (w *wtx) takeTags(k tagKey, n int) error {
+	var last, step float64
+	if err := w.queryRow(qNextTags, k.org, k.priority, w.now, n).Scan(&last, &step); err != nil {
+		return fmt.Errorf("start tags: %w", err)
+	}
+	if w.tags == nil {
+		w.tags = map[tagKey][]float64{}
+	}
+	for i := n - 1; i >= 0; i-- {
+		w.tags[k] = append(w.tags[k], last-step*float64(i))
+	}
+	return nil
+}
+
+// nextTag is the start tag of the org's next job at the priority.
+func (w *wtx) nextTag(org string, priority int) (float64, error) {
+	k := tagKey{org, priority}
+	if len(w.tags[k]) == 0 {
+		if err := w.takeTags(k, 1); err != nil {
+			return 0, err
+		}
+	}
+	tag := w.tags[k][0]
+	w.tags[k] = w.tags[k][1:]
+	return tag, nil
 }
 
 // Enqueue implements jobs.Store. Concurrent calls share transactions (group
@@ -170,6 +246,20 @@ func (s *Store) EnqueueBatch(ctx context.Context, ps []jobs.EnqueueParams) ([]jo
 	}
 	out := make([]jobs.Enqueued, len(ps))
 	err := s.write(ctx, "enqueue batch", func(w *wtx) error {
+		counts := map[tagKey]int{}
+		var keys []tagKey
+		for _, p := range norm {
+			k := tagKey{p.OrgID, *p.Priority}
+			if counts[k] == 0 {
+				keys = append(keys, k)
+			}
+			counts[k]++
+		}
+		for _, k := range keys {
+			if err := w.takeTags(k, counts[k]); err != nil {
+				return err
+			}
+		}
 		for i, p := range norm {
 			e, err := w.enqueueOne(p)
 			if err != nil {

@@ -1,12 +1,15 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
@@ -17,20 +20,44 @@ var (
 	// subquery's choice cannot be taken by anyone else before the UPDATE
 	// applies it. NOT EXISTS rather than "depends_on IN (terminal jobs)"
 	// keeps a child claimable when its (terminal) parent was archived.
+	// RETURNING adds the start tag, for scanClaimed.
 	qClaim = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
 			running_heartbeat_at = ?2, updated_at = ?2
 		WHERE id IN (
 			SELECT j.id FROM jobs j
-			WHERE j.state = 'queued' AND j.available_at <= ?2 AND j.priority <= ?3
-				AND (j.depends_on IS NULL OR NOT EXISTS (
-					SELECT 1 FROM jobs d WHERE d.id = j.depends_on AND d.state IN ('queued', 'running')))
-			ORDER BY j.priority, j.available_at, j.created_at, j.id
+			WHERE ` + claimableSQL + `
+			ORDER BY j.priority, j.fair_tag, j.id
 			LIMIT ?4)
-		RETURNING ` + jobCols)
+		RETURNING ` + jobCols + `, fair_tag`)
+	// qCaps lists the orgs with a concurrency limit and how many more of
+	// their jobs may run (pickCapped); it is empty without such limits,
+	// and the claim is then qClaim alone. Running jobs are counted through
+	// jobs_reclaim, which holds only them.
+	qCaps = wq(`SELECT l.subject, l.max_running - (SELECT count(*) FROM jobs INDEXED BY jobs_reclaim
+			WHERE state = 'running' AND org_id = l.subject)
+		FROM limits l WHERE l.scope = 'org' AND l.max_running > 0`)
+	// qPickFree picks, in claim order, the claimable jobs of the orgs
+	// without a concurrency limit (?4: the others, a JSON array); the
+	// unary + keeps SQLite on jobs_claim rather than an org index.
+	qPickFree = wq(`SELECT j.id, j.priority, j.fair_tag FROM jobs j
+		WHERE ` + claimableSQL + ` AND +j.org_id NOT IN (SELECT value FROM json_each(?4))
+		ORDER BY j.priority, j.fair_tag, j.id LIMIT ?5`)
+	// qPickOrg picks, in claim order, the claimable jobs of org ?4 up to
+	// the place (?6, ?7, ?8) in claim order.
+	qPickOrg = wq(`SELECT j.id, j.priority, j.fair_tag FROM jobs j
+		WHERE ` + claimableSQL + ` AND +j.org_id = ?4 AND (j.priority, j.fair_tag, j.id) <= (?6, ?7, ?8)
+		ORDER BY j.priority, j.fair_tag, j.id LIMIT ?5`)
+	// qClaimIDs claims the queued jobs ?3 (a JSON array) picked.
+	qClaimIDs = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
+			running_heartbeat_at = ?2, updated_at = ?2
+		WHERE id IN (SELECT value FROM json_each(?3)) AND state = 'queued'
+		RETURNING ` + jobCols + `, fair_tag`)
 	// qClaimable says whether some queued job may be claimable (it
 	// ignores dependencies: it may say yes when the claim then finds
-	// nothing, never the reverse).
-	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2)`
+	// nothing, never the reverse), and whether some org has a concurrency
+	// limit (see Claim).
+	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2),
+		EXISTS (SELECT 1 FROM limits WHERE max_running > 0)`
 	// qClaimID claims one job by ID, as qClaim would (see
 	// jobs.EnqueueParams.ClaimAs).
 	qClaimID = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
@@ -68,25 +95,172 @@ var (
 		ORDER BY running_heartbeat_at, id`)
 )
 
-// claimOrder sorts claimed jobs into claim order: RETURNING does not
-// promise the subquery's order.
-func claimOrder(a, b jobs.Job) int {
+// claimableSQL says whether the job j is claimable at ?2 under priority
+// ceiling ?3.
+const claimableSQL = `j.state = 'queued' AND j.available_at <= ?2 AND j.priority <= ?3
+				AND (j.depends_on IS NULL OR NOT EXISTS (
+					SELECT 1 FROM jobs d WHERE d.id = j.depends_on AND d.state IN ('queued', 'running')))`
+
+// queuePos is a queued job's place in claim order.
+type queuePos struct {
+	id       string
+	priority int
+	tag      float64
+}
+
+func (a queuePos) compare(b queuePos) int {
 	switch {
-	case a.Priority != b.Priority:
-		return a.Priority - b.Priority
-	case !a.AvailableAt.Equal(b.AvailableAt):
-		return a.AvailableAt.Compare(b.AvailableAt)
-	case !a.CreatedAt.Equal(b.CreatedAt):
-		return a.CreatedAt.Compare(b.CreatedAt)
+	case a.priority != b.priority:
+		return a.priority - b.priority
+	case a.tag != b.tag:
+		return cmp.Compare(a.tag, b.tag)
 	default:
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
+		return strings.Compare(a.id, b.id)
 	}
+}
+
+// scanClaimed reads claimed jobs (jobCols and fair_tag) and sorts them
+// into claim order: RETURNING does not promise the subquery's order.
+func scanClaimed(rows *sql.Rows) ([]jobs.Job, error) {
+	defer rows.Close()
+	type claimed struct {
+		job jobs.Job
+		pos queuePos
+	}
+	var all []claimed
+	for rows.Next() {
+		var tag float64
+		j, err := scanJob(tagScanner{rows, &tag})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, claimed{j, queuePos{j.ID, j.Priority, tag}})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(a, b claimed) int { return a.pos.compare(b.pos) })
+	out := make([]jobs.Job, len(all))
+	for i, c := range all {
+		out[i] = c.job
+	}
+	return out, nil
+}
+
+// tagScanner scans a row of jobCols and one more column, the start tag.
+type tagScanner struct {
+	r   scanner
+	tag *float64
+}
+
+func (t tagScanner) Scan(dest ...any) error { return t.r.Scan(append(dest, t.tag)...) }
+
+// claim claims up to limit jobs for worker in w: qClaim, unless some org
+// has a concurrency limit (pickCapped, then qClaimIDs), which the caller
+// read (capped).
+func (w *wtx) claim(worker string, ceiling, limit int, capped bool) ([]jobs.Job, error) {
+	var caps map[string]int
+	var err error
+	if capped {
+		if caps, err = w.caps(); err != nil {
+			return nil, err
+		}
+	}
+	var rows *sql.Rows
+	if len(caps) == 0 {
+		rows, err = w.query(qClaim, worker, w.now, ceiling, limit)
+	} else {
+		var picked []string
+		if picked, err = w.pickCapped(caps, ceiling, limit); err != nil || len(picked) == 0 {
+			return nil, err
+		}
+		list, _ := json.Marshal(picked)
+		rows, err = w.query(qClaimIDs, worker, w.now, string(list))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return scanClaimed(rows)
+}
+
+// caps returns the room of each org with a concurrency limit (qCaps).
+func (w *wtx) caps() (map[string]int, error) {
+	rows, err := w.query(qCaps)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var caps map[string]int
+	for rows.Next() {
+		var org string
+		var room int
+		if err := rows.Scan(&org, &room); err != nil {
+			return nil, err
+		}
+		if caps == nil {
+			caps = map[string]int{}
+		}
+		caps[org] = room
+	}
+	return caps, rows.Err()
+}
+
+// pickCapped picks up to limit jobs in claim order when some orgs have a
+// concurrency limit: the first limit jobs of the other orgs, and of each
+// limited org at most its room; the two merge in claim order. A limited
+// org's queued jobs are thus skipped, never in the way of the others'.
+func (w *wtx) pickCapped(caps map[string]int, ceiling, limit int) ([]string, error) {
+	orgs := make([]string, 0, len(caps))
+	for org := range caps {
+		orgs = append(orgs, org)
+	}
+	list, _ := json.Marshal(orgs)
+	all, err := w.picks(qPickFree, ceiling, string(list), limit)
+	if err != nil {
+		return nil, err
+	}
+	// A limited org's scan stops where the free one did when that took
+	// limit jobs: nothing past it could be claimed. So it costs at most
+	// what the free scan did, even for an org with nothing queued.
+	bound := []any{math.MaxInt32, 0.0, ""}
+	if len(all) == limit {
+		last := all[len(all)-1]
+		bound = []any{last.priority, last.tag, last.id}
+	}
+	for org, room := range caps {
+		if room <= 0 {
+			continue
+		}
+		some, err := w.picks(qPickOrg, ceiling, org, min(room, limit), bound...)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, some...)
+	}
+	slices.SortFunc(all, queuePos.compare)
+	out := make([]string, 0, min(limit, len(all)))
+	for _, p := range all[:min(limit, len(all))] {
+		out = append(out, p.id)
+	}
+	return out, nil
+}
+
+// picks runs a pick query (qPickFree, qPickOrg with its bound).
+func (w *wtx) picks(q string, ceiling int, org string, limit int, bound ...any) ([]queuePos, error) {
+	rows, err := w.query(q, append([]any{nil, w.now, ceiling, org, limit}, bound...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []queuePos
+	for rows.Next() {
+		var p queuePos
+		if err := rows.Scan(&p.id, &p.priority, &p.tag); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
 
 // Claim implements jobs.Store: one UPDATE … RETURNING in one transaction,
@@ -99,10 +273,13 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 	// A read first: most claims that find nothing (an idle worker's poll,
 	// the wake-up every commit sends) then never take the write lock,
 	// which the commits of running jobs are waiting for. A job it misses
-	// was committed after it looked: a valid moment for the claim.
-	var some bool
+	// was committed after it looked: a valid moment for the claim. The
+	// same read says whether some org has a concurrency limit, so that
+	// without one the claim is qClaim alone (a limit set since applies
+	// from the next claim).
+	var some, capped bool
 	now := max(s.nowMicros(), s.floor.Load()) // as a transaction would stamp it
-	if err := s.readRow(ctx, qClaimable, now, *p.PriorityCeiling).Scan(&some); err != nil {
+	if err := s.readRow(ctx, qClaimable, now, *p.PriorityCeiling).Scan(&some, &capped); err != nil {
 		return nil, fmt.Errorf("sqlitestore: claim: %w", err)
 	}
 	if !some {
@@ -111,14 +288,10 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 	data := jobs.TransitionData{Worker: p.Worker}.JSON()
 	var claimed []jobs.Job
 	err = s.grouped(ctx, "claim", func(w *wtx) error {
-		rows, err := w.query(qClaim, p.Worker, w.now, *p.PriorityCeiling, p.Limit)
-		if err != nil {
+		var err error
+		if claimed, err = w.claim(p.Worker, *p.PriorityCeiling, p.Limit, capped); err != nil {
 			return err
 		}
-		if claimed, err = scanJobs(rows); err != nil {
-			return err
-		}
-		slices.SortFunc(claimed, claimOrder)
 		for _, j := range claimed {
 			w.transition(j, jobs.Queued, jobs.Running, data)
 		}

@@ -94,7 +94,7 @@ func TestCheckSchemaVersion(t *testing.T) {
 	if v, err := latestVersion(); err != nil || v != latest {
 		t.Fatalf("latestVersion = %d, %v; want %d", v, err, latest)
 	}
-	storetest.SchemaVersions(t, s, s.writer, latest,
+	storetest.SchemaVersions(t, s, s.writer, latest, srcs[len(srcs)-2].Version,
 		`INSERT INTO goose_db_version (version_id, is_applied) VALUES (?1 + 1, 1)`,
 		`DELETE FROM goose_db_version WHERE version_id >= ?1`)
 }
@@ -198,4 +198,69 @@ func TestQueryPlans(t *testing.T) {
 func usageSQL(p jobs.UsageParams) string {
 	q, _ := usageq.Query(p, usageDialect)
 	return q
+}
+
+// Migration 10 gives the jobs queued before it start tags in their old
+// claim order (priority, then available_at, created_at, id), per priority,
+// and each org its last tag: the store then claims them in that order,
+// and a new org's job comes in turn, not behind them all.
+func TestMigrationFairTagsBackfill(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	db, err := openWriter(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 8); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `
+		INSERT INTO prompts (id, org_id, created_by, created_at) VALUES ('p', 'a', 'u', 1);
+		INSERT INTO jobs (id, prompt_id, priority, org_id, created_by, created_at, updated_at, available_at) VALUES
+			('a2', 'p', 50, 'a', 'u', 1, 1, 20),
+			('a1', 'p', 50, 'a', 'u', 1, 1, 10),
+			('a3', 'p', 50, 'a', 'u', 1, 1, 30),
+			('u1', 'p', 10, 'a', 'u', 1, 1, 40)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var tags, lasts string
+	if err := db.QueryRowContext(ctx, `SELECT
+		(SELECT group_concat(id || '=' || fair_tag, ',') FROM (SELECT id, fair_tag FROM jobs ORDER BY id)),
+		(SELECT group_concat(priority || ':' || org_id || '=' || last, ',') FROM (SELECT * FROM fair_tags ORDER BY priority))`,
+	).Scan(&tags, &lasts); err != nil {
+		t.Fatal(err)
+	}
+	if tags != "a1=1.0,a2=2.0,a3=3.0,u1=1.0" || lasts != "10:a=1.0,50:a=3.0" {
+		t.Errorf("after up: tags %s, last tags %s", tags, lasts)
+	}
+	db.Close()
+	s, err := Open(ctx, path, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "b", CreatedBy: "u", Text: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, j := range got {
+		order = append(order, j.ID)
+	}
+	// b's job and a2 share a tag: the IDs decide (a UUIDv7 sorts first).
+	if want := []string{"u1", "a1", b.JobID, "a2", "a3"}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("claim order after the upgrade %v, want %v", order, want)
+	}
 }

@@ -473,6 +473,8 @@ type wtx struct {
 	s      *Store
 	now    int64      // the clock, read after the write lock was taken
 	events []jobEvent // appended at the end of the transaction
+	// tags are start tags taken (takeTags) and not yet given to a job.
+	tags map[tagKey][]float64
 }
 
 // jobEvent is an event waiting to be inserted.

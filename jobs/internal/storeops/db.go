@@ -72,6 +72,17 @@ type DB interface {
 	TokenGetValid(ctx context.Context, hash []byte) (jobs.Token, error)
 	// TokenExistsValid reports whether a token that is not revoked exists.
 	TokenExistsValid(ctx context.Context) (bool, error)
+
+	// Limits: each write commits alone.
+
+	// LimitUpsert stores a normalized limit, replacing every field of the
+	// one stored for its scope and subject, stamped with the store's
+	// clock, and returns it.
+	LimitUpsert(ctx context.Context, l jobs.Limit) (jobs.Limit, error)
+	// LimitDelete deletes the limit of a scope and subject.
+	LimitDelete(ctx context.Context, scope jobs.LimitScope, subject string) error
+	// LimitList reads every limit, by scope, then subject.
+	LimitList(ctx context.Context) ([]jobs.Limit, error)
 }
 
 // Tx is a store's write transaction, bound to the context WriteTx got.

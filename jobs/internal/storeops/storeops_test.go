@@ -188,6 +188,11 @@ func (fakeDB) TokenGetValid(context.Context, []byte) (jobs.Token, error) {
 	return jobs.Token{}, errUnused
 }
 func (fakeDB) TokenExistsValid(context.Context) (bool, error) { return false, errUnused }
+func (fakeDB) LimitUpsert(context.Context, jobs.Limit) (jobs.Limit, error) {
+	return jobs.Limit{}, errUnused
+}
+func (fakeDB) LimitDelete(context.Context, jobs.LimitScope, string) error { return errUnused }
+func (fakeDB) LimitList(context.Context) ([]jobs.Limit, error)            { return nil, errUnused }
 
 func (fakeTx) BatchInsert(BatchInsertParams) (jobs.Batch, error) { return jobs.Batch{}, errUnused }
 func (fakeTx) FileDelete(FileGetParams) error                    { return errUnused }

@@ -99,8 +99,9 @@ func (c FailedWrites) Run(t *testing.T) {
 // migrates to, latest, and fails, naming both versions, on a newer one (a
 // newer build migrated the database) and on an older one. db is the
 // store's database; newer and older are the statements that make its
-// schema version latest+1 and latest-1, given latest.
-func SchemaVersions(t *testing.T, s jobs.Store, db *sql.DB, latest int64, newer, older string) {
+// schema version latest+1 and previous (the migration before latest; the
+// numbers may have gaps), given latest.
+func SchemaVersions(t *testing.T, s jobs.Store, db *sql.DB, latest, previous int64, newer, older string) {
 	t.Helper()
 	ctx := t.Context()
 	if err := s.Check(ctx); err != nil {
@@ -110,7 +111,7 @@ func SchemaVersions(t *testing.T, s jobs.Store, db *sql.DB, latest int64, newer,
 		what string
 		sql  string
 		have int64
-	}{{"newer", newer, latest + 1}, {"older", older, latest - 1}} {
+	}{{"newer", newer, latest + 1}, {"older", older, previous}} {
 		if _, err := db.ExecContext(ctx, c.sql, latest); err != nil {
 			t.Fatal(err)
 		}

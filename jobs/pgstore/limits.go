@@ -1,0 +1,63 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/promptkit/promptkit/jobs"
+)
+
+// Limits are written outside the event lock: they have no events, and a
+// claim reads them in its own statement (claimSQL), so a limit set while
+// a claim runs applies from the next one.
+
+const limitCols = `scope, subject, requests_per_minute, tokens_per_minute, max_running, daily_usd, monthly_usd,
+	weight, updated_at`
+
+const (
+	upsertLimitSQL = `
+		INSERT INTO limits (` + limitCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (scope, subject) DO UPDATE SET requests_per_minute = EXCLUDED.requests_per_minute,
+			tokens_per_minute = EXCLUDED.tokens_per_minute, max_running = EXCLUDED.max_running,
+			daily_usd = EXCLUDED.daily_usd, monthly_usd = EXCLUDED.monthly_usd, weight = EXCLUDED.weight,
+			updated_at = EXCLUDED.updated_at
+		RETURNING ` + limitCols
+	deleteLimitSQL = `DELETE FROM limits WHERE scope = $1 AND subject = $2`
+	listLimitsSQL  = `SELECT ` + limitCols + ` FROM limits ORDER BY scope, subject`
+)
+
+func scanLimit(row pgx.Row) (jobs.Limit, error) {
+	var l jobs.Limit
+	var scope string
+	if err := row.Scan(&scope, &l.Subject, &l.RequestsPerMinute, &l.TokensPerMinute, &l.MaxRunning,
+		&l.DailyUSD, &l.MonthlyUSD, &l.Weight, &l.UpdatedAt); err != nil {
+		return jobs.Limit{}, err
+	}
+	l.Scope, l.UpdatedAt = jobs.LimitScope(scope), l.UpdatedAt.UTC()
+	return l, nil
+}
+
+func (d *opsDB) LimitUpsert(ctx context.Context, l jobs.Limit) (jobs.Limit, error) {
+	return scanLimit(d.pool.QueryRow(ctx, upsertLimitSQL, string(l.Scope), l.Subject, l.RequestsPerMinute,
+		l.TokensPerMinute, l.MaxRunning, l.DailyUSD, l.MonthlyUSD, l.Weight, d.store().clock()))
+}
+
+func (d *opsDB) LimitDelete(ctx context.Context, scope jobs.LimitScope, subject string) error {
+	tag, err := d.pool.Exec(ctx, deleteLimitSQL, string(scope), subject)
+	if err != nil {
+		return notFound(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return jobs.ErrNotFound
+	}
+	return nil
+}
+
+func (d *opsDB) LimitList(ctx context.Context) ([]jobs.Limit, error) {
+	rows, err := d.pool.Query(ctx, listLimitsSQL)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Limit, error) { return scanLimit(r) })
+}
