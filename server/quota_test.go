@@ -23,13 +23,12 @@ import (
 // before the day ends and 28 days 12 hours before the month does.
 var quotaNoon = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 
-// ledger is a quota.Store: a real store's submissions, with the limits
-// and the usage ledger held in memory.
+// ledger is a quota.Store: a real store (its limits and submissions),
+// with usage injected in memory unless fromStore.
 type ledger struct {
 	jobs.Store
-	mu     sync.Mutex
-	limits []jobs.Limit
-	spent  []spentAt
+	mu    sync.Mutex
+	spent []spentAt
 	// fromStore reads the store's own ledger instead of spent.
 	fromStore bool
 }
@@ -37,12 +36,6 @@ type ledger struct {
 type spentAt struct {
 	at time.Time
 	b  jobs.UsageBucket
-}
-
-func (l *ledger) Limits(context.Context) ([]jobs.Limit, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]jobs.Limit(nil), l.limits...), nil
 }
 
 func (l *ledger) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
@@ -65,11 +58,12 @@ func (l *ledger) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBuc
 	return out, nil
 }
 
-// setLimit stores a limit.
-func (l *ledger) setLimit(lim jobs.Limit) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.limits = append(l.limits, lim)
+// setLimit stores a limit in the store.
+func (l *ledger) setLimit(t *testing.T, lim jobs.Limit) {
+	t.Helper()
+	if _, err := l.SetLimit(context.Background(), lim); err != nil {
+		t.Fatalf("SetLimit: %v", err)
+	}
 }
 
 // spend records usage at a time.
@@ -143,7 +137,7 @@ func refusedOpenAI(t *testing.T, r resp, typ, code, msg string, retry time.Durat
 // another org, and the org once the window has passed, are admitted.
 func TestQuotaRequestsPerMinute(t *testing.T) {
 	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
-		q.ledger.setLimit(jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", RequestsPerMinute: 2})
+		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", RequestsPerMinute: 2})
 		_, a1 := q.tokenOf("org-a")
 		_, a2 := q.tokenOf("org-a")
 		_, b := q.tokenOf("org-b")
@@ -172,13 +166,28 @@ func TestQuotaRequestsPerMinute(t *testing.T) {
 	})
 }
 
+// TestQuotaTokenRequestsPerMinute: a token's own submissions fill its
+// window; its org's other tokens are not held to it.
+func TestQuotaTokenRequestsPerMinute(t *testing.T) {
+	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
+		id, secret := q.tokenOf("org-a")
+		_, other := q.tokenOf("org-a")
+		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitToken, Subject: id, RequestsPerMinute: 1})
+		q.submit(secret, map[string]any{"text": "one"})
+		q.submit(other, map[string]any{"text": "another token"})
+		refused(t, q.call("POST", "/v1/prompts", secret, map[string]any{"text": "two"}), "rate_limited",
+			"the token's limit of 1 request per minute is reached", time.Minute)
+		q.submit(other, map[string]any{"text": "another token again"})
+	})
+}
+
 // TestQuotaTokensPerMinute: a token's model tokens in the last minute, as
 // the ledger holds them, refuse its submissions, not its org's others.
 func TestQuotaTokensPerMinute(t *testing.T) {
 	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
 		id, secret := q.tokenOf("org-a")
 		_, other := q.tokenOf("org-a")
-		q.ledger.setLimit(jobs.Limit{Scope: jobs.LimitToken, Subject: id, TokensPerMinute: 1000})
+		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitToken, Subject: id, TokensPerMinute: 1000})
 		q.ledger.spend(quotaNoon.Add(-30*time.Second), jobs.UsageBucket{OrgID: "org-a", TokenID: id, Requests: 1, InputTokens: 700, OutputTokens: 299})
 		q.submit(secret, map[string]any{"text": "999 of 1000"})
 		q.ledger.spend(quotaNoon.Add(-time.Second), jobs.UsageBucket{OrgID: "org-a", TokenID: id, Requests: 1, OutputTokens: 1})
@@ -200,7 +209,7 @@ func TestQuotaDailyBudget(t *testing.T) {
 	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
 		id, secret := q.tokenOf("org-a")
 		_, other := q.tokenOf("org-a")
-		q.ledger.setLimit(jobs.Limit{Scope: jobs.LimitToken, Subject: id, DailyUSD: 5})
+		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitToken, Subject: id, DailyUSD: 5})
 		// $4 known over 4 calls, one more of unknown cost: $5.
 		q.ledger.spend(quotaNoon.Add(-time.Hour), jobs.UsageBucket{OrgID: "org-a", TokenID: id, Requests: 5, CostUSD: 4, UnknownCost: 1})
 		// Yesterday's spend is not today's.
@@ -229,7 +238,7 @@ func TestQuotaDailyBudget(t *testing.T) {
 func TestQuotaMonthlyBudget(t *testing.T) {
 	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
 		_, secret := q.tokenOf("org-a")
-		q.ledger.setLimit(jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", MonthlyUSD: 20})
+		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", MonthlyUSD: 20})
 		q.ledger.spend(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC), jobs.UsageBucket{OrgID: "org-a", Requests: 2, CostUSD: 20})
 		q.ledger.spend(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC), jobs.UsageBucket{OrgID: "org-b", Requests: 2, CostUSD: 500})
 		january := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC).Sub(quotaNoon)
@@ -248,9 +257,7 @@ func TestQuotaAcrossServers(t *testing.T) {
 	clock := testkit.NewClock(quotaNoon)
 	one := newQuotaEnv(t, db.Open(t, jobs.Options{Now: clock.Now}), clock)
 	two := newQuotaEnv(t, db.Open(t, jobs.Options{Now: clock.Now}), clock)
-	for _, q := range []quotaEnv{one, two} {
-		q.ledger.setLimit(jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", RequestsPerMinute: 2})
-	}
+	one.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", RequestsPerMinute: 2})
 	_, secret := one.tokenOf("org-a")
 	one.submit(secret, map[string]any{"text": "one"})
 	two.submit(secret, map[string]any{"text": "two"})
@@ -273,7 +280,7 @@ func TestQuotaBudgetFromLedger(t *testing.T) {
 			c.Engine, c.Now, c.Budget, c.Logger = eng, q.clock.Now, q.srv.cfg.Quotas.JobBudget, q.logs.DebugLogger()
 		})
 		id, secret := q.tokenOf("org-a")
-		q.ledger.setLimit(jobs.Limit{Scope: jobs.LimitToken, Subject: id, DailyUSD: 2})
+		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitToken, Subject: id, DailyUSD: 2})
 		// Queued before the budget is spent; run after.
 		queued, err := q.st.Enqueue(context.Background(), jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "u-org-a", TokenID: id,
 			Text: "queued", AvailableAt: quotaNoon.Add(time.Hour)})

@@ -141,13 +141,21 @@ func (e *Exceeded) Error() string {
 	}
 	switch e.Rule {
 	case RequestsPerMinute:
-		return fmt.Sprintf("%s limit of %.0f requests per minute is reached", who, e.Limit)
+		return fmt.Sprintf("%s limit of %.0f %s per minute is reached", who, e.Limit, plural(e.Limit, "request"))
 	case TokensPerMinute:
-		return fmt.Sprintf("%s limit of %.0f tokens per minute is reached", who, e.Limit)
+		return fmt.Sprintf("%s limit of %.0f %s per minute is reached", who, e.Limit, plural(e.Limit, "token"))
 	case DailyBudget:
 		return fmt.Sprintf("%s daily budget of $%.2f is reached", who, e.Limit)
 	}
 	return fmt.Sprintf("%s monthly budget of $%.2f is reached", who, e.Limit)
+}
+
+// plural is word for a count of n.
+func plural(n float64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }
 
 // Is matches ErrExceeded, and jobs.ErrBudgetExceeded for a budget.
