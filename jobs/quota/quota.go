@@ -48,6 +48,8 @@ type Store interface {
 	Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error)
 }
 
+var _ Store = jobs.Store(nil)
+
 // DefaultCacheFor is how long the limits read from the store are used
 // before they are read again.
 const DefaultCacheFor = 5 * time.Second
