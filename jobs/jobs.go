@@ -153,6 +153,10 @@ const (
 	// cannot hold); retrying would get the same answer and be refused
 	// again.
 	KindUnstorable ErrorKind = "unstorable"
+	// KindBudgetExceeded: the job's org or token had spent its daily or
+	// monthly budget when the job was to run, so no provider call was
+	// made (see jobs/quota). Its message names the limit.
+	KindBudgetExceeded ErrorKind = "budget_exceeded"
 )
 
 // Errors returned by stores. Match them with errors.Is.
@@ -170,6 +174,10 @@ var (
 	// ErrIdempotencyConflict is an idempotency key repeated with a
 	// different request (EnqueueParams.RequestHash).
 	ErrIdempotencyConflict = errors.New("jobs: idempotency key reused with a different request")
+	// ErrBudgetExceeded: an org's or token's daily or monthly budget is
+	// spent (see jobs/quota); a job that meets it fails as
+	// KindBudgetExceeded.
+	ErrBudgetExceeded = errors.New("jobs: budget exceeded")
 )
 
 // TransitionError is an illegal transition; it matches ErrIllegalTransition.

@@ -178,7 +178,7 @@ func TestNewID(t *testing.T) {
 
 func TestKinds(t *testing.T) {
 	want := []string{"timeout", "rate_limit", "provider_5xx", "provider_4xx", "parse", "auth", "worker_crash", "stuck",
-		"transport", "unknown", "invalid_request", "dependency_failed", "unstorable"}
+		"transport", "unknown", "invalid_request", "dependency_failed", "unstorable", "budget_exceeded"}
 	if len(jobs.ErrorKinds()) != len(want) {
 		t.Fatalf("ErrorKinds = %v", jobs.ErrorKinds())
 	}

@@ -30,6 +30,7 @@ import (
 //	worker died (heartbeat lost)                  worker_crash       yes: requeued by Reclaim
 //	worker died, attempts spent or ran too long   stuck              no
 //	the store refused the result (a NUL, …)       unstorable         no
+//	its org's or token's budget is spent          budget_exceeded    no
 //	anything else (cancelled, capacity, …)        unknown            yes, with backoff
 
 // errorKinds is the failure policy's one table: every job error kind, in
@@ -58,6 +59,7 @@ var errorKinds = [...]struct {
 		pktype.ExecutionFailurePromptNotFound, pktype.ExecutionFailureProfileNotFound, pktype.ExecutionFailurePromptRender}, false, "the request cannot be run as given"},
 	{KindDependencyFailed, nil, false, "the job it depends on failed or was cancelled"},
 	{KindUnstorable, nil, false, "the database refused to store its result"},
+	{KindBudgetExceeded, nil, false, "its organisation's or token's spending budget is spent"},
 }
 
 // ErrorKinds returns every non-empty kind.

@@ -135,7 +135,7 @@ func TestRetryable(t *testing.T) {
 	want := map[jobs.ErrorKind]bool{
 		jobs.KindTimeout: true, jobs.KindRateLimit: true, jobs.KindProvider5xx: true, jobs.KindWorkerCrash: true, jobs.KindTransport: true, jobs.KindUnknown: true,
 		jobs.KindProvider4xx: false, jobs.KindParse: false, jobs.KindAuth: false, jobs.KindStuck: false,
-		jobs.KindInvalidRequest: false, jobs.KindDependencyFailed: false, jobs.KindUnstorable: false,
+		jobs.KindInvalidRequest: false, jobs.KindDependencyFailed: false, jobs.KindUnstorable: false, jobs.KindBudgetExceeded: false,
 	}
 	kinds := jobs.ErrorKinds()
 	if len(kinds) != len(want) {

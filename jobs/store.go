@@ -313,6 +313,16 @@ type Store interface {
 	// ctx ends.
 	SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta
 
+	// Submitted returns when the org (or, with TokenID, the token) made
+	// its N-th newest submission (a job created: enqueued, a retry, a
+	// batch's line) at or after Since, or the zero time when it made
+	// fewer than N: a rate limit of N per window is reached exactly when
+	// it is not zero, and frees a place when that submission leaves the
+	// window. For an org it reads at most N entries of an index; for a
+	// token, its user's jobs of the window. It sees every process's
+	// submissions on the database.
+	Submitted(ctx context.Context, p SubmittedParams) (time.Time, error)
+
 	// Close releases the store.
 	Close() error
 }
@@ -556,6 +566,21 @@ type EventsParams struct {
 	After     int64
 	// Limit defaults to 500.
 	Limit int
+}
+
+// SubmittedParams asks for an org's N-th newest submission since a time
+// (see Store.Submitted).
+type SubmittedParams struct {
+	// OrgID is the org whose jobs count. Required.
+	OrgID string
+	// TokenID, when set, counts only the org's jobs submitted with this
+	// token; CreatedBy must then be the token's user, whose jobs the
+	// store reads to find them.
+	TokenID, CreatedBy string
+	// Since is the start of the window, inclusive.
+	Since time.Time
+	// N is which submission, newest first: at least 1.
+	N int
 }
 
 // MetricsParams scopes Metrics.

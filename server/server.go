@@ -41,6 +41,7 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/quota"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/frontdoor"
@@ -99,6 +100,12 @@ type Config struct {
 	// queue: the interactive fast path (worker.Worker.RunNow is the one
 	// the CLI wires). Optional: without it every job is queued.
 	RunNow jobs.RunNowFunc
+	// Quotas, when set, enforces the organisations' and tokens' stored
+	// limits at submission: requests and tokens per minute and the daily
+	// and monthly budgets, 429 beyond (docs/budgets.md). The CLI shares
+	// one with the process's worker (worker.Config.Budget). Optional:
+	// without it no limit is enforced here.
+	Quotas *quota.Quotas
 	// Addr is the listen address. Defaults to "127.0.0.1:8080"; ":0"
 	// picks a free port (see Server.Addr).
 	Addr string
@@ -246,7 +253,8 @@ func New(cfg Config) (*Server, error) {
 		hub.Clients = cfg.Metrics.SSEClients
 	}
 	s.hub = events.New(hub)
-	work := submit.Jobs{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Check: cfg.Check, Serving: s.serving, RunNow: cfg.RunNow}
+	work := submit.Jobs{Store: cfg.Store, Auth: s.auth, Hub: s.hub, Check: cfg.Check, Serving: s.serving, RunNow: cfg.RunNow,
+		Quotas: cfg.Quotas}
 	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Jobs: work, Engine: cfg.Engine,
 		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger, Now: cfg.Now}
 	s.openai = &frontdoor.API{Store: cfg.Store, Jobs: work, Engine: cfg.Engine,

@@ -23,6 +23,7 @@ import (
 	"github.com/promptkit/promptkit/internal/simulate"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/batch"
+	"github.com/promptkit/promptkit/jobs/quota"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/server"
 )
@@ -245,8 +246,12 @@ type svc struct {
 	// job's model may become.
 	models []string
 	// metrics, when set (serve), measures the workers too.
-	metrics   *metrics.Metrics
-	store     jobs.Store
+	metrics *metrics.Metrics
+	store   jobs.Store
+	// quotas enforces the stored limits' rates and budgets: at
+	// submission (serve) and before each run (the workers), one cache
+	// of the limits for both.
+	quotas    *quota.Quotas
 	simulated bool
 	log       *slog.Logger
 }
@@ -280,7 +285,7 @@ func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) 
 	for _, p := range cfg.Profiles {
 		models = append(models, p.Model)
 	}
-	return &svc{sc: sc, engine: eng, models: models, store: st, simulated: simulated, log: log}, nil
+	return &svc{sc: sc, engine: eng, models: models, store: st, quotas: quota.New(quota.Config{Store: st}), simulated: simulated, log: log}, nil
 }
 
 func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
@@ -289,7 +294,7 @@ func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, err
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
 		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
 		ShutdownGrace: workerGrace(rt.sc.ShutdownGrace), Logger: rt.log, KeepProviderDetail: rt.sc.KeepProviderDetail,
-		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(),
+		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(), Budget: rt.quotas.JobBudget,
 	})
 }
 
@@ -454,7 +459,7 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
 				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes, MaxBodyBytes: rt.sc.MaxBodyBytes,
 				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),
-				MetricsAccess: access, MetricsAddr: rt.sc.MetricsAddr, RunNow: runNow,
+				MetricsAccess: access, MetricsAddr: rt.sc.MetricsAddr, RunNow: runNow, Quotas: rt.quotas,
 			})
 			if err != nil {
 				return err

@@ -2,8 +2,9 @@
 // processes killed at random while they run jobs (SQLite and PostgreSQL),
 // a PostgreSQL server killed and restarted under a running worker, a
 // SQLite database on a disk that fills up and frees again, serve killed
-// under a running batch, and serve killed under a background response
-// whose event stream is then resumed from another serve.
+// under a running batch, serve killed under a background response
+// whose event stream is then resumed from another serve, and serve killed
+// with a call in flight while a token spends its daily budget.
 //
 // The package has no code of its own; everything is in its tests, which
 // run with go test ./... like every other package. Each test bounds its

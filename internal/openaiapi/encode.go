@@ -14,8 +14,11 @@ import (
 const (
 	TypeInvalidRequest = "invalid_request_error"
 	TypeRateLimit      = "rate_limit_error"
-	TypeServer         = "server_error"
-	TypeAPI            = "api_error"
+	// TypeInsufficientQuota is OpenAI's type (and code) for a 429 that
+	// waiting a moment does not cure: a spending budget is spent.
+	TypeInsufficientQuota = "insufficient_quota"
+	TypeServer            = "server_error"
+	TypeAPI               = "api_error"
 )
 
 // NewError builds an error body; an empty param or code is null.
@@ -208,6 +211,7 @@ func Chunks(c ChatCompletion, includeUsage bool) []ChatCompletionChunk {
 // without an answer (failed or cancelled), by the job's error kind:
 //
 //	rate_limit                                429 rate_limit_error, code rate_limit_exceeded
+//	budget_exceeded                           429 insufficient_quota, code insufficient_quota
 //	invalid_request, provider_4xx             400 invalid_request_error
 //	timeout                                   504 server_error
 //	provider_5xx, transport, parse, auth      502 server_error (the provider's fault)
@@ -232,6 +236,8 @@ func JobError(j jobs.Job) (int, ErrorBody) {
 	switch j.ErrorKind {
 	case jobs.KindRateLimit:
 		return http.StatusTooManyRequests, NewError(msg, TypeRateLimit, "", "rate_limit_exceeded")
+	case jobs.KindBudgetExceeded:
+		return http.StatusTooManyRequests, NewError(msg, TypeInsufficientQuota, "", TypeInsufficientQuota)
 	case jobs.KindInvalidRequest, jobs.KindProvider4xx:
 		return http.StatusBadRequest, NewError(msg, TypeInvalidRequest, "", code)
 	case jobs.KindTimeout:

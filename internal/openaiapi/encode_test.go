@@ -137,6 +137,7 @@ func TestJobError(t *testing.T) {
 		typ, code string
 	}{
 		{jobs.KindRateLimit, jobs.Failed, 429, openaiapi.TypeRateLimit, "rate_limit_exceeded"},
+		{jobs.KindBudgetExceeded, jobs.Failed, 429, openaiapi.TypeInsufficientQuota, "insufficient_quota"},
 		{jobs.KindInvalidRequest, jobs.Failed, 400, openaiapi.TypeInvalidRequest, "invalid_request"},
 		{jobs.KindProvider4xx, jobs.Failed, 400, openaiapi.TypeInvalidRequest, "provider_4xx"},
 		{jobs.KindTimeout, jobs.Failed, 504, openaiapi.TypeServer, "timeout"},

@@ -225,6 +225,7 @@ func Run(t *testing.T, h Harness) {
 		{"PacingInvalid", testPacingInvalid},
 		{"PacingConcurrent", testPacingConcurrent},
 		{"PacingCooldown", testPacingCooldown},
+		{"Submitted", testSubmitted},
 		{"UsageLedger", testUsageLedger},
 		{"UsageTokenOnJobs", testUsageTokenOnJobs},
 		{"UsageCancel", testUsageCancel},

@@ -96,3 +96,51 @@ func TestUsageRangePlan(t *testing.T) {
 		}
 	}
 }
+
+// Requests per minute (Submitted) walk back from an org's newest job in
+// its index, stopping at the limit, with no sort; a token's read its
+// user's jobs of the window in the user's index. Neither scans the jobs.
+func TestSubmittedPlan(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	ps := make([]jobs.EnqueueParams, 5000)
+	for i := range ps {
+		ps[i] = jobs.EnqueueParams{OrgID: fmt.Sprint("org", i%3), CreatedBy: fmt.Sprint("u", i%13), TokenID: fmt.Sprint("tok", i%26), Text: "x"}
+	}
+	if _, err := s.EnqueueBatch(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Minute)
+	for _, c := range []struct {
+		q      string
+		args   []any
+		index  string
+		sorted bool
+	}{
+		{qSubmittedOrg, []any{"org1", since, 59}, "Index Only Scan Backward using jobs_org_submitted_idx", false},
+		{qSubmittedToken, []any{"org1", since, 59, "u3", "tok3"}, "jobs_org_user_created_idx", true},
+	} {
+		rows, err := s.pool.Query(ctx, `EXPLAIN `+c.q, c.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Join(plan, "\n")
+		if !strings.Contains(got, c.index) || !c.sorted && strings.Contains(got, "Sort") || strings.Contains(got, "Seq Scan") {
+			t.Errorf("Submitted%v plan:\n%s", c.args, got)
+		}
+	}
+}

@@ -27,7 +27,7 @@ func (w *Worker) execute(parent context.Context, j jobs.Job, prompt *jobs.Prompt
 	fin := context.WithoutCancel(parent)
 
 	t, o := w.prepare(fin, j, prompt)
-	if o.err == nil && o.dependency == "" {
+	if o.err == nil && o.refused == "" {
 		o = w.run(ctx, j, t)
 	}
 	now := w.cfg.Now()
@@ -51,8 +51,10 @@ type outcome struct {
 	// stopped is set when the worker stopped the run: errCancelled (the
 	// job is no longer ours) or errShutdown (hand it back).
 	stopped error
-	// dependency says why the job's dependency makes it fail.
-	dependency string
+	// refused, when set, is the kind the job fails with, without a run:
+	// its dependency failed, or its budget is spent. reason says why.
+	refused jobs.ErrorKind
+	reason  string
 	// attempts are the attempt events the settling write carries (see
 	// attemptLog).
 	attempts []json.RawMessage
@@ -69,7 +71,8 @@ type task struct {
 	embed *promptkit.EmbedRequest
 }
 
-// prepare checks the job's dependency and builds its engine request: the
+// prepare checks the job's dependency and its budget (Config.Budget) and
+// builds its engine request: the
 // prompt (ad-hoc text, or a named prompt with inputs), the thread history
 // and the job's options; or the embeddings call of an embeddings prompt.
 func (w *Worker) prepare(ctx context.Context, j jobs.Job, prompt *jobs.Prompt) (task, outcome) {
@@ -83,7 +86,16 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job, prompt *jobs.Prompt) (
 			return task{}, outcome{err: fmt.Errorf("reading the dependency: %w", err)}
 		}
 		if run, reason := jobs.DependencyOutcome(depJob); !run {
-			return task{}, outcome{dependency: reason}
+			return task{}, outcome{refused: jobs.KindDependencyFailed, reason: reason}
+		}
+	}
+	if w.cfg.Budget != nil {
+		err := w.cfg.Budget(ctx, j)
+		switch {
+		case errors.Is(err, jobs.ErrBudgetExceeded):
+			return task{}, outcome{refused: jobs.KindBudgetExceeded, reason: err.Error()}
+		case err != nil:
+			return task{}, outcome{err: fmt.Errorf("checking the budget: %w", err)}
 		}
 	}
 	if prompt == nil {

@@ -66,8 +66,8 @@ func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(tim
 		return write{op: opDiscard, jobID: j.ID}
 	case errors.Is(o.stopped, errShutdown):
 		return requeue(now, jobs.KindNone, "", true)
-	case o.dependency != "":
-		return fail(jobs.KindDependencyFailed, o.dependency)
+	case o.refused != "":
+		return fail(o.refused, o.reason)
 	case o.err == nil && o.res.Validation.Status == promptkit.ValidationInvalid:
 		// Says whether the output was cut off at the token limit; never
 		// quotes the output.

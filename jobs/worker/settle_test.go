@@ -50,7 +50,8 @@ func TestSettle(t *testing.T) {
 	}{
 		{"cancelled: discarded", job(1, 3), outcome{stopped: errCancelled, res: valid}, write{op: opDiscard, jobID: "j1"}},
 		{"shutdown: handed back now", job(2, 3), outcome{stopped: errShutdown, err: context.Canceled}, requeue(now, jobs.KindNone, true)},
-		{"dependency failed", job(1, 3), outcome{dependency: "dependency d is failed"}, fail(jobs.KindDependencyFailed)},
+		{"dependency failed", job(1, 3), outcome{refused: jobs.KindDependencyFailed, reason: "dependency d is failed"}, fail(jobs.KindDependencyFailed)},
+		{"budget spent", job(1, 3), outcome{refused: jobs.KindBudgetExceeded, reason: "the token's daily budget of $5.00 is reached"}, fail(jobs.KindBudgetExceeded)},
 		{"success", job(1, 3), ran(valid, nil), write{op: opSucceed, jobID: "j1", succeed: jobs.SucceedParams{JobID: "j1", Worker: "w",
 			Output: valid.Text, Parsed: valid.Output, Model: "m2", Usage: usage}}},
 		{"invalid after repair: parse", job(1, 3), ran(invalid, nil), fail(jobs.KindParse)},

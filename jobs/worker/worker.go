@@ -75,6 +75,15 @@ type Config struct {
 	// reaches the job's error message or the logs. Defaults to false.
 	KeepProviderDetail bool
 
+	// Budget, if set, is asked before each run of a job whether the job's
+	// org and token may still spend (quota.Quotas.Spendable, with the
+	// spend read afresh each time): an error matching
+	// jobs.ErrBudgetExceeded fails the job as budget_exceeded with the
+	// error's text (naming the limit) and no provider call; another error
+	// is a failed attempt of kind unknown, retried. Defaults to nil: no
+	// budgets.
+	Budget func(ctx context.Context, j jobs.Job) error
+
 	// Now is the clock the worker stamps times with. Defaults to time.Now.
 	Now func() time.Time
 	// Jitter(n) returns a uniform duration in [0, n] for the job backoff.

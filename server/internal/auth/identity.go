@@ -51,7 +51,8 @@ func fromToken(t jobs.Token, hash []byte) Identity {
 }
 
 // TokenID is the ID of the token the request acts with, which the jobs it
-// submits carry for the usage ledger; "" for the local identity.
+// submits carry for the usage ledger and whose limits apply; "" for the
+// local identity.
 func (id Identity) TokenID() string {
 	if id.Key == localKey {
 		return ""

@@ -38,6 +38,11 @@ func (a *API) CreateBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("decoding", err)
 	}
+	// A spent budget refuses the batch now; the lines are checked again
+	// as they run (worker.Config.Budget).
+	if err := a.Jobs.Spendable(r.Context(), id); err != nil {
+		return err
+	}
 	f, err := a.Store.GetFile(r.Context(), id.Org, req.InputFileID)
 	switch {
 	case errors.Is(err, jobs.ErrNotFound) || err == nil && (!id.Owns(f.OrgID, f.CreatedBy) || f.Purpose != jobs.PurposeBatch):

@@ -25,7 +25,7 @@ const capacityRetryAfter = time.Second
 // pause with the workers' runs on this engine, and retries a 429 or 5xx
 // within the request, refusing a wait past the server's chat timeout
 // (then 429 with the provider's Retry-After). It counts against the
-// caller's submission rate limit.
+// caller's submission rate limit and its org's and token's limits.
 func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 	id := auth.Of(r)
 	body, err := httpapi.ReadBody(w, r, a.MaxBody)
@@ -40,7 +40,7 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Jobs.Auth.Take(id); err != nil {
+	if err := a.Jobs.Take(r.Context(), id); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(a.chatTimeout())

@@ -15,6 +15,7 @@ import (
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/quota"
 )
 
 // TestClassify: one table maps every error to its answer, and each
@@ -39,6 +40,12 @@ func TestClassify(t *testing.T) {
 		{"openai request", &openaiapi.RequestError{Param: "n", Code: "unsupported_value", Message: "n must be 1."}, 400, "unsupported_value", "unsupported_value", "n must be 1.", "n must be 1.", "n"},
 		{"too large", TooLarge(10), 413, "too_large", "request_too_large", "the body is over 10 bytes", "The body is over 10 bytes.", ""},
 		{"rate limited", RateLimited(1500 * time.Millisecond), 429, "rate_limited", "rate_limit_exceeded", "", "", ""},
+		{"org's rate", About("quota", &quota.Exceeded{Scope: jobs.LimitOrg, Rule: quota.RequestsPerMinute, Limit: 60, RetryAfter: time.Second}), 429,
+			"rate_limited", "rate_limit_exceeded", "the organisation's limit of 60 requests per minute is reached",
+			"The organisation's limit of 60 requests per minute is reached.", ""},
+		{"token's budget", About("quota", &quota.Exceeded{Scope: jobs.LimitToken, Rule: quota.DailyBudget, Limit: 5, RetryAfter: time.Hour}), 429,
+			"budget_exceeded", "insufficient_quota", "the token's daily budget of $5.00 is reached",
+			"The token's daily budget of $5.00 is reached.", ""},
 		{"anything else", About("listing", errors.New("disk on fire")), 500, "internal", "internal_error", "internal error", "The server had an error while processing the request.", ""},
 	} {
 		p := Classify(c.err)
@@ -62,7 +69,13 @@ func TestClassify(t *testing.T) {
 			code, msg := c.rest, c.restMsg
 			if d == OpenAI {
 				code, msg = c.openai, c.openaiMsg
-				if body.Error.Type != OpenAIType(c.status) {
+				// A spent budget is OpenAI's insufficient_quota, type and
+				// code; every other type follows the status.
+				typ := OpenAIType(c.status)
+				if c.openai == openaiapi.TypeInsufficientQuota {
+					typ = c.openai
+				}
+				if body.Error.Type != typ {
 					t.Errorf("%s: type %q", c.name, body.Error.Type)
 				}
 				if param := ""; body.Error.Param != nil {
@@ -89,6 +102,11 @@ func TestClassify(t *testing.T) {
 	REST.Write(rec, RateLimited(1500*time.Millisecond))
 	if got := rec.Header().Get("Retry-After"); got != "2" {
 		t.Errorf("Retry-After %q, want 2", got)
+	}
+	rec = httptest.NewRecorder()
+	OpenAI.Write(rec, Classify(&quota.Exceeded{Scope: jobs.LimitOrg, Rule: quota.MonthlyBudget, Limit: 20, RetryAfter: 36 * time.Hour}))
+	if got := rec.Header().Get("Retry-After"); got != "129600" {
+		t.Errorf("a budget's Retry-After %q, want 129600", got)
 	}
 }
 

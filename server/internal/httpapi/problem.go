@@ -1,16 +1,19 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/quota"
 )
 
 // Problem is a failure as the API answers it: one classification, which
@@ -27,6 +30,9 @@ type Problem struct {
 	// Code and Message.
 	OpenAICode    string
 	OpenAIMessage string
+	// OpenAIType is OpenAI's error type where the status does not decide
+	// it (OpenAIType); empty: by the status.
+	OpenAIType string
 	// Param names the parameter at fault (OpenAI's param); "" when none.
 	Param string
 	// RetryAfter, when positive, is sent as Retry-After.
@@ -70,6 +76,29 @@ func RateLimited(d time.Duration) *Problem {
 		OpenAIMessage: "Too many requests from this token; retry after the Retry-After delay."}
 }
 
+// LimitReached is the 429 of a limit of the caller's org or token
+// (jobs/quota): its message names the limit. A rate is OpenAI's
+// rate_limit_exceeded; a spent budget its insufficient_quota (type and
+// code), and REST's budget_exceeded. RetryAfter is until the window
+// frees a place or the budget's period resets.
+func LimitReached(e *quota.Exceeded) *Problem {
+	p := &Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", OpenAICode: "rate_limit_exceeded",
+		Message: e.Error(), OpenAIMessage: sentence(e.Error()), RetryAfter: e.RetryAfter}
+	if e.Rule.Budget() {
+		p.Code, p.OpenAICode, p.OpenAIType = string(jobs.KindBudgetExceeded), openaiapi.TypeInsufficientQuota, openaiapi.TypeInsufficientQuota
+	}
+	return p
+}
+
+// sentence makes a message of promptkit's words one of OpenAI's: a
+// capital first letter and a full stop.
+func sentence(msg string) string {
+	if msg == "" {
+		return msg
+	}
+	return strings.ToUpper(msg[:1]) + msg[1:] + "."
+}
+
 // Internal is a 500 whose cause is logged, never sent.
 func Internal(what string, cause error) *Problem {
 	return &Problem{Status: http.StatusInternalServerError, Code: "internal", OpenAICode: "internal_error",
@@ -107,6 +136,9 @@ func Classify(err error) *Problem {
 			q.what = what
 		}
 		return &q
+	}
+	if e, ok := errors.AsType[*quota.Exceeded](err); ok {
+		return LimitReached(e)
 	}
 	if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
 		return OpenAIInvalid(re.Param, re.Code, re.Message)
@@ -168,14 +200,14 @@ func (d Dialect) Write(w http.ResponseWriter, p *Problem) {
 		WriteJSON(w, p.Status, restError{restErrorBody{Code: p.Code, Message: p.Message}})
 		return
 	}
-	code, msg := p.Code, p.Message
+	code, msg, typ := p.Code, p.Message, cmp.Or(p.OpenAIType, OpenAIType(p.Status))
 	if p.OpenAICode != "" {
 		code = p.OpenAICode
 	}
 	if p.OpenAIMessage != "" {
 		msg = p.OpenAIMessage
 	}
-	WriteJSON(w, p.Status, openaiapi.NewError(msg, OpenAIType(p.Status), p.Param, code))
+	WriteJSON(w, p.Status, openaiapi.NewError(msg, typ, p.Param, code))
 }
 
 // OpenAIType is the type OpenAI's error object gives a status.

@@ -262,7 +262,7 @@ func (a *API) RetryPrompt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("prompt", err)
 	}
-	if err := a.Auth.Take(id); err != nil {
+	if err := a.Jobs.Take(r.Context(), id); err != nil {
 		return err
 	}
 	j, err := a.Store.Retry(r.Context(), jobs.RetryParams{OrgID: id.Org, JobID: v.Job.ID, Priority: req.Priority})

@@ -1,7 +1,8 @@
 // Package submit is how a request becomes a job, and how the server
 // waits for one, for every API that queues work (promptkit's POST
 // /v1/prompts, OpenAI's chat completions): Admit spends the identity's
-// budget, applies the admission check and enqueues as the identity under
+// submission, checks its org's and token's limits (Take), applies the
+// admission check and enqueues as the identity under
 // its Idempotency-Key (or, for a repeat the route coalesces, the key
 // SameRequestKey derives); AwaitJob waits for the job through the events
 // hub.
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/quota"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
@@ -25,6 +27,9 @@ type Jobs struct {
 	Store jobs.Store
 	Auth  *auth.Auth
 	Hub   *events.Hub
+	// Quotas enforces the stored limits' rates and budgets of the
+	// identity's org and token; nil: none.
+	Quotas *quota.Quotas
 	// Check refuses what no worker could run; nil: the store's own rules
 	// only.
 	Check jobs.CheckFunc
@@ -43,8 +48,32 @@ type Admitted struct {
 	done <-chan jobs.Job
 }
 
+// Take spends one of the identity's submissions (the server's
+// per-identity rate, auth.Auth.Take) and checks its org's and its token's
+// limits (quota.Quotas.Admit): nil, or a 429 problem naming what was
+// reached. Every route that makes the provider work takes one.
+func (s Jobs) Take(ctx context.Context, id auth.Identity) error {
+	if err := s.Auth.Take(id); err != nil {
+		return err
+	}
+	if s.Quotas == nil {
+		return nil
+	}
+	return httpapi.About("quota", s.Quotas.Admit(ctx, quota.Subject{Org: id.Org, User: id.User, Token: id.TokenID()}))
+}
+
+// Spendable checks only the budgets of the identity's org and token
+// (creating a batch, whose lines are checked again as they run): nil, or
+// a 429 problem naming the budget spent.
+func (s Jobs) Spendable(ctx context.Context, id auth.Identity) error {
+	if s.Quotas == nil {
+		return nil
+	}
+	return httpapi.About("quota", s.Quotas.Spendable(ctx, quota.Subject{Org: id.Org, User: id.User, Token: id.TokenID()}))
+}
+
 // Admit queues p (normalized) as the identity: one of its submissions is
-// spent, the admission check applied, and with an Idempotency-Key the
+// taken (Take), the admission check applied, and with an Idempotency-Key the
 // request's hash (of its meaning, without org or user) is stored with the
 // user, so a repeat finds the same job and another member reusing the key
 // gets a conflict. what names the operation in errors ("submission").
@@ -52,7 +81,7 @@ type Admitted struct {
 // worker slot of this process runs the job at once; otherwise, or with
 // no slot free, it is queued.
 func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams, key, hash, what string, now bool) (Admitted, error) {
-	if err := s.Auth.Take(id); err != nil {
+	if err := s.Take(ctx, id); err != nil {
 		return Admitted{}, err
 	}
 	if s.Check != nil {

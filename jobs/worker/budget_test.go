@@ -1,0 +1,59 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/quota"
+	"github.com/promptkit/promptkit/jobs/worker"
+	"github.com/promptkit/promptkit/providertest"
+)
+
+// Config.Budget is asked before each run: a spent budget fails the job
+// as budget_exceeded, naming the limit, without a provider call; a
+// failure to read the budget is a failed attempt, retried later.
+func TestBudget(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		f.srv.Enqueue(providertest.Reply("ok"))
+		spent := &quota.Exceeded{Scope: jobs.LimitToken, Rule: quota.DailyBudget, Limit: 5}
+		var answer error
+		var asked []string
+		w := f.worker("w1", func(c *worker.Config) {
+			c.Budget = func(_ context.Context, j jobs.Job) error {
+				asked = append(asked, j.ID)
+				return answer
+			}
+		})
+
+		free := f.enqueue(jobs.EnqueueParams{Text: "within budget"})
+		f.runOnce(w, 1)
+		if j := f.job(free.JobID); j.State != jobs.Succeeded || f.srv.Count() != 1 {
+			t.Fatalf("within budget: state=%s kind=%q, provider saw %d", j.State, j.ErrorKind, f.srv.Count())
+		}
+
+		answer = spent
+		over := f.enqueue(jobs.EnqueueParams{Text: "over budget", MaxAttempts: 3})
+		f.runOnce(w, 1)
+		j := f.job(over.JobID)
+		if j.State != jobs.Failed || j.ErrorKind != jobs.KindBudgetExceeded || j.Attempt != 1 ||
+			j.ErrorMessage != "the token's daily budget of $5.00 is reached" {
+			t.Errorf("over budget: state=%s kind=%q attempt=%d msg=%q", j.State, j.ErrorKind, j.Attempt, j.ErrorMessage)
+		}
+
+		answer = errors.New("database down")
+		unread := f.enqueue(jobs.EnqueueParams{Text: "budget unreadable", MaxAttempts: 3})
+		f.runOnce(w, 1)
+		if j := f.job(unread.JobID); j.State != jobs.Queued || j.ErrorKind != jobs.KindUnknown || j.Attempt != 2 {
+			t.Errorf("budget unreadable: state=%s kind=%q attempt=%d, want queued, unknown, attempt 2", j.State, j.ErrorKind, j.Attempt)
+		}
+
+		if f.srv.Count() != 1 {
+			t.Errorf("provider saw %d requests, want 1: a job over or without its budget called it", f.srv.Count())
+		}
+		if !eq(asked, []string{free.JobID, over.JobID, unread.JobID}) {
+			t.Errorf("Budget asked for %v", asked)
+		}
+	})
+}
