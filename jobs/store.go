@@ -208,6 +208,11 @@ type Store interface {
 	DeleteLimit(ctx context.Context, scope LimitScope, subject string) error
 	// Limits returns every stored limit, ordered by scope, then subject.
 	Limits(ctx context.Context) ([]Limit, error)
+	// RecordCalls adds provider calls made for no job (the front door's
+	// embeddings) to the usage ledger, as the org, user and token's, in
+	// one transaction: budgets and Usage then count them like a job's.
+	// ErrInvalid for what RecordCallsParams.Normalize refuses.
+	RecordCalls(ctx context.Context, p RecordCallsParams) error
 
 	// CreateFile stores a file, reading Content to its end (at most
 	// MaxBytes, else ErrFileTooLarge and nothing stored), and returns it

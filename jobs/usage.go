@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit/pktype"
@@ -273,4 +274,63 @@ type UsageBucket struct {
 	CostUSD float64 `json:"cost_usd"`
 	// UnknownCost counts calls whose cost is unknown.
 	UnknownCost int64 `json:"unknown_cost"`
+}
+
+// NewAttemptEvent is the attempt event of execution event ev (an
+// ExecutionAttempt), the job's attempt jobAttempt, an embedding call's
+// when embedding is set: the one mapping the worker and the front door's
+// embeddings share.
+func NewAttemptEvent(ev pktype.ExecutionEvent, jobAttempt int, embedding bool) AttemptEvent {
+	e := AttemptEvent{
+		JobAttempt: jobAttempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
+		StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
+		CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
+		Model: ev.Model, Backend: ev.BackendID, Embedding: embedding && ev.Dispatched, Usage: AttemptUsage(ev.Usage.Usage()),
+	}
+	if ev.Dispatched && ev.Cost.Known {
+		e.CostUSD = new(ev.Cost.USD)
+	}
+	return e
+}
+
+// MaxRecordCalls bounds RecordCallsParams.Calls.
+const MaxRecordCalls = 1000
+
+// RecordCallsParams are provider calls made for no job (Store.RecordCalls).
+type RecordCallsParams struct {
+	// OrgID, UserID and TokenID are whose calls they are; TokenID is ""
+	// without a token (local mode).
+	OrgID, UserID, TokenID string
+	Calls                  []UsageCall
+}
+
+// Normalize checks the parameters: an org and a user, at most
+// MaxRecordCalls calls, names without NUL, and counts and costs not
+// negative (a cost finite).
+func (p RecordCallsParams) Normalize() (RecordCallsParams, error) {
+	switch {
+	case p.OrgID == "" || p.UserID == "":
+		return p, invalid("recorded calls need an org and a user")
+	case len(p.Calls) > MaxRecordCalls:
+		return p, invalid("%d calls, more than %d", len(p.Calls), MaxRecordCalls)
+	}
+	for _, s := range []string{p.OrgID, p.UserID, p.TokenID} {
+		if strings.ContainsRune(s, 0) {
+			return p, invalid("recorded calls: %s", msgNUL)
+		}
+	}
+	for _, c := range p.Calls {
+		if strings.ContainsRune(c.Model, 0) || strings.ContainsRune(c.Backend, 0) {
+			return p, invalid("recorded calls: %s", msgNUL)
+		}
+		for _, n := range []*int64{c.InputTokens, c.OutputTokens, c.CachedInputTokens} {
+			if n != nil && *n < 0 {
+				return p, invalid("recorded calls: a token count is negative")
+			}
+		}
+		if c.CostUSD != nil && (*c.CostUSD < 0 || math.IsNaN(*c.CostUSD) || math.IsInf(*c.CostUSD, 0)) {
+			return p, invalid("recorded calls: a cost is not a finite, non-negative number")
+		}
+	}
+	return p, nil
 }

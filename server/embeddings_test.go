@@ -63,6 +63,13 @@ func TestEmbeddings(t *testing.T) {
 	if page, err := e.st.ListJobs(t.Context(), jobs.ListParams{OrgID: "default"}); err != nil || len(page.Jobs) != 0 {
 		t.Errorf("stored %d jobs (%v)", len(page.Jobs), err)
 	}
+	// Its provider call is in the usage ledger all the same, the org's and
+	// user's (no price here: its cost is unknown).
+	got, err := e.st.Usage(t.Context(), jobs.UsageParams{GroupBy: []jobs.UsageGroup{jobs.UsageByOrg, jobs.UsageByUser}})
+	if err != nil || len(got) != 1 || got[0].OrgID != "default" || got[0].UserID != "local" || got[0].Requests != 1 ||
+		got[0].InputTokens != 3 || got[0].UnknownUsage != 0 || got[0].UnknownCost != 1 {
+		t.Errorf("usage after the embeddings call: %+v (%v)", got, err)
+	}
 
 	// A model some profile uses resolves like a chat model; base64 holds
 	// the same float32 values; dimensions reach the backend.

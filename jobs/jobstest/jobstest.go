@@ -227,6 +227,7 @@ func Run(t *testing.T, h Harness) {
 		{"PacingCooldown", testPacingCooldown},
 		{"Submitted", testSubmitted},
 		{"UsageLedger", testUsageLedger},
+		{"RecordCalls", testRecordCalls},
 		{"UsageTokenOnJobs", testUsageTokenOnJobs},
 		{"UsageCancel", testUsageCancel},
 	}

@@ -231,3 +231,40 @@ func testUsageCancel(t *testing.T, h Harness) {
 		t.Errorf("cancelled queued job's cost %+v, want a known zero", c)
 	}
 }
+
+// testRecordCalls checks RecordCalls: calls made for no job (the front
+// door's embeddings) join the ledger as their org, user and token's,
+// counted by Usage like a job's; what Normalize refuses stores nothing.
+func testRecordCalls(t *testing.T, h Harness) {
+	f := setup(t, h)
+	in, cost := int64(40), 0.25
+	p := jobs.RecordCallsParams{OrgID: "org-1", UserID: "alice", TokenID: "tok-a", Calls: []jobs.UsageCall{
+		{Model: "embed", Backend: "b1", InputTokens: &in, OutputTokens: new(int64(0)), CostUSD: &cost},
+		{Model: "embed", Backend: "b2"}, // usage and cost unknown
+	}}
+	for name, bad := range map[string]jobs.RecordCallsParams{
+		"no org":        {UserID: "alice", Calls: p.Calls},
+		"no user":       {OrgID: "org-1", Calls: p.Calls},
+		"negative cost": {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", CostUSD: new(-1.0)}}},
+		"NUL in model":  {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m\x00"}}},
+	} {
+		wantErr(t, f.store.RecordCalls(f.ctx, bad), jobs.ErrInvalid, "RecordCalls "+name)
+	}
+	if err := f.store.RecordCalls(f.ctx, jobs.RecordCallsParams{OrgID: "org-1", UserID: "alice"}); err != nil {
+		t.Fatalf("RecordCalls without calls: %v", err)
+	}
+	if got := f.usage(jobs.UsageParams{}); len(got) != 0 {
+		t.Fatalf("ledger after refused and empty calls: %s", fmtBuckets(got))
+	}
+	if err := f.store.RecordCalls(f.ctx, p); err != nil {
+		t.Fatalf("RecordCalls: %v", err)
+	}
+	expectUsage(t, "the token's calls", f.usage(jobs.UsageParams{TokenID: "tok-a", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg, jobs.UsageByUser, jobs.UsageByBackend}}),
+		[]jobs.UsageBucket{
+			{OrgID: "org-1", UserID: "alice", Backend: "b1", Requests: 1, InputTokens: 40, CostUSD: 0.25},
+			{OrgID: "org-1", UserID: "alice", Backend: "b2", Requests: 1, UnknownUsage: 1, UnknownCost: 1},
+		})
+	if got := f.usage(jobs.UsageParams{OrgID: "org-2"}); len(got) != 0 {
+		t.Errorf("another org's usage: %s", fmtBuckets(got))
+	}
+}

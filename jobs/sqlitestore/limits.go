@@ -69,3 +69,10 @@ func (d *opsDB) LimitDelete(ctx context.Context, scope jobs.LimitScope, subject 
 func (d *opsDB) LimitList(ctx context.Context) ([]jobs.Limit, error) {
 	return readAll(ctx, d.store(), scanLimit, qListLimits)
 }
+
+// CallsInsert writes in a transaction of its own.
+func (d *opsDB) CallsInsert(ctx context.Context, p jobs.RecordCallsParams) error {
+	return d.store().tx(ctx, func(w *wtx) error {
+		return w.insertCalls(jobs.Job{OrgID: p.OrgID, CreatedBy: p.UserID, TokenID: p.TokenID}, p.Calls)
+	})
+}

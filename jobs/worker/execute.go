@@ -273,15 +273,7 @@ func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
 	if ev.Kind != promptkit.ExecutionAttempt {
 		return
 	}
-	l.held = &jobs.AttemptEvent{
-		JobAttempt: l.job.Attempt, Generation: ev.Generation, Attempt: ev.Attempt, Dispatched: ev.Dispatched,
-		StatusCode: ev.StatusCode, Outcome: string(ev.Outcome), Failure: string(ev.Failure),
-		CapacityWaitMS: ev.CapacityWait.Milliseconds(), GenerationMS: ev.GenerationDuration.Milliseconds(),
-		Model: ev.Model, Backend: ev.BackendID, Embedding: l.embedding && ev.Dispatched, Usage: jobs.AttemptUsage(ev.Usage.Usage()),
-	}
-	if ev.Dispatched && ev.Cost.Known {
-		l.held.CostUSD = new(ev.Cost.USD)
-	}
+	l.held = new(jobs.NewAttemptEvent(ev, l.job.Attempt, l.embedding))
 }
 
 // finish ends the log once the run has returned err: the held attempt

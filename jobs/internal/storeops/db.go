@@ -83,6 +83,10 @@ type DB interface {
 	LimitDelete(ctx context.Context, scope jobs.LimitScope, subject string) error
 	// LimitList reads every limit, by scope, then subject.
 	LimitList(ctx context.Context) ([]jobs.Limit, error)
+
+	// CallsInsert adds normalized calls made for no job to the usage
+	// ledger, in one transaction that commits alone.
+	CallsInsert(ctx context.Context, p jobs.RecordCallsParams) error
 }
 
 // Tx is a store's write transaction, bound to the context WriteTx got.

@@ -39,3 +39,21 @@ func (o Ops) Limits(ctx context.Context) ([]jobs.Limit, error) {
 	}
 	return out, nil
 }
+
+// RecordCalls adds calls made for no job to the usage ledger. See
+// jobs.Store.
+func (o Ops) RecordCalls(ctx context.Context, p jobs.RecordCallsParams) error {
+	p, err := p.Normalize()
+	if err != nil {
+		return o.fail("record calls", err)
+	}
+	if len(p.Calls) == 0 {
+		return nil
+	}
+	err = o.db.CallsInsert(ctx, p)
+	o.db.Wrote(ctx, "record calls", err, err == nil)
+	if err != nil {
+		return o.fail("record calls", err)
+	}
+	return nil
+}

@@ -193,6 +193,7 @@ func (fakeDB) LimitUpsert(context.Context, jobs.Limit) (jobs.Limit, error) {
 }
 func (fakeDB) LimitDelete(context.Context, jobs.LimitScope, string) error { return errUnused }
 func (fakeDB) LimitList(context.Context) ([]jobs.Limit, error)            { return nil, errUnused }
+func (fakeDB) CallsInsert(context.Context, jobs.RecordCallsParams) error  { return errUnused }
 
 func (fakeTx) BatchInsert(BatchInsertParams) (jobs.Batch, error) { return jobs.Batch{}, errUnused }
 func (fakeTx) FileDelete(FileGetParams) error                    { return errUnused }

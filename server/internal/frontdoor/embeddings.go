@@ -48,6 +48,8 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
+	// Its provider calls, for the usage ledger: no job records them.
+	var calls []jobs.UsageCall
 	res, err := a.Engine.Embed(ctx, promptkit.EmbedRequest{
 		Input:              params.Input,
 		ProfileID:          target.Profile,
@@ -55,7 +57,16 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 		Backend:            target.Options.PreferProvider,
 		Dimensions:         params.Dimensions,
 		NoWaitPastDeadline: true,
+		Observer: func(ev promptkit.ExecutionEvent) {
+			if ev.Kind != promptkit.ExecutionAttempt {
+				return
+			}
+			if c, ok := jobs.NewAttemptEvent(ev, 0, true).Call(); ok {
+				calls = append(calls, c)
+			}
+		},
 	})
+	a.recordCalls(r.Context(), id, calls)
 	if err != nil {
 		// The provider's faults are not the server's: logged for the
 		// operator at debug, as the answer carries them to the client.
@@ -65,6 +76,21 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 	a.Log.Debug("embeddings", "org", id.Org, "profile", res.ProfileID, "run_id", res.RunID, "inputs", len(params.Input), "attempts", res.Attempts)
 	httpapi.WriteJSON(w, http.StatusOK, openaiapi.Embeddings(res.Embeddings, res.Model, res.Usage, params.Base64))
 	return nil
+}
+
+// recordCalls adds an embeddings request's provider calls to the usage
+// ledger, so that spend and budgets count them like a job's. The answer
+// does not wait on it failing: the store's health reports a failing write,
+// and the operator is told.
+func (a *API) recordCalls(ctx context.Context, id auth.Identity, calls []jobs.UsageCall) {
+	if len(calls) == 0 {
+		return
+	}
+	err := a.Store.RecordCalls(context.WithoutCancel(ctx), jobs.RecordCallsParams{
+		OrgID: id.Org, UserID: id.User, TokenID: id.TokenID(), Calls: calls})
+	if err != nil {
+		a.Log.Warn("embeddings: recording usage failed", "org", id.Org, "calls", len(calls), "err", err)
+	}
 }
 
 // embeddingProblem is the answer for an engine error, by the job failure
