@@ -62,7 +62,7 @@ func (d *opsDB) LimitList(ctx context.Context) ([]jobs.Limit, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Limit, error) { return scanLimit(r) })
 }
 
-// recordCallsSQL adds calls made for no job (job_id ”) to the usage
+// recordCallsSQL adds calls made for no job (an empty job_id) to the usage
 // ledger, by the rows of callRows.
 const recordCallsSQL = `
 	INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend, input_tokens, output_tokens,
