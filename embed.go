@@ -56,12 +56,14 @@ type EmbedRequest struct {
 	// the wire: EmbedResult.Embeddings holds float64 values either way,
 	// base64 answers decoded from their float32 values.
 	EncodingFormat string `json:"encoding_format,omitempty"`
-	// TransientRetries, Observer and NoWaitPastDeadline work as they do in
-	// RunRequest: the call is one generation of attempts (Generation 1 in
-	// the events), retried on 429 and 5xx after Retry-After or backoff.
-	TransientRetries   *int              `json:"transient_retries,omitempty"`
-	Observer           ExecutionObserver `json:"-"`
-	NoWaitPastDeadline bool              `json:"no_wait_past_deadline,omitempty"`
+	// TransientRetries, Observer, NoWaitPastDeadline and BeforeCall work
+	// as they do in RunRequest: the call is one generation of attempts
+	// (Generation 1 in the events), retried on 429 and 5xx after
+	// Retry-After or backoff.
+	TransientRetries   *int                            `json:"transient_retries,omitempty"`
+	Observer           ExecutionObserver               `json:"-"`
+	NoWaitPastDeadline bool                            `json:"no_wait_past_deadline,omitempty"`
+	BeforeCall         func(ctx context.Context) error `json:"-"`
 }
 
 // EmbedResult is a completed embedding call.
@@ -132,6 +134,8 @@ type embedPlan struct {
 	request EmbeddingRequest
 	retries uint64
 	noWait  bool
+	// beforeCall is EmbedRequest.BeforeCall.
+	beforeCall func(context.Context) error
 }
 
 func (e *Engine) resolveEmbed(req EmbedRequest) (*embedPlan, error) {
@@ -150,7 +154,8 @@ func (e *Engine) resolveEmbed(req EmbedRequest) (*embedPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &embedPlan{profile: profile, group: group, retries: e.retryBudget(req.TransientRetries), noWait: req.NoWaitPastDeadline}
+	p := &embedPlan{profile: profile, group: group, retries: e.retryBudget(req.TransientRetries), noWait: req.NoWaitPastDeadline,
+		beforeCall: req.BeforeCall}
 	if backendID != "" {
 		p.backend = e.backends[backendID]
 	}
@@ -216,7 +221,8 @@ func (e *Engine) embed(ctx context.Context, p *embedPlan, rec *observe.Recorder)
 	defer release()
 
 	req := p.request
-	seq := dispatch.Sequence{Backend: req.BackendID, Generation: 1, Tokens: embedTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec}
+	seq := dispatch.Sequence{Backend: req.BackendID, Generation: 1, Tokens: embedTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec,
+		Before: p.beforeCall}
 	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
 	}

@@ -149,6 +149,13 @@ type RunRequest struct {
 	// through a long Retry-After. Defaults to false: waits are cancellable
 	// but never refused up front.
 	NoWaitPastDeadline bool `json:"no_wait_past_deadline,omitempty"`
+	// BeforeCall, if non-nil, is called before every provider call of the
+	// run (each transient retry and each repair included), before the
+	// call waits for its backend: an error ends the run with it (wrapped,
+	// errors.Is holds) and no call is made. A job queue checks a budget
+	// with it, so that a run's later calls are not made past the budget.
+	// It is called on the run's goroutine. PrepareExecution retains it.
+	BeforeCall func(ctx context.Context) error `json:"-"`
 }
 
 // PreparedRun describes a rendered run without executing it.
@@ -301,6 +308,8 @@ type plan struct {
 	observer ExecutionObserver
 	// onDelta is RunRequest.OnDelta: nil for calls that do not stream.
 	onDelta func(StreamDelta)
+	// beforeCall is RunRequest.BeforeCall.
+	beforeCall func(context.Context) error
 }
 
 func (p *plan) identity() observe.Identity {
@@ -326,7 +335,8 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{profile: profile, group: group, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request", onDelta: req.OnDelta}
+	p := &plan{profile: profile, group: group, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request", onDelta: req.OnDelta,
+		beforeCall: req.BeforeCall}
 	if backendID != "" {
 		p.backend = e.backends[backendID]
 	}
@@ -1029,7 +1039,8 @@ func repairRequest(p *plan, invalid string, diags []string) GenerateRequest {
 // error contract. answered is the backend that answered, and the model
 // sent there.
 func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen uint64, rec *observe.Recorder) (resp *GenerateResponse, answered member, err error) {
-	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec}
+	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec,
+		Before: p.beforeCall}
 	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
 	}

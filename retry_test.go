@@ -428,3 +428,27 @@ func TestRetryFreezesRequest(t *testing.T) {
 		t.Fatalf("next run Authorization = %q, want the changed key", got)
 	}
 }
+
+// BeforeCall is asked before every provider call of a run, retries
+// included; its error ends the run there, with no further call, and
+// errors.Is finds it.
+func TestBeforeCallStopsLaterCalls(t *testing.T) {
+	t.Parallel()
+	r := newSeamRig(t, seamOpts{})
+	r.srv.Enqueue(providertest.Status(503), providertest.Status(503), providertest.Reply("never sent"))
+	spent := errors.New("budget spent")
+	asked := 0
+	_, err := r.eng.Run(context.Background(), promptkit.RunRequest{Text: "x", BeforeCall: func(context.Context) error {
+		asked++
+		if asked == 2 {
+			return spent
+		}
+		return nil
+	}})
+	if !errors.Is(err, spent) {
+		t.Fatalf("err = %v, want the BeforeCall error", err)
+	}
+	if got := r.srv.Count(); got != 1 || asked != 2 {
+		t.Fatalf("provider calls = %d, BeforeCall asked %d times; want 1 and 2", got, asked)
+	}
+}

@@ -127,6 +127,9 @@ func Classify(err error) Failure {
 	if errors.Is(err, ErrInvalid) { // a stored job the worker cannot use
 		return Failure{Kind: KindInvalidRequest}
 	}
+	if errors.Is(err, ErrBudgetExceeded) { // a run's later call refused (worker.Config.Budget)
+		return Failure{Kind: KindBudgetExceeded}
+	}
 	k := pktype.Classify(err)
 	if k == pktype.ExecutionFailureProviderStatus {
 		var ge *pktype.GenerationError

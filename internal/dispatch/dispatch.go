@@ -541,6 +541,9 @@ type Sequence struct {
 	// NoWaitPastDeadline returns a failure at once, instead of waiting,
 	// when a retry wait or a backend pause would end after ctx's deadline.
 	NoWaitPastDeadline bool
+	// Before, if set, is called before each attempt, before a backend is
+	// chosen or waited for; its error ends the sequence, no call made.
+	Before func(context.Context) error
 	// Attempt performs exactly one attempt on Backend. It must be safe to
 	// call again.
 	Attempt func(context.Context) llm.Outcome
@@ -565,7 +568,7 @@ func (s *Scheduler) Backoff(k uint64) time.Duration {
 
 // Generate runs seq and returns the outcome that ends it: the first
 // success, the first failure that is not retry-eligible, a stopped
-// context, or — when all R+1 attempts (R > 0) failed with eligible
+// context, seq.Before's error (no attempt then), or — when all R+1 attempts (R > 0) failed with eligible
 // statuses — the last failure wrapped in *pktype.RetryExhaustedError.
 // The outcome's Backend is the backend of its attempt.
 //
@@ -579,6 +582,11 @@ func (s *Scheduler) Backoff(k uint64) time.Duration {
 func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 	rec := seq.Recorder
 	for n := uint64(1); ; n++ {
+		if seq.Before != nil {
+			if err := seq.Before(ctx); err != nil {
+				return llm.Outcome{Err: err}
+			}
+		}
 		rt, probe := s.choose(seq)
 		out, a := s.attempt(ctx, seq, rt, probe, n)
 		rec.RecordAttempt(a)

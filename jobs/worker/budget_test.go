@@ -57,3 +57,36 @@ func TestBudget(t *testing.T) {
 		}
 	})
 }
+
+// The budget is asked again before each later call of a run (a transient
+// retry here): spent meanwhile, the run ends there, with no further
+// provider call, and the job fails budget_exceeded.
+func TestBudgetBeforeLaterCalls(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		f.srv.Enqueue(providertest.Status(503), providertest.Reply("never sent"))
+		spent := &quota.Exceeded{Scope: jobs.LimitOrg, Rule: quota.DailyBudget, Limit: 1}
+		asked := 0
+		w := f.worker("w1", func(c *worker.Config) {
+			c.Engine = f.engine(2)
+			c.Budget = func(context.Context, jobs.Job) error {
+				asked++
+				if asked == 1 {
+					return nil // before the run: within budget
+				}
+				return spent // before the retry: the 503's call spent it
+			}
+		})
+		e := f.enqueue(jobs.EnqueueParams{Text: "retried", MaxAttempts: 3})
+		f.runOnce(w, 1)
+		j := f.job(e.JobID)
+		if j.State != jobs.Failed || j.ErrorKind != jobs.KindBudgetExceeded || j.Attempt != 1 {
+			t.Errorf("state=%s kind=%q attempt=%d, want failed budget_exceeded on attempt 1", j.State, j.ErrorKind, j.Attempt)
+		}
+		if f.srv.Count() != 1 || asked != 2 {
+			t.Errorf("provider saw %d calls and the budget was asked %d times, want 1 and 2", f.srv.Count(), asked)
+		}
+		if evs, _ := f.events(e.JobID); !eq(evs, []string{"→queued", "queued→running", "attempt:503", "running→failed"}) {
+			t.Errorf("events = %v", evs)
+		}
+	})
+}

@@ -200,6 +200,29 @@ func history(turns []jobs.Turn) []promptkit.Message {
 	return msgs
 }
 
+// laterCalls is the run's BeforeCall with Config.Budget: the budget,
+// asked before each of the run's calls after the first (prepare asked it
+// just before the run), so that a transient retry or a repair is not
+// made once the budget is spent. Only a spent budget stops the run: a
+// budget that cannot be read now lets the call go, as the run was
+// admitted. Nil without Config.Budget.
+func (w *Worker) laterCalls(j jobs.Job) func(context.Context) error {
+	if w.cfg.Budget == nil {
+		return nil
+	}
+	first := true // BeforeCall is called on the run's goroutine only
+	return func(ctx context.Context) error {
+		if first {
+			first = false
+			return nil
+		}
+		if err := w.cfg.Budget(ctx, j); errors.Is(err, jobs.ErrBudgetExceeded) {
+			return err
+		}
+		return nil
+	}
+}
+
 // run calls the engine under the job timeout, recording its attempts:
 // Run, or Embed for an embeddings task.
 func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
@@ -214,12 +237,13 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.
 	req.NoWaitPastDeadline = true
+	req.BeforeCall = w.laterCalls(j)
 	runCtx, stop := context.WithTimeout(ctx, w.cfg.JobTimeout)
 	defer stop()
 	o := outcome{wallStart: time.Now(), clockStart: w.cfg.Now()}
 	if e := t.embed; e != nil {
 		er := *e
-		er.Observer, er.NoWaitPastDeadline = req.Observer, true
+		er.Observer, er.NoWaitPastDeadline, er.BeforeCall = req.Observer, true, req.BeforeCall
 		var res *promptkit.EmbedResult
 		if res, o.err = w.cfg.Engine.Embed(runCtx, er); o.err == nil {
 			o.res, o.err = embedResult(res)
