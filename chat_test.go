@@ -145,7 +145,7 @@ func TestRunJSONObject(t *testing.T) {
 		t.Fatalf("response_format = %s", body(t, srv, 0)["response_format"])
 	}
 	var out map[string]string
-	if res.Validation.Status != promptkit.ValidationValid || res.DecodeOutput(&out) != nil || !strings.HasPrefix(out["reply"], "Simulated reply") {
+	if res.Validation.Status != promptkit.ValidationValid || res.DecodeOutput(&out) != nil || !strings.HasPrefix(out["reply"], "Fake provider reply") {
 		t.Fatalf("result = %+v, output %s", res.Validation, res.Output)
 	}
 	// A named prompt without an output schema may ask for an object too.

@@ -127,5 +127,5 @@ func ExampleEngine_Run_tools() {
 	}
 	// Output:
 	// calling weather
-	// Simulated reply: sunny, 21 degrees
+	// Fake provider reply: sunny, 21 degrees
 }

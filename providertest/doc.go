@@ -37,9 +37,9 @@
 //     "tool_calls", content null) of the tool tool_choice names, else of
 //     the first tool, with arguments generated from the tool's parameters
 //     schema as for json_schema;
-//   - otherwise the text "Simulated reply: " followed by the first words of
-//     the last user message, or of the last tool result when tool results
-//     end the conversation.
+//   - otherwise the text "Fake provider reply: " (or the [WithReplyPrefix]
+//     prefix) followed by the first words of the last user message, or of
+//     the last tool result when tool results end the conversation.
 //
 // Default replies report usage computed from whitespace word counts. A
 // request that is not a JSON object with a model and messages gets a 400.

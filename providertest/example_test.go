@@ -40,6 +40,6 @@ func ExampleNewServer() {
 	fmt.Println("requests:", srv.Count())
 	// Output:
 	// Hello from the script.
-	// Simulated reply: Say hello
+	// Fake provider reply: Say hello
 	// requests: 2
 }

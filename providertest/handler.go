@@ -109,6 +109,18 @@ func WithModels(names ...string) Option {
 	return func(h *Handler) { h.models = append(h.models, names...) }
 }
 
+// DefaultReplyPrefix starts the default responder's text replies, so a
+// reader can tell an answer came from this fake and not from a model.
+const DefaultReplyPrefix = "Fake provider reply: "
+
+// WithReplyPrefix sets the text that starts the default responder's text
+// replies, before the first words of the last message; programs embedding
+// the fake use it to say where an answer came from. Defaults to
+// DefaultReplyPrefix.
+func WithReplyPrefix(prefix string) Option {
+	return func(h *Handler) { h.replyPrefix = prefix; h.replyPrefixSet = true }
+}
+
 // WithMaxRecorded keeps only the n most recent requests for Requests, so a
 // long-running fake does not grow without bound; Count and Stats still
 // count every request. Values of 0 or less keep all. Defaults to 0.
@@ -188,6 +200,9 @@ type Handler struct {
 	model       string
 	models      []string
 	maxRecorded int
+	// replyPrefix starts default text replies when replyPrefixSet.
+	replyPrefix    string
+	replyPrefixSet bool
 
 	mu          sync.Mutex
 	script      []Response
@@ -375,7 +390,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a = h.arrive(rec, r)
 		var dflt *Response
 		if parseErr == nil {
-			dflt = defaultResponse(chat)
+			dflt = defaultResponse(chat, h.prefix())
 		}
 		out = h.respond(r.Context(), a, parseErr, func(rs *Response) *reply { return h.build(rs, chat, dl) }, dflt)
 	}
@@ -758,13 +773,20 @@ func (rp *reply) write(w http.ResponseWriter, now time.Time) {
 	}
 }
 
-// defaultContent is the default responder's assistant content.
+// prefix is the text that starts default text replies.
+func (h *Handler) prefix() string {
+	if h.replyPrefixSet {
+		return h.replyPrefix
+	}
+	return DefaultReplyPrefix
+}
+
 // defaultResponse is the default responder's answer: a call of a tool
 // when the request offers tools and has no tool results yet (the tool
 // tool_choice names, else the first; never with tool_choice none), with
 // arguments valid against the tool's parameters schema; otherwise
 // defaultContent.
-func defaultResponse(chat *chatRequest) *Response {
+func defaultResponse(chat *chatRequest, prefix string) *Response {
 	if t, ok := toolToCall(chat); ok {
 		args := "{}"
 		if t.Function.Parameters != nil {
@@ -775,7 +797,7 @@ func defaultResponse(chat *chatRequest) *Response {
 		r := CallTool(t.Function.Name, args)
 		return &r
 	}
-	return &Response{Text: defaultContent(chat)}
+	return &Response{Text: defaultContent(chat, prefix)}
 }
 
 // toolToCall is the tool the default responder calls, if any.
@@ -799,8 +821,9 @@ func toolToCall(chat *chatRequest) (tool, bool) {
 	return chat.tools[0], true
 }
 
-func defaultContent(chat *chatRequest) string {
-	text := strings.TrimSpace("Simulated reply: " + summary(chat.messages))
+// defaultContent is the default responder's assistant content.
+func defaultContent(chat *chatRequest, prefix string) string {
+	text := strings.TrimSpace(prefix + summary(chat.messages))
 	switch chat.responseFormat.Type {
 	case "json_schema":
 		if s := chat.responseFormat.JSONSchema.Schema; s != nil {

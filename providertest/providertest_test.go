@@ -115,7 +115,7 @@ func TestScriptedOrder(t *testing.T) {
 	if got := post(t, url, chatBody).content(t); got != "three" {
 		t.Errorf("third reply %q, want three", got)
 	}
-	if got := post(t, url, chatBody).content(t); got != "Simulated reply: hello there world" {
+	if got := post(t, url, chatBody).content(t); got != "Fake provider reply: hello there world" {
 		t.Errorf("fourth (default) reply %q", got)
 	}
 	want := providertest.Stats{Requests: 4, Scripted: 3, Defaults: 1}
@@ -474,7 +474,7 @@ func TestDefaultResponder(t *testing.T) {
 	long := `{"model":"m1","messages":[{"role":"user","content":"one two three four five six seven eight nine ten eleven twelve thirteen"},{"role":"assistant","content":"ignored"}]}`
 	r := post(t, url, long)
 	m := r.decode(t)
-	if got, want := r.content(t), "Simulated reply: one two three four five six seven eight nine ten eleven twelve ..."; got != want {
+	if got, want := r.content(t), "Fake provider reply: one two three four five six seven eight nine ten eleven twelve ..."; got != want {
 		t.Errorf("content %q, want %q", got, want)
 	}
 	if m["id"] != "chatcmpl-1" || m["object"] != "chat.completion" || m["model"] != "m1" {
@@ -488,15 +488,15 @@ func TestDefaultResponder(t *testing.T) {
 		t.Errorf("choice %v", ch)
 	}
 	u := m["usage"].(map[string]any)
-	// 13 + 1 prompt words; the reply has 15 words.
-	if u["prompt_tokens"] != 14.0 || u["completion_tokens"] != 15.0 || u["total_tokens"] != 29.0 {
+	// 13 + 1 prompt words; the reply has 16 words.
+	if u["prompt_tokens"] != 14.0 || u["completion_tokens"] != 16.0 || u["total_tokens"] != 30.0 {
 		t.Errorf("usage %v", u)
 	}
 
 	// Content parts are flattened; json_object asks for a JSON reply.
 	r = post(t, url, `{"model":"m","response_format":{"type":"json_object"},"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"text","text":"you"}]}]}`)
 	var obj map[string]string
-	if err := json.Unmarshal([]byte(r.content(t)), &obj); err != nil || obj["reply"] != "Simulated reply: hi you" {
+	if err := json.Unmarshal([]byte(r.content(t)), &obj); err != nil || obj["reply"] != "Fake provider reply: hi you" {
 		t.Errorf("json_object content %q (%v)", r.content(t), err)
 	}
 
@@ -612,8 +612,21 @@ func TestMaxRecorded(t *testing.T) {
 func TestZeroHandler(t *testing.T) {
 	srv := httptest.NewServer(&providertest.Handler{})
 	defer srv.Close()
-	if got := post(t, srv.URL+"/v1/chat/completions", chatBody).content(t); !strings.HasPrefix(got, "Simulated reply:") {
+	if got := post(t, srv.URL+"/v1/chat/completions", chatBody).content(t); !strings.HasPrefix(got, "Fake provider reply:") {
 		t.Errorf("content %q", got)
+	}
+}
+
+func TestReplyPrefix(t *testing.T) {
+	srv := httptest.NewServer(providertest.NewHandler(providertest.WithReplyPrefix("Local stand-in: ")))
+	defer srv.Close()
+	r := post(t, srv.URL+"/v1/chat/completions", chatBody)
+	if got := r.content(t); got != "Local stand-in: hello there world" {
+		t.Errorf("content %q", got)
+	}
+	// Usage counts the prefix's words like the rest of the reply.
+	if u := r.decode(t)["usage"].(map[string]any); u["completion_tokens"] != 5.0 {
+		t.Errorf("usage %v", u)
 	}
 }
 

@@ -119,12 +119,12 @@ func TestStreamChunkSequence(t *testing.T) {
 	s := newServer(t)
 	r := post(t, s.URL+"/chat/completions", streamBody)
 	chunks := events(t, r)
-	if got, want := checkSequence(t, chunks, "gpt-test"), "Simulated reply: hello there world"; got != want {
+	if got, want := checkSequence(t, chunks, "gpt-test"), "Fake provider reply: hello there world"; got != want {
 		t.Errorf("streamed text %q, want %q", got, want)
 	}
-	// The text comes a word at a time: role, five words, finish.
-	if len(chunks) != 7 {
-		t.Errorf("%d chunks, want 7 (role, 5 content deltas, finish)", len(chunks))
+	// The text comes a word at a time: role, six words, finish.
+	if len(chunks) != 8 {
+		t.Errorf("%d chunks, want 8 (role, 6 content deltas, finish)", len(chunks))
 	}
 	for i, c := range chunks {
 		if c.has("usage") {
@@ -150,15 +150,15 @@ func TestStreamUsageChunk(t *testing.T) {
 	if choices, ok := last.raw["choices"].([]any); !ok || len(choices) != 0 {
 		t.Errorf("usage chunk choices %v, want []", last.raw["choices"])
 	}
-	// The messages have 5 words; the reply has 5.
-	if last.Usage["prompt_tokens"] != 5.0 || last.Usage["completion_tokens"] != 5.0 || last.Usage["total_tokens"] != 10.0 {
+	// The messages have 5 words; the reply has 6.
+	if last.Usage["prompt_tokens"] != 5.0 || last.Usage["completion_tokens"] != 6.0 || last.Usage["total_tokens"] != 11.0 {
 		t.Errorf("usage %v", last.Usage)
 	}
 	if last.ID != chunks[0].ID || last.Object != "chat.completion.chunk" {
 		t.Errorf("usage chunk envelope %v", last.raw)
 	}
 	rest := chunks[:len(chunks)-1]
-	if got := checkSequence(t, rest, "gpt-test"); got != "Simulated reply: hello there world" {
+	if got := checkSequence(t, rest, "gpt-test"); got != "Fake provider reply: hello there world" {
 		t.Errorf("streamed text %q", got)
 	}
 	for i, c := range rest {

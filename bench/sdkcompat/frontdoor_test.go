@@ -171,7 +171,7 @@ func TestFrontDoorChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Choices) != 1 || c.Choices[0].Message.Content != "Simulated reply: say hi to the door" || c.Choices[0].FinishReason != "stop" {
+	if len(c.Choices) != 1 || c.Choices[0].Message.Content != "Fake provider reply: say hi to the door" || c.Choices[0].FinishReason != "stop" {
 		t.Errorf("completion %s", c.RawJSON())
 	}
 	if c.Object != "chat.completion" || !strings.HasPrefix(c.ID, "chatcmpl-") || c.Created == 0 {
@@ -179,8 +179,8 @@ func TestFrontDoorChat(t *testing.T) {
 	}
 	// The provider counts 5 prompt words and 7 reply words; promptkit
 	// passes its counts on.
-	if u := c.Usage; u.PromptTokens != 5 || u.CompletionTokens != 7 || u.TotalTokens != 12 {
-		t.Errorf("usage %d + %d = %d, want the provider's 5 + 7 = 12", u.PromptTokens, u.CompletionTokens, u.TotalTokens)
+	if u := c.Usage; u.PromptTokens != 5 || u.CompletionTokens != 8 || u.TotalTokens != 13 {
+		t.Errorf("usage %d + %d = %d, want the provider's 5 + 8 = 13", u.PromptTokens, u.CompletionTokens, u.TotalTokens)
 	}
 	if n := s.main.Count(); n != 1 {
 		t.Errorf("the provider saw %d calls, want 1", n)
@@ -191,7 +191,7 @@ func TestFrontDoorChat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Choices[0].Message.Content != "Simulated reply: by model name" {
+	if c.Choices[0].Message.Content != "Fake provider reply: by model name" {
 		t.Errorf("by model name: %s", c.RawJSON())
 	}
 
@@ -312,11 +312,11 @@ func TestFrontDoorStream(t *testing.T) {
 	if usageChunks != 1 {
 		t.Errorf("%d usage chunks in %d, want 1", usageChunks, chunks)
 	}
-	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "Simulated reply: tell me a story" || acc.Choices[0].FinishReason != "stop" {
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != "Fake provider reply: tell me a story" || acc.Choices[0].FinishReason != "stop" {
 		t.Fatalf("accumulated %+v", acc.Choices)
 	}
-	if u := acc.Usage; u.PromptTokens != 4 || u.CompletionTokens != 6 || u.TotalTokens != 10 {
-		t.Errorf("usage %d + %d = %d, want the provider's 4 + 6 = 10", u.PromptTokens, u.CompletionTokens, u.TotalTokens)
+	if u := acc.Usage; u.PromptTokens != 4 || u.CompletionTokens != 7 || u.TotalTokens != 11 {
+		t.Errorf("usage %d + %d = %d, want the provider's 4 + 7 = 11", u.PromptTokens, u.CompletionTokens, u.TotalTokens)
 	}
 }
 
@@ -559,7 +559,7 @@ func TestFrontDoorBatch(t *testing.T) {
 			t.Errorf("custom_id %s missing from the output file", id)
 		case l.Response == nil || l.Response.StatusCode != http.StatusOK || l.Error != nil:
 			t.Errorf("line %s: %+v", id, l)
-		case len(l.Response.Body.Choices) != 1 || l.Response.Body.Choices[0].Message.Content != fmt.Sprintf("Simulated reply: question %d", i):
+		case len(l.Response.Body.Choices) != 1 || l.Response.Body.Choices[0].Message.Content != fmt.Sprintf("Fake provider reply: question %d", i):
 			t.Errorf("line %s: completion %s", id, l.Response.Body.RawJSON())
 		case l.Response.Body.Usage.TotalTokens == 0:
 			t.Errorf("line %s: no usage in %s", id, l.Response.Body.RawJSON())

@@ -24,7 +24,7 @@ func TestFrontDoorResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != "completed" || r.OutputText() != "Simulated reply: say hi to responses" || !strings.HasPrefix(r.ID, "resp_") {
+	if r.Status != "completed" || r.OutputText() != "Fake provider reply: say hi to responses" || !strings.HasPrefix(r.ID, "resp_") {
 		t.Fatalf("response %s", r.RawJSON())
 	}
 	got, err := cl.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
@@ -49,7 +49,7 @@ func TestFrontDoorResponses(t *testing.T) {
 	if err := stream.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if !completed || text.String() != "Simulated reply: stream it please" {
+	if !completed || text.String() != "Fake provider reply: stream it please" {
 		t.Errorf("streamed %q, completed %v", text.String(), completed)
 	}
 	for i, n := range seq {
@@ -82,7 +82,7 @@ func TestFrontDoorResponses(t *testing.T) {
 	if err := resumed.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if first != 1 || text.String() != "Simulated reply: in the background" {
+	if first != 1 || text.String() != "Fake provider reply: in the background" {
 		t.Errorf("resumed after 0: first event %d, text %q", first, text.String())
 	}
 }

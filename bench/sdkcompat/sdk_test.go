@@ -76,15 +76,15 @@ func TestStreamWithUsage(t *testing.T) {
 	if len(acc.Choices) != 1 {
 		t.Fatalf("%d choices accumulated", len(acc.Choices))
 	}
-	if got, want := acc.Choices[0].Message.Content, "Simulated reply: tell me a story"; got != want {
+	if got, want := acc.Choices[0].Message.Content, "Fake provider reply: tell me a story"; got != want {
 		t.Errorf("content %q, want %q", got, want)
 	}
 	if acc.Choices[0].FinishReason != "stop" || acc.Model != "gpt-test" {
 		t.Errorf("finish_reason %q model %q", acc.Choices[0].FinishReason, acc.Model)
 	}
-	// 4 prompt words, 6 reply words.
-	if u := acc.Usage; u.PromptTokens != 4 || u.CompletionTokens != 6 || u.TotalTokens != 10 {
-		t.Errorf("usage %+v, want 4 + 6 = 10", u)
+	// 4 prompt words, 7 reply words.
+	if u := acc.Usage; u.PromptTokens != 4 || u.CompletionTokens != 7 || u.TotalTokens != 11 {
+		t.Errorf("usage %+v, want 4 + 7 = 11", u)
 	}
 }
 
@@ -132,7 +132,7 @@ func TestNonStreaming(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Choices) != 1 || res.Choices[0].Message.Content != "Simulated reply: say hi" || res.Usage.TotalTokens == 0 {
+	if len(res.Choices) != 1 || res.Choices[0].Message.Content != "Fake provider reply: say hi" || res.Usage.TotalTokens == 0 {
 		t.Errorf("completion %s", res.RawJSON())
 	}
 }

@@ -56,7 +56,7 @@ func TestServeAPI(t *testing.T) {
 		Answer struct{ Output string }
 	}
 	getJSON(t, url+"/v1/prompts/"+sub.PromptID, "", &view)
-	if view.Answer.Output != "Simulated reply: hi" {
+	if view.Answer.Output != "promptkit simulated backend (no backend configured): hi" {
 		t.Fatalf("answer: %q", view.Answer.Output)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/promptkit/promptkit/internal/simulate"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -91,7 +92,7 @@ func TestRunSimulatedWithoutConfig(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.Contains(stderr, "SIMULATED") || !strings.HasPrefix(stdout, "Simulated reply") {
+	if !strings.Contains(stderr, "SIMULATED") || !strings.HasPrefix(stdout, simulate.ReplyPrefix) {
 		t.Fatalf("stdout %q stderr %q: the simulation must be labelled", stdout, stderr)
 	}
 	code, stdout, _ = run(t, "run", "--text", "hello", "--json")

@@ -111,21 +111,21 @@ func TestFakeProviderStreams(t *testing.T) {
 	if !done {
 		t.Fatal("stream ended without data: [DONE]")
 	}
-	// role, 6 words, finish, usage
-	if len(chunks) != 9 {
-		t.Fatalf("%d chunks, want 9", len(chunks))
+	// role, 7 words, finish, usage
+	if len(chunks) != 10 {
+		t.Fatalf("%d chunks, want 10", len(chunks))
 	}
 	if chunks[0].Choices[0].Delta.Role != "assistant" {
 		t.Errorf("first chunk role %q", chunks[0].Choices[0].Delta.Role)
 	}
-	if fr := chunks[7].Choices[0].FinishReason; fr == nil || *fr != "stop" {
+	if fr := chunks[8].Choices[0].FinishReason; fr == nil || *fr != "stop" {
 		t.Errorf("finish chunk finish_reason %v", fr)
 	}
-	u := chunks[8]
-	if len(u.Choices) != 0 || u.Usage == nil || u.Usage.PromptTokens != 4 || u.Usage.CompletionTokens != 6 || u.Usage.TotalTokens != 10 {
+	u := chunks[9]
+	if len(u.Choices) != 0 || u.Usage == nil || u.Usage.PromptTokens != 4 || u.Usage.CompletionTokens != 7 || u.Usage.TotalTokens != 11 {
 		t.Errorf("usage chunk %+v", u)
 	}
-	if got, want := text.String(), "Simulated reply: tell me a story"; got != want {
+	if got, want := text.String(), "Fake provider reply: tell me a story"; got != want {
 		t.Errorf("streamed text %q, want %q", got, want)
 	}
 }

@@ -85,7 +85,7 @@ func TestServeSubmitWaitAndOperate(t *testing.T) {
 	}
 
 	code, out, errOut := run(t, "submit", "--database", db, "--text", "hello service", "--wait")
-	if code != 0 || !strings.Contains(out, "Simulated reply: hello service") {
+	if code != 0 || !strings.Contains(out, "promptkit simulated backend (no backend configured): hello service") {
 		t.Fatalf("submit --wait: exit %d, out %q, err %q", code, out, errOut)
 	}
 

@@ -132,7 +132,7 @@ func TestBatchKill(t *testing.T) {
 			errs.add("output line for unknown custom_id %q", l.CustomID)
 		case l.Response == nil || l.Response.StatusCode != http.StatusOK || l.Error != nil:
 			errs.add("output line %s: response %+v error %+v, want status 200 and no error", l.CustomID, l.Response, l.Error)
-		case len(l.Response.Body.Choices) != 1 || l.Response.Body.Choices[0].Message.Content != "Simulated reply: "+want:
+		case len(l.Response.Body.Choices) != 1 || l.Response.Body.Choices[0].Message.Content != "Fake provider reply: "+want:
 			errs.add("output line %s: answer %+v, want the reply to %q", l.CustomID, l.Response.Body.Choices, want)
 		}
 	}

@@ -19,6 +19,10 @@ const (
 	ProfileID = "default"
 )
 
+// ReplyPrefix starts every text answer of the simulated backend, so a user
+// can tell at a glance that no configured backend answered.
+const ReplyPrefix = "promptkit simulated backend (no backend configured): "
+
 // Notice is what programs print when they fall back to the simulation.
 const Notice = "using the built-in SIMULATED backend (no backend configured): replies are generated locally, not by a model"
 
@@ -30,7 +34,7 @@ func Config() promptkit.Config {
 		Profiles: []promptkit.Profile{{ID: ProfileID, Backend: BackendID, Model: Model}},
 		// Nothing reads the requests the handler records: keeping one,
 		// not every one, keeps a long-running serve's memory flat.
-		HTTPClient: &http.Client{Transport: transport{h: providertest.NewHandler(providertest.WithModel(Model), providertest.WithMaxRecorded(1))}},
+		HTTPClient: &http.Client{Transport: transport{h: providertest.NewHandler(providertest.WithModel(Model), providertest.WithMaxRecorded(1), providertest.WithReplyPrefix(ReplyPrefix))}},
 	}
 }
 

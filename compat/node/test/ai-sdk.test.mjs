@@ -72,13 +72,13 @@ for (const f of flavours) {
       const before = stack().calls().length;
       const prompt = ask('say hi to the AI SDK');
       const r = await generateText({ model: f.model(), prompt });
-      assert.equal(r.text, `Simulated reply: ${prompt}`);
+      assert.equal(r.text, `Fake provider reply: ${prompt}`);
       assert.equal(r.finishReason, 'stop');
-      // The fake counts words: the prompt's in, "Simulated reply:" and
+      // The fake counts words: the prompt's in, "Fake provider reply:" and
       // the prompt's out; promptkit passes the counts on.
       assert.equal(r.usage.inputTokens, words(prompt));
-      assert.equal(r.usage.outputTokens, words(prompt) + 2);
-      assert.equal(r.usage.totalTokens, 2 * words(prompt) + 2);
+      assert.equal(r.usage.outputTokens, words(prompt) + 3);
+      assert.equal(r.usage.totalTokens, 2 * words(prompt) + 3);
       const calls = stack().calls().slice(before);
       assert.equal(calls.length, 1);
       assert.equal(calls[0].body.model, MODEL);
@@ -106,12 +106,12 @@ for (const f of flavours) {
       t.diagnostic(`${f.name} stream: ${arrivals.length} text deltas at ms ${JSON.stringify(arrivals)}`);
       if (streamError) throw streamError;
       assert.ok(arrivals.length >= 1);
-      assert.equal(text, `Simulated reply: ${prompt}`);
+      assert.equal(text, `Fake provider reply: ${prompt}`);
       assert.equal(await r.text, text);
       assert.equal(await r.finishReason, 'stop');
       const usage = await r.usage;
       assert.equal(usage.inputTokens, words(prompt));
-      assert.equal(usage.outputTokens, words(prompt) + 2);
+      assert.equal(usage.outputTokens, words(prompt) + 3);
     });
 
     test('generateObject with a zod schema', async () => {
@@ -160,7 +160,7 @@ for (const f of flavours) {
       assert.equal(r.finishReason, 'stop');
       // The fake answers a conversation ending in a tool result with the
       // result's first words: the result went through promptkit and back.
-      assert.equal(r.text, `Simulated reply: ${toolResult}`);
+      assert.equal(r.text, `Fake provider reply: ${toolResult}`);
       // What the provider was sent: the tool, then the call and its result.
       const calls = stack().calls().slice(before);
       assert.equal(calls.length, 2);

@@ -26,12 +26,12 @@ describe('@langchain/openai ChatOpenAI useResponsesApi', () => {
   test('invoke', async () => {
     const before = stack().calls().length;
     const m = await chat().invoke('say hi to langchain responses');
-    assert.equal(m.text, 'Simulated reply: say hi to langchain responses');
+    assert.equal(m.text, 'Fake provider reply: say hi to langchain responses');
     assert.match(m.id, /^resp_/);
     assert.equal(m.response_metadata.status, 'completed');
     assert.deepEqual(
       [m.usage_metadata.input_tokens, m.usage_metadata.output_tokens, m.usage_metadata.total_tokens],
-      [5, 7, 12],
+      [5, 8, 13],
     );
     const calls = stack().calls().slice(before);
     assert.equal(calls.length, 1);
@@ -49,8 +49,8 @@ describe('@langchain/openai ChatOpenAI useResponsesApi', () => {
     }
     t.diagnostic(`langchain responses stream: ${arrivals.length} chunks at ms ${JSON.stringify(arrivals)}`);
     assert.ok(arrivals.length >= 1);
-    assert.equal(full.text, 'Simulated reply: stream about the old responses mill');
-    assert.deepEqual([full.usage_metadata.input_tokens, full.usage_metadata.output_tokens], [6, 8]);
+    assert.equal(full.text, 'Fake provider reply: stream about the old responses mill');
+    assert.deepEqual([full.usage_metadata.input_tokens, full.usage_metadata.output_tokens], [6, 9]);
   });
 
   test('withStructuredOutput, method jsonSchema', async () => {
@@ -92,7 +92,7 @@ describe('@langchain/openai ChatOpenAI useResponsesApi', () => {
     messages.push(first, toolMessage);
     const answer = await llm.invoke(messages);
     assert.equal(answer.tool_calls?.length ?? 0, 0);
-    assert.equal(answer.text, `Simulated reply: ${toolResult}`);
+    assert.equal(answer.text, `Fake provider reply: ${toolResult}`);
 
     const calls = stack().calls().slice(before);
     assert.equal(calls.length, 2);

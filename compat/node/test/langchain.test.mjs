@@ -20,11 +20,11 @@ describe('@langchain/openai ChatOpenAI', () => {
   test('invoke', async () => {
     const before = stack().calls().length;
     const m = await chat().invoke('say hi to langchain');
-    assert.equal(m.content, 'Simulated reply: say hi to langchain');
+    assert.equal(m.content, 'Fake provider reply: say hi to langchain');
     assert.equal(m.response_metadata.finish_reason, 'stop');
     assert.deepEqual(
       [m.usage_metadata.input_tokens, m.usage_metadata.output_tokens, m.usage_metadata.total_tokens],
-      [4, 6, 10],
+      [4, 7, 11],
     );
     const calls = stack().calls().slice(before);
     assert.equal(calls.length, 1);
@@ -42,10 +42,10 @@ describe('@langchain/openai ChatOpenAI', () => {
     }
     t.diagnostic(`langchain stream: ${arrivals.length} chunks at ms ${JSON.stringify(arrivals)}`);
     assert.ok(arrivals.length >= 1);
-    assert.equal(full.content, 'Simulated reply: stream about the old mill');
+    assert.equal(full.content, 'Fake provider reply: stream about the old mill');
     assert.equal(full.response_metadata.finish_reason, 'stop');
     // ChatOpenAI asks for usage in streams (stream_options.include_usage).
-    assert.deepEqual([full.usage_metadata.input_tokens, full.usage_metadata.output_tokens], [5, 7]);
+    assert.deepEqual([full.usage_metadata.input_tokens, full.usage_metadata.output_tokens], [5, 8]);
   });
 
   test('withStructuredOutput, method jsonSchema', async () => {
@@ -91,7 +91,7 @@ describe('@langchain/openai ChatOpenAI', () => {
     assert.equal(answer.tool_calls?.length ?? 0, 0);
     // The fake answers a conversation ending in a tool result with the
     // result's first words: the result went through promptkit and back.
-    assert.equal(answer.content, `Simulated reply: ${toolResult}`);
+    assert.equal(answer.content, `Fake provider reply: ${toolResult}`);
     assert.equal(answer.response_metadata.finish_reason, 'stop');
 
     // What the provider was sent: the tool, then the call and its result.

@@ -42,12 +42,12 @@ describe('openai-node', () => {
     assert.equal(c.model, MODEL);
     assert.equal(c.choices.length, 1);
     assert.equal(c.choices[0].message.role, 'assistant');
-    assert.equal(c.choices[0].message.content, 'Simulated reply: say hi to the node client');
+    assert.equal(c.choices[0].message.content, 'Fake provider reply: say hi to the node client');
     assert.equal(c.choices[0].finish_reason, 'stop');
-    // The fake counts words: 6 in, 8 out; promptkit passes the counts on.
+    // The fake counts words: 6 in, 9 out; promptkit passes the counts on.
     assert.deepEqual(
       [c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens],
-      [6, 8, 14],
+      [6, 9, 15],
     );
     // One provider call, with the model and the message.
     const calls = stack().calls().slice(before);
@@ -92,10 +92,10 @@ describe('openai-node', () => {
     }
     t.diagnostic(`openai-node stream: ${arrivals.length} chunks at ms ${JSON.stringify(arrivals)}`);
     assert.equal(role, 'assistant');
-    assert.equal(content, 'Simulated reply: tell me a story about a lighthouse');
+    assert.equal(content, 'Fake provider reply: tell me a story about a lighthouse');
     assert.equal(finish, 'stop');
     assert.equal(usageChunks, 1);
-    assert.deepEqual([usage.prompt_tokens, usage.completion_tokens, usage.total_tokens], [7, 9, 16]);
+    assert.deepEqual([usage.prompt_tokens, usage.completion_tokens, usage.total_tokens], [7, 10, 17]);
   });
 
   test('streaming helper: chat.completions.stream().finalChatCompletion()', async (t) => {
@@ -109,7 +109,7 @@ describe('openai-node', () => {
     const final = await runner.finalChatCompletion();
     t.diagnostic(`openai-node stream helper: ${arrivals.length} chunks at ms ${JSON.stringify(arrivals)}`);
     assert.ok(arrivals.length >= 2, `${arrivals.length} chunks`);
-    assert.equal(final.choices[0].message.content, 'Simulated reply: count the waves');
+    assert.equal(final.choices[0].message.content, 'Fake provider reply: count the waves');
     assert.equal(final.choices[0].finish_reason, 'stop');
   });
 
@@ -196,7 +196,7 @@ describe('openai-node', () => {
       assert.equal(o.error, null);
       assert.equal(o.response.status_code, 200);
       assert.equal(o.response.body.object, 'chat.completion');
-      assert.equal(o.response.body.choices[0].message.content, `Simulated reply: batch line ${o.custom_id}`);
+      assert.equal(o.response.body.choices[0].message.content, `Fake provider reply: batch line ${o.custom_id}`);
     }
     const listed = [];
     for await (const b of oa.batches.list()) listed.push(b.id);
@@ -246,7 +246,7 @@ describe('openai-node', () => {
     assert.equal(second.choices[0].finish_reason, 'stop');
     // The fake answers a conversation ending in a tool result with the
     // result's first words: the result went through promptkit and back.
-    assert.equal(second.choices[0].message.content, `Simulated reply: ${toolResult}`);
+    assert.equal(second.choices[0].message.content, `Fake provider reply: ${toolResult}`);
 
     // What the provider was sent: the tool, then the call and its result.
     const calls = stack().calls().slice(before);
@@ -292,7 +292,7 @@ describe('openai-node responses', () => {
     assert.equal(r.id, `resp_${response.headers.get('x-promptkit-prompt-id')}`);
     assert.equal(r.status, 'completed');
     // output_text is the SDK's own, from the output items.
-    assert.equal(r.output_text, 'Simulated reply: say hi to the responses API');
+    assert.equal(r.output_text, 'Fake provider reply: say hi to the responses API');
     assert.equal(r.output[0].type, 'message');
     assert.equal(r.output[0].content[0].type, 'output_text');
     assert.deepEqual(r.metadata, { suite: 'compat' });
@@ -340,7 +340,7 @@ describe('openai-node responses', () => {
     assert.equal(events[0].type, 'response.created');
     assert.equal(events[1].type, 'response.in_progress');
     assert.equal(events.at(-1).type, 'response.completed');
-    assert.equal(deltas(events), 'Simulated reply: stream about the responses harbour');
+    assert.equal(deltas(events), 'Fake provider reply: stream about the responses harbour');
     assert.equal(events.at(-1).response.status, 'completed');
 
     // The SDK's helper accumulates the events into the response.
@@ -349,7 +349,7 @@ describe('openai-node responses', () => {
     helper.on('response.output_text.delta', () => pieces++);
     const final = await helper.finalResponse();
     assert.ok(pieces >= 1);
-    assert.equal(final.output_text, 'Simulated reply: stream with the helper');
+    assert.equal(final.output_text, 'Fake provider reply: stream with the helper');
   });
 
   test('responses background: poll, stream, resume after a sequence number, cancel', async () => {
@@ -371,7 +371,7 @@ describe('openai-node responses', () => {
     const rest = await collect(await client().responses.retrieve(r.id, { stream: true, starting_after: 1 }));
     assertNumbered(rest, 2);
     assert.equal(rest.at(-1).type, 'response.completed');
-    assert.equal(deltas(rest), 'Simulated reply: a background story');
+    assert.equal(deltas(rest), 'Fake provider reply: a background story');
     // Read again from the start, now that it ended: the same events.
     const all = await collect(await client().responses.retrieve(r.id, { stream: true }));
     assert.deepEqual(all.slice(0, 2), seen);
@@ -381,7 +381,7 @@ describe('openai-node responses', () => {
     const helper = client().responses.stream({ response_id: r.id, starting_after: 4 });
     helper.on('event', (e) => emitted.push(e.sequence_number));
     const final = await helper.finalResponse();
-    assert.equal(final.output_text, 'Simulated reply: a background story');
+    assert.equal(final.output_text, 'Fake provider reply: a background story');
     assert.equal(emitted[0], 5);
     assert.equal((await client().responses.retrieve(r.id)).status, 'completed');
 

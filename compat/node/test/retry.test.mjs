@@ -31,7 +31,7 @@ describe('openai-node retries against a slow backend', () => {
     t.diagnostic(
       `retry: client ${outcome.ok ? 'got the answer' : `failed (${outcome.error})`} after ${since(start)} ms`,
     );
-    if (outcome.ok) assert.equal(outcome.content, 'Simulated reply: take your time');
+    if (outcome.ok) assert.equal(outcome.content, 'Fake provider reply: take your time');
 
     // Every request the SDK sent reached serve before the SDK gave up on
     // it (each try waited 1 s); wait for every job they made to end, then
