@@ -212,7 +212,7 @@ func (f *serviceFlags) register(cmd *cobra.Command) {
 	f.flags = fl
 	fl.IntVar(&f.workers, "workers", 0, "jobs run at once (default 4, or service.workers)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat of running jobs (default 30s)")
-	fl.DurationVar(&f.reclaimAfter, "reclaim-after", 0, "heartbeat age that counts as a dead worker (default 5m)")
+	fl.DurationVar(&f.reclaimAfter, "reclaim-after", 0, "heartbeat age that counts as a dead worker (default 4m)")
 	fl.DurationVar(&f.stuckAfter, "stuck-after", 0, "run time after which a dead worker's job fails as stuck (default 15m)")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", 0, "bound on one job attempt (default 10m)")
 	fl.DurationVar(&f.grace, "shutdown-grace", 0, "time running jobs get to finish at shutdown before they are handed back (default 10s; 0s: at once)")
