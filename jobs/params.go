@@ -402,7 +402,7 @@ func (p RetryParams) PriorityOf(old Job) int {
 	return old.Priority
 }
 
-// Normalize fills the default thresholds for zero values (5 and 15
+// Normalize fills the default thresholds for zero values (4 and 15
 // minutes) and refuses negative ones, or a ReclaimAfter that is not below
 // StuckAfter.
 func (p ReclaimParams) Normalize() (ReclaimParams, error) {

@@ -192,11 +192,18 @@ func Backoff(f Failure, attempt int, now time.Time, jitter func(time.Duration) t
 
 // Reclaim messages, one per outcome.
 const (
-	msgReclaimed      = "heartbeat lost: worker presumed dead; job requeued"
-	msgStuckAttempts  = "heartbeat lost on the last attempt: failed as stuck"
-	msgStuckLongRun   = "heartbeat lost after running longer than the stuck threshold: failed as stuck"
-	maxErrorMessage   = 500
-	defaultReclaim    = 5 * time.Minute
+	msgReclaimed     = "heartbeat lost: worker presumed dead; job requeued"
+	msgStuckAttempts = "heartbeat lost on the last attempt: failed as stuck"
+	msgStuckLongRun  = "heartbeat lost after running longer than the stuck threshold: failed as stuck"
+	maxErrorMessage  = 500
+
+	// defaultReclaim is 4m, not 5m, so that a dead worker's job is back in
+	// the queue within the design's 5 minutes with margin: the reclaim
+	// loop sweeps every tenth of it, and the worst case (a worker killed
+	// just after a heartbeat, its heartbeat turning 4m old just after a
+	// sweep) is 4m + 24s = 4m24s after the kill. At the default 30s
+	// heartbeat, 4m is still eight missed heartbeats.
+	defaultReclaim    = 4 * time.Minute
 	defaultStuckAfter = 15 * time.Minute
 )
 

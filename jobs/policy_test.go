@@ -191,7 +191,7 @@ func TestReclaimDecide(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	p, err := jobs.ReclaimParams{}.Normalize()
-	if err != nil || p.ReclaimAfter != 5*time.Minute || p.StuckAfter != 15*time.Minute {
+	if err != nil || p.ReclaimAfter != 4*time.Minute || p.StuckAfter != 15*time.Minute {
 		t.Fatalf("defaults = %+v, %v", p, err)
 	}
 	// ran is how long the heartbeats say it ran; the last beat was an hour
@@ -223,8 +223,8 @@ func TestReclaimDecide(t *testing.T) {
 	if len(msgs) != 3 {
 		t.Errorf("messages %v: want one per outcome", msgs)
 	}
-	if got := p.HeartbeatCutoff(now); !got.Equal(now.Add(-5 * time.Minute)) {
-		t.Errorf("HeartbeatCutoff = %v, want 5 minutes before now", got)
+	if got := p.HeartbeatCutoff(now); !got.Equal(now.Add(-jobs.DefaultReclaimAfter)) {
+		t.Errorf("HeartbeatCutoff = %v, want DefaultReclaimAfter before now", got)
 	}
 	for _, bad := range []jobs.ReclaimParams{{ReclaimAfter: -1}, {StuckAfter: -time.Second}, {ReclaimAfter: time.Hour}, {ReclaimAfter: time.Minute, StuckAfter: time.Minute}} {
 		if _, err := bad.Normalize(); !errors.Is(err, jobs.ErrInvalid) {

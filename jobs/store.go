@@ -510,7 +510,8 @@ type RetryParams struct {
 
 // ReclaimParams sets the reclaim thresholds.
 type ReclaimParams struct {
-	// ReclaimAfter is the heartbeat age of a dead worker. Defaults to 5m.
+	// ReclaimAfter is the heartbeat age of a dead worker. Defaults to
+	// DefaultReclaimAfter (4m).
 	ReclaimAfter time.Duration
 	// StuckAfter is the run time after which a dead worker's job fails as
 	// stuck instead of going back to the queue. Defaults to 15m.

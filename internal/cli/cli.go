@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -18,10 +19,70 @@ import (
 
 // Main runs the command line and exits.
 func Main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	// After the second signal the process has nothing gentler left to
+	// offer, so a third gets Go's default action and ends it, even if the
+	// hand-back hangs on an unreachable database.
+	ctx, stop := onSignals(context.Background(), sigs, func() { signal.Stop(sigs) })
 	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
+}
+
+// hurryKey is the context key of the context onSignals ends on the
+// second signal.
+type hurryKey struct{}
+
+// onSignals returns a context that ends on the first signal from sigs:
+// long-running commands then stop gracefully. The second signal ends the
+// context stopContext derives from it, cutting the graceful stop short
+// (a worker hands its running jobs back at once), and calls release.
+// stop ends both contexts and the goroutine watching sigs.
+func onSignals(parent context.Context, sigs <-chan os.Signal, release func()) (ctx context.Context, stop context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	// The second signal must end the stop's context after ctx ended, so
+	// hurry does not end with parent's cancellation, only with stop.
+	hurry, hurryNow := context.WithCancel(context.WithoutCancel(parent))
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			hurryNow()
+			release()
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return context.WithValue(ctx, hurryKey{}, hurry), func() {
+		once.Do(func() { close(done) })
+		cancel()
+		hurryNow()
+	}
+}
+
+// stopContext is the context of the graceful stop that follows ctx's
+// end: it does not end with ctx, but with the second signal when ctx
+// comes from onSignals. canHurry says whether a second signal can end it;
+// release frees it.
+func stopContext(ctx context.Context) (stop context.Context, canHurry bool, release context.CancelFunc) {
+	stop, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	hurry, ok := ctx.Value(hurryKey{}).(context.Context)
+	if !ok {
+		return stop, false, cancel
+	}
+	unregister := context.AfterFunc(hurry, cancel)
+	return stop, true, func() {
+		unregister()
+		cancel()
+	}
 }
 
 // Run executes args and returns the exit code. Errors are printed to

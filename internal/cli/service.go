@@ -212,10 +212,10 @@ func (f *serviceFlags) register(cmd *cobra.Command) {
 	f.flags = fl
 	fl.IntVar(&f.workers, "workers", 0, "jobs run at once (default 4, or service.workers)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat of running jobs (default 30s)")
-	fl.DurationVar(&f.reclaimAfter, "reclaim-after", 0, "heartbeat age that counts as a dead worker (default 5m)")
+	fl.DurationVar(&f.reclaimAfter, "reclaim-after", 0, "heartbeat age that counts as a dead worker (default 4m)")
 	fl.DurationVar(&f.stuckAfter, "stuck-after", 0, "run time after which a dead worker's job fails as stuck (default 15m)")
 	fl.DurationVar(&f.jobTimeout, "job-timeout", 0, "bound on one job attempt (default 10m)")
-	fl.DurationVar(&f.grace, "shutdown-grace", 0, "time running jobs get to finish at shutdown before they are handed back (default 10s; 0s: at once)")
+	fl.DurationVar(&f.grace, "shutdown-grace", 0, "time running jobs get to finish at shutdown before they are handed back (default 10s; 0s: at once; a second Ctrl-C or SIGTERM also hands them back at once)")
 	fl.DurationVar(&f.archiveAfter, "archive-after", 0, "archive finished jobs this old (default off; 720h is 30 days)")
 }
 
@@ -393,14 +393,34 @@ func (rt *svc) background(ctx context.Context, wg *sync.WaitGroup, more ...loop)
 	return nil
 }
 
-// runUntilDone starts l, waits for ctx to end and stops l, waiting for it
-// (a worker's Stop is bounded by its shutdown grace).
-func runUntilDone(ctx context.Context, l loop) error {
+// runUntilDone starts the worker l, waits for ctx to end and stops l,
+// waiting for it (a worker's Stop is bounded by its shutdown grace). A
+// second signal (see onSignals) ends the stop's context: the worker then
+// hands its running jobs back at once, and runUntilDone waits only for
+// that hand-back.
+func runUntilDone(ctx context.Context, l loop, log *slog.Logger) error {
 	if err := l.Start(ctx); err != nil {
 		return err
 	}
 	<-ctx.Done()
-	return l.Stop(context.WithoutCancel(ctx))
+	stop, canHurry, release := stopContext(ctx)
+	defer release()
+	if canHurry {
+		log.Info("stopping: running jobs get the shutdown grace to finish; a second Ctrl-C (SIGINT or SIGTERM) hands them back to the queue at once")
+	}
+	err := l.Stop(stop)
+	if stop.Err() == nil {
+		return err
+	}
+	// The worker's Stop returns at once when its context ends, while the
+	// hand-back it started goes on; wait for that (store writes, no
+	// provider call), so the process exits with the jobs back in the
+	// queue.
+	log.Info("second signal: handing running jobs back to the queue now")
+	if err := l.Stop(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("hand running jobs back: %w", err)
+	}
+	return nil
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -491,7 +511,7 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 			}
 			stopSharing := rt.sharePacing(ctx, &wg)
 			if w != nil {
-				err = runUntilDone(ctx, w)
+				err = runUntilDone(ctx, w, rt.log)
 			} else {
 				<-ctx.Done()
 			}
@@ -595,7 +615,7 @@ workers' and provider calls' metrics). See docs/retries.md.`,
 				return err
 			}
 			stopSharing := rt.sharePacing(cmd.Context(), &wg)
-			err = runUntilDone(cmd.Context(), w)
+			err = runUntilDone(cmd.Context(), w, rt.log)
 			stopSharing()
 			wg.Wait()
 			return err

@@ -16,7 +16,8 @@ import (
 type ReclaimerConfig struct {
 	// Store holds the jobs. Required.
 	Store jobs.Store
-	// ReclaimAfter is the heartbeat age of a dead worker. Defaults to 5m.
+	// ReclaimAfter is the heartbeat age of a dead worker. Defaults to
+	// jobs.DefaultReclaimAfter (4m).
 	ReclaimAfter time.Duration
 	// StuckAfter is the run time after which a dead worker's job fails as
 	// stuck instead of going back to the queue. Defaults to 15m.

@@ -239,7 +239,14 @@ func (w *Worker) Start(ctx context.Context) error { return w.loop.Start(ctx) }
 // Start, is safe.
 func (w *Worker) Stop(ctx context.Context) error {
 	defer context.AfterFunc(ctx, w.hurryUp)()
-	return w.loop.Stop(ctx)
+	err := w.loop.Stop(ctx)
+	if ctx.Err() != nil {
+		// loop.Stop can see ctx end before the AfterFunc has fired, and
+		// the deferred stop of it would then unregister it unfired: the
+		// runs would get their whole grace after all. Hurry here too.
+		w.hurryUp()
+	}
+	return err
 }
 
 // Run starts the worker, waits for ctx to end and stops it (see Stop);
