@@ -28,9 +28,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -38,7 +36,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +47,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 	"github.com/promptkit/promptkit/bench/internal/pkbin"
 )
 
@@ -84,10 +82,12 @@ func main() {
 		if *pg == "" {
 			fatal(errors.New("-db postgres needs -pg or PROMPTKIT_TEST_DATABASE_URL"))
 		}
-		u, drop, err := schema(*pg)
+		name, drop, err := benchkit.NewSchema(context.Background(), *pg, "bigbatch")
 		fatal(err)
 		defer drop()
-		r.database, r.pgBase, r.pgSchema = u, *pg, schemaOf(u)
+		u, err := benchkit.WithSearchPath(*pg, name)
+		fatal(err)
+		r.database, r.pgBase, r.pgSchema = u, *pg, name
 	}
 	fmt.Printf("bigbatch: %s, %d cores, %s, %s, %d lines of ~%d bytes, kill %v\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.Version(), *db, *lines, *pad+150, *kill)
@@ -190,12 +190,12 @@ func (r *run) do() error {
 
 	m = r.start("validate+enqueue")
 	var b batchObject
-	if err := call(http.MethodPost, r.s.URL+"/v1/batches", "application/json",
+	if err := benchkit.CallJSON(client, http.MethodPost, r.s.URL+"/v1/batches", "application/json",
 		strings.NewReader(fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/chat/completions","completion_window":"24h"}`, fileID)), &b); err != nil {
 		return err
 	}
 	if b, err = r.until(b.ID, 250*time.Millisecond, func(b batchObject) bool {
-		return b.Status != "validating" && b.Counts.Total == r.lines || terminal(b.Status)
+		return b.Status != "validating" && b.Counts.Total == r.lines || benchkit.BatchTerminal(b.Status)
 	}); err != nil {
 		return err
 	}
@@ -207,11 +207,11 @@ func (r *run) do() error {
 	m = r.start("work-off")
 	killed := false
 	var down time.Duration
-	for !terminal(b.Status) && b.Status != "finalizing" {
+	for !benchkit.BatchTerminal(b.Status) && b.Status != "finalizing" {
 		// Each read of an in_progress batch counts its jobs (seconds at a
 		// million lines, see BENCHMARKS.md): a client polling every 10 s.
 		time.Sleep(10 * time.Second)
-		if err := call(http.MethodGet, r.s.URL+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
+		if err := benchkit.CallJSON(client, http.MethodGet, r.s.URL+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
 			return err
 		}
 		if r.kill && !killed && b.Counts.Completed+b.Counts.Failed >= r.lines/2 {
@@ -235,7 +235,7 @@ func (r *run) do() error {
 	m.end(r.lines, note)
 
 	m = r.start("finalize")
-	if b, err = r.until(b.ID, time.Second, func(b batchObject) bool { return terminal(b.Status) }); err != nil {
+	if b, err = r.until(b.ID, time.Second, func(b batchObject) bool { return benchkit.BatchTerminal(b.Status) }); err != nil {
 		return err
 	}
 	m.end(r.lines, fmt.Sprintf("(%s: %d completed, %d failed)", b.Status, b.Counts.Completed, b.Counts.Failed))
@@ -348,7 +348,7 @@ func (r *run) upload() (id string, size int64, err error) {
 		ID    string `json:"id"`
 		Bytes int64  `json:"bytes"`
 	}
-	if err := call(http.MethodPost, r.s.URL+"/v1/files", mw.FormDataContentType(), pr, &f); err != nil {
+	if err := benchkit.CallJSON(client, http.MethodPost, r.s.URL+"/v1/files", mw.FormDataContentType(), pr, &f); err != nil {
 		return "", 0, fmt.Errorf("upload: %w", err)
 	}
 	if f.Bytes != cw.n {
@@ -415,7 +415,7 @@ func (c *countReader) Read(p []byte) (int, error) {
 func (r *run) until(id string, every time.Duration, done func(batchObject) bool) (batchObject, error) {
 	var b batchObject
 	for {
-		if err := call(http.MethodGet, r.s.URL+"/v1/batches/"+id, "", nil, &b); err != nil {
+		if err := benchkit.CallJSON(client, http.MethodGet, r.s.URL+"/v1/batches/"+id, "", nil, &b); err != nil {
 			return b, err
 		}
 		if done(b) {
@@ -510,73 +510,6 @@ type batchObject struct {
 	InProgressAt int64 `json:"in_progress_at"`
 	FinalizingAt int64 `json:"finalizing_at"`
 	CompletedAt  int64 `json:"completed_at"`
-}
-
-func terminal(status string) bool {
-	switch status {
-	case "completed", "failed", "expired", "cancelled":
-		return true
-	}
-	return false
-}
-
-// call sends a request and decodes a 2xx JSON answer into out.
-func call(method, u, contentType string, body io.Reader, out any) error {
-	req, err := http.NewRequest(method, u, body)
-	if err != nil {
-		return err
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, b)
-	}
-	return json.Unmarshal(b, out)
-}
-
-// schema creates a fresh schema on the database at base and returns its
-// URL (search_path set) and what drops it.
-func schema(base string) (string, func(), error) {
-	ctx := context.Background()
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "bigbatch_" + hex.EncodeToString(b)
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return "", nil, err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		return "", nil, err
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String(), func() {
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
-			c.Close(ctx)
-		}
-	}, nil
-}
-
-func schemaOf(u string) string {
-	p, _ := url.Parse(u)
-	return p.Query().Get("search_path")
 }
 
 // sqliteSizes are a SQLite database's bytes in use (pages not on the

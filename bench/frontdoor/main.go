@@ -22,7 +22,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -38,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/promptkit/promptkit/bench/internal/benchkit"
 	"github.com/promptkit/promptkit/bench/internal/pkbin"
 	"github.com/promptkit/promptkit/providertest"
 )
@@ -260,18 +260,18 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 
 	start := time.Now()
 	var b batchObject
-	if err := call(http.MethodPost, s.URL+"/v1/batches", "application/json",
+	if err := benchkit.CallJSON(client, http.MethodPost, s.URL+"/v1/batches", "application/json",
 		strings.NewReader(fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/chat/completions","completion_window":"24h"}`, fileID)), &b); err != nil {
 		return res, err
 	}
 	// Give up after three times the ideal, plus a minute.
 	giveUp := start.Add(3*time.Duration(lines)*time.Second/time.Duration(rate) + time.Minute)
-	for !terminal(b.Status) {
+	for !benchkit.BatchTerminal(b.Status) {
 		if time.Now().After(giveUp) {
 			return res, fmt.Errorf("batch still %s (%+v) after %v:\n%s", b.Status, b.Counts, time.Since(start), s.Tail(20))
 		}
 		time.Sleep(50 * time.Millisecond)
-		if err := call(http.MethodGet, s.URL+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
+		if err := benchkit.CallJSON(client, http.MethodGet, s.URL+"/v1/batches/"+b.ID, "", nil, &b); err != nil {
 			return res, err
 		}
 	}
@@ -313,38 +313,6 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 	return res, nil
 }
 
-func terminal(status string) bool {
-	switch status {
-	case "completed", "failed", "expired", "cancelled":
-		return true
-	}
-	return false
-}
-
-// call sends a request and decodes a 2xx JSON answer into out.
-func call(method, url, contentType string, body io.Reader, out any) error {
-	req, err := http.NewRequest(method, url, body)
-	if err != nil {
-		return err
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return err
-	}
-	if res.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d: %s", method, url, res.StatusCode, b)
-	}
-	return json.Unmarshal(b, out)
-}
-
 func upload(base string, content []byte) (string, error) {
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
@@ -360,7 +328,7 @@ func upload(base string, content []byte) (string, error) {
 	var f struct {
 		ID string `json:"id"`
 	}
-	if err := call(http.MethodPost, base+"/v1/files", mw.FormDataContentType(), &body, &f); err != nil {
+	if err := benchkit.CallJSON(client, http.MethodPost, base+"/v1/files", mw.FormDataContentType(), &body, &f); err != nil {
 		return "", err
 	}
 	return f.ID, nil
