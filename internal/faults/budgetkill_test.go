@@ -4,7 +4,6 @@ package faults_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -55,14 +54,7 @@ func (b *budgetProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	body, _ := json.Marshal(map[string]any{
-		"id": "c", "object": "chat.completion", "created": 1, "model": "faults-model",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": "ok"}}},
-		"usage": map[string]int{"prompt_tokens": 600, "completion_tokens": 400, "total_tokens": 1000},
-	})
-	_, _ = w.Write(body)
+	writeCompletion(w, "ok", 600, 400)
 }
 
 // TestBudgetKill runs a token's jobs through `promptkit serve` processes

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -519,4 +520,17 @@ func errorsMention(err error, words ...string) bool {
 	}
 	s := strings.ToLower(err.Error())
 	return slices.ContainsFunc(words, func(w string) bool { return strings.Contains(s, w) })
+}
+
+// writeCompletion answers a chat completion of model faults-model with
+// content and these token counts, as the tests' fake providers do.
+func writeCompletion(w http.ResponseWriter, content string, prompt, completion int) {
+	w.Header().Set("Content-Type", "application/json")
+	b, _ := json.Marshal(map[string]any{
+		"id": "c", "object": "chat.completion", "created": 1, "model": "faults-model",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": content}}},
+		"usage": map[string]int{"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+	})
+	_, _ = w.Write(b)
 }

@@ -37,14 +37,7 @@ func (h *heldProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	b, _ := json.Marshal(map[string]any{
-		"id": "c", "object": "chat.completion", "created": 1, "model": "faults-model",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": responseAnswer}}},
-		"usage": map[string]int{"prompt_tokens": 3, "completion_tokens": 18, "total_tokens": 21},
-	})
-	_, _ = w.Write(b)
+	writeCompletion(w, responseAnswer, 3, 18)
 }
 
 // respEvent is one event of a response's stream: its data as sent, and
