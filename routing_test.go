@@ -56,6 +56,18 @@ func groupEngine(t *testing.T, clock *testkit.Clock, backends []promptkit.Backen
 	return eng
 }
 
+// twoBackendGroup is an engine on a fake clock (returned) whose profile p (model m)
+// is a group of the fake providers a and b, with these entries.
+func twoBackendGroup(t *testing.T, group ...promptkit.ProfileBackend) (clock *testkit.Clock, a, b *providertest.Server, eng *promptkit.Engine) {
+	t.Helper()
+	clock = testkit.NewClock(routingStart)
+	a, b = providertest.NewServer(), providertest.NewServer()
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	eng = groupEngine(t, clock, []promptkit.Backend{{ID: "a", BaseURL: a.URL}, {ID: "b", BaseURL: b.URL}}, group)
+	return clock, a, b, eng
+}
+
 // attemptBackends collects the attempt events' backends and statuses.
 type attemptBackends struct {
 	mu       sync.Mutex
@@ -220,13 +232,7 @@ func TestGroupProbesOneAtATime(t *testing.T) {
 // run reports the backend that answered and the model sent there.
 func TestGroupSplitsByWeight(t *testing.T) {
 	t.Parallel()
-	clock := testkit.NewClock(routingStart)
-	a, b := providertest.NewServer(), providertest.NewServer()
-	t.Cleanup(a.Close)
-	t.Cleanup(b.Close)
-	eng := groupEngine(t, clock,
-		[]promptkit.Backend{{ID: "a", BaseURL: a.URL}, {ID: "b", BaseURL: b.URL}},
-		[]promptkit.ProfileBackend{{ID: "a", Weight: 3}, {ID: "b", Model: "b-name"}})
+	_, a, b, eng := twoBackendGroup(t, promptkit.ProfileBackend{ID: "a", Weight: 3}, promptkit.ProfileBackend{ID: "b", Model: "b-name"})
 	answered := map[string]int{}
 	for range 400 {
 		res, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "x"})
@@ -249,13 +255,7 @@ func TestGroupSplitsByWeight(t *testing.T) {
 // is, without falling back or cooling the backend down.
 func TestGroupDoesNotFallBackOn400(t *testing.T) {
 	t.Parallel()
-	clock := testkit.NewClock(routingStart)
-	a, b := providertest.NewServer(), providertest.NewServer()
-	t.Cleanup(a.Close)
-	t.Cleanup(b.Close)
-	eng := groupEngine(t, clock,
-		[]promptkit.Backend{{ID: "a", BaseURL: a.URL}, {ID: "b", BaseURL: b.URL}},
-		[]promptkit.ProfileBackend{{ID: "a"}, {ID: "b"}})
+	_, a, b, eng := twoBackendGroup(t, promptkit.ProfileBackend{ID: "a"}, promptkit.ProfileBackend{ID: "b"})
 	a.Enqueue(providertest.Status(400))
 	_, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "x"})
 	var ge *promptkit.GenerationError
@@ -275,13 +275,7 @@ func TestGroupDoesNotFallBackOn400(t *testing.T) {
 // events say which backend each attempt went to.
 func TestGroup429MovesToOther(t *testing.T) {
 	t.Parallel()
-	clock := testkit.NewClock(routingStart)
-	a, b := providertest.NewServer(), providertest.NewServer()
-	t.Cleanup(a.Close)
-	t.Cleanup(b.Close)
-	eng := groupEngine(t, clock,
-		[]promptkit.Backend{{ID: "a", BaseURL: a.URL}, {ID: "b", BaseURL: b.URL}},
-		[]promptkit.ProfileBackend{{ID: "a"}, {ID: "b"}})
+	clock, a, _, eng := twoBackendGroup(t, promptkit.ProfileBackend{ID: "a"}, promptkit.ProfileBackend{ID: "b"})
 	a.Enqueue(providertest.Status(429).WithRetryAfter("10"))
 	var seen attemptBackends
 	res, err := eng.Run(context.Background(), promptkit.RunRequest{Text: "x", Observer: seen.observe})
