@@ -9,17 +9,23 @@ import (
 )
 
 // Role is what a token may act on: a member on its own prompts, an admin
-// on every prompt of its org.
+// on every prompt of its org, an operator as an admin of every org and on
+// what all orgs share (backends, workers).
 type Role string
 
 // Roles.
 const (
 	RoleMember Role = "member"
-	RoleAdmin  Role = "admin"
+	RoleAdmin    Role = "admin"
+	RoleOperator Role = "operator"
 )
 
 // Valid reports whether r is a known role.
-func (r Role) Valid() bool { return r == RoleMember || r == RoleAdmin }
+func (r Role) Valid() bool { return r == RoleMember || r == RoleAdmin || r == RoleOperator }
+
+// Admin reports whether r may act on every prompt of its org: an admin or
+// an operator.
+func (r Role) Admin() bool { return r == RoleAdmin || r == RoleOperator }
 
 // Token is a stored API token. The secret is never stored: only its
 // SHA-256 (HashToken), which is all a lookup needs, because the secret has
@@ -74,7 +80,7 @@ func (p CreateTokenParams) Normalize() (CreateTokenParams, error) {
 	case strings.TrimSpace(p.UserID) == "":
 		return p, invalid("a token needs a user")
 	case !p.Role.Valid():
-		return p, invalid("unknown role %q (member or admin)", p.Role)
+		return p, invalid("unknown role %q (member, admin or operator)", p.Role)
 	case len(p.Hash) != sha256.Size:
 		return p, invalid("a token hash has %d bytes, not %d", len(p.Hash), sha256.Size)
 	}

@@ -104,6 +104,11 @@ func TestBrowserPage(t *testing.T) {
 		{"the profile select lists the engine's profiles and sends the chosen one", testBrowserProfiles},
 		{"the settled page, at desktop and phone widths", testBrowserSettledPage},
 		{"a page on another site cannot act through local mode", testBrowserCrossSite},
+		{"dashboard: the overview counts by state and org, and pauses an org", testDashboardOverview},
+		{"dashboard: the job list's filters", testDashboardFilters},
+		{"dashboard: a bulk cancel shows its count, then acts", testDashboardBulkCancel},
+		{"dashboard: pausing and resuming a backend", testDashboardPauseBackend},
+		{"dashboard: a job's attempt timeline", testDashboardTimeline},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -64,7 +64,7 @@ const metricsPattern = "GET /metrics"
 // own prompts only, and the metrics count everyone's.
 func adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if auth.Of(r).Role != jobs.RoleAdmin {
+		if !auth.Of(r).Role.Admin() {
 			httpapi.REST.Write(w, &httpapi.Problem{Status: http.StatusForbidden, Code: "forbidden", Message: "the metrics need an admin token"})
 			return
 		}

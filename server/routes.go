@@ -50,6 +50,25 @@ func (s *Server) routes() http.Handler {
 	route("POST /v1/events/ticket", rest, s.auth.IssueTicket, !open)
 	s.handle(mux, "GET /v1/events", rest, s.auth.RequireStream(rest.Handler(s.log, s.hub.Stream)))
 
+	// The operator's API (server/internal/admin), which the dashboard reads.
+	route("GET /v1/admin/overview", rest, s.admin.Overview, !open)
+	route("GET /v1/admin/jobs", rest, s.admin.ListJobs, !open)
+	route("GET /v1/admin/jobs/{id}", rest, s.admin.GetJob, !open)
+	route("POST /v1/admin/jobs/cancel", rest, s.admin.CancelJobs, !open)
+	route("POST /v1/admin/jobs/retry", rest, s.admin.RetryJobs, !open)
+	route("GET /v1/admin/batches", rest, s.admin.Batches, !open)
+	route("GET /v1/admin/backends", rest, s.admin.Backends, !open)
+	route("POST /v1/admin/backends/{id}/pause", rest, s.admin.PauseBackend, !open)
+	route("POST /v1/admin/backends/{id}/resume", rest, s.admin.ResumeBackend, !open)
+	route("POST /v1/admin/orgs/{id}/pause", rest, s.admin.PauseOrg, !open)
+	route("POST /v1/admin/orgs/{id}/resume", rest, s.admin.ResumeOrg, !open)
+	route("GET /v1/admin/workers", rest, s.admin.Workers, !open)
+	route("POST /v1/admin/workers/{id}/drain", rest, s.admin.DrainWorker, !open)
+	route("POST /v1/admin/workers/{id}/undrain", rest, s.admin.UndrainWorker, !open)
+	route("GET /v1/admin/tokens", rest, s.admin.Tokens, !open)
+	route("POST /v1/admin/tokens", rest, s.admin.CreateToken, !open)
+	route("POST /v1/admin/tokens/{id}/revoke", rest, s.admin.RevokeToken, !open)
+
 	// The OpenAI-compatible front door (server/internal/frontdoor).
 	route("POST /v1/chat/completions", openai, s.openai.Chat, !open)
 	route("POST /v1/embeddings", openai, s.openai.Embeddings, !open)
@@ -80,6 +99,7 @@ func (s *Server) routes() http.Handler {
 	// The browser page (server/internal/page): / and its static files.
 	pg := page.Page{LocalMode: s.auth.LocalMode, Log: s.log}
 	route(page.IndexPattern, rest, pg.Index, open)
+	route(page.DashboardPattern, rest, pg.Dashboard, open)
 	s.handle(mux, page.AssetPattern, rest, http.HandlerFunc(page.Asset))
 	// Last: whatever the routes above leave under /v1 (unknown.go).
 	s.unknownRoutes(mux)

@@ -4,6 +4,9 @@
 //
 //   - rest: promptkit's own API under /v1 (prompts, jobs, recent,
 //     profiles), described by openapi.json;
+//   - admin: the operator's API under /v1/admin (the queue's counts,
+//     jobs by filter with their attempt timelines, bulk cancel and retry,
+//     backends, pause and resume, workers and their drain, tokens);
 //   - frontdoor: the OpenAI-compatible API (chat completions, responses,
 //     embeddings, models, files, batches), in OpenAI's shapes;
 //   - events: the one reader of the event log, the event stream (GET
@@ -12,7 +15,8 @@
 //     idempotency, enqueue) and how the server waits for it;
 //   - auth: who a request acts as (tokens, local mode and its guard
 //     against web pages), the submission budget and stream tickets;
-//   - page: the browser page at / and its safe Markdown renderer;
+//   - page: the browser page at /, the operator's dashboard at
+//     /dashboard, and the page's safe Markdown renderer;
 //   - httpapi: the one pipeline under all of them (body, JSON, one
 //     classification of failures with promptkit's and OpenAI's encoders,
 //     the SSE writer).
@@ -24,8 +28,10 @@
 // Every /v1 request acts as an identity: the org, user and role of its
 // bearer token or, when no token exists and the server listens on a
 // loopback address (or was told InsecureNoAuth), the local identity (org
-// "default", user "local", admin). A member acts on its own prompts, an
-// admin on its org's; another org's IDs answer 404.
+// "default", user "local", admin; an operator in /v1/admin). A member
+// acts on its own prompts, an admin on its org's; another org's IDs
+// answer 404. An operator token acts as an admin of its org, and in
+// /v1/admin on every org.
 package server
 
 import (
@@ -42,6 +48,7 @@ import (
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/quota"
+	"github.com/promptkit/promptkit/server/internal/admin"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/frontdoor"
@@ -215,6 +222,7 @@ type Server struct {
 	auth    *auth.Auth
 	hub     *events.Hub
 	rest    *rest.API
+	admin   *admin.API
 	openai  *frontdoor.API
 	handler http.Handler
 	// mux, patterns and dialects are the routes served (for the OpenAPI
@@ -257,6 +265,7 @@ func New(cfg Config) (*Server, error) {
 		Quotas: cfg.Quotas}
 	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Jobs: work, Engine: cfg.Engine,
 		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger, Now: cfg.Now}
+	s.admin = &admin.API{Store: cfg.Store, Engine: cfg.Engine, MaxBody: cfg.MaxBodyBytes, Log: cfg.Logger, Now: cfg.Now}
 	s.openai = &frontdoor.API{Store: cfg.Store, Jobs: work, Engine: cfg.Engine,
 		FallbackProfile: cfg.FallbackProfile, MaxBody: cfg.MaxBodyBytes, MaxFile: cfg.MaxFileBytes,
 		ChatTimeout: cfg.ChatTimeout, RepeatWindow: cfg.RepeatWindow, MaxWait: cfg.MaxWait, KeepAlive: cfg.KeepAlive, BatchPriority: cfg.BatchPriority,

@@ -46,6 +46,6 @@ const (
 
 // pagePatterns are the page's routes, which openapi.json does not
 // describe.
-var pagePatterns = []string{page.IndexPattern, page.AssetPattern}
+var pagePatterns = []string{page.IndexPattern, page.DashboardPattern, page.AssetPattern}
 
 func batchID(b openaiapi.Batch) string { return b.ID }

@@ -215,18 +215,6 @@ func orDash(s string) string {
 	return s
 }
 
-// jobDetails is everything `jobs show` prints.
-type jobDetails struct {
-	Job      jobs.Job       `json:"job"`
-	Prompt   jobs.Prompt    `json:"prompt"`
-	History  []jobs.Job     `json:"history"`
-	Events   []jobs.Event   `json:"events"`
-	Response *jobs.Response `json:"response,omitempty"`
-	// Cost sums the job's provider calls (jobs.JobCost); null when any
-	// call's cost is unknown.
-	Cost pktype.Cost `json:"cost_usd"`
-}
-
 func newJobsShowCmd(g *globals) *cobra.Command {
 	var asJSON, verbose bool
 	cmd := &cobra.Command{
@@ -235,7 +223,7 @@ func newJobsShowCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				d, err := loadDetails(ctx, st, args[0])
+				d, err := jobs.LoadJobDetails(ctx, st, "", args[0])
 				if err != nil {
 					return err
 				}
@@ -252,33 +240,7 @@ func newJobsShowCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func loadDetails(ctx context.Context, st jobs.Store, id string) (jobDetails, error) {
-	var d jobDetails
-	var err error
-	if d.Job, err = st.GetJob(ctx, "", id); err != nil {
-		return d, fmt.Errorf("job %s: %w", id, err)
-	}
-	if d.Prompt, err = st.GetPrompt(ctx, "", d.Job.PromptID); err != nil {
-		return d, err
-	}
-	if d.History, err = st.PromptJobs(ctx, "", d.Job.PromptID); err != nil {
-		return d, err
-	}
-	if d.Events, err = st.JobEvents(ctx, "", id); err != nil {
-		return d, err
-	}
-	d.Cost = jobs.JobCost(d.Events)
-	if d.Job.ResponseID != "" {
-		r, err := st.GetResponse(ctx, "", d.Job.ResponseID)
-		if err != nil {
-			return d, err
-		}
-		d.Response = &r
-	}
-	return d, nil
-}
-
-func printDetails(w io.Writer, d jobDetails, verbose bool) {
+func printDetails(w io.Writer, d jobs.JobDetails, verbose bool) {
 	j := d.Job
 	fmt.Fprintf(w, "job %s  %s  priority %d  attempt %d/%d\n", j.ID, j.State, j.Priority, j.Attempt, j.MaxAttempts)
 	fmt.Fprintf(w, "prompt %s  org %s  user %s  created %s\n", j.PromptID, orDash(j.OrgID), orDash(j.CreatedBy), fmtTime(j.CreatedAt))

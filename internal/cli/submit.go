@@ -157,7 +157,7 @@ func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 		return err
 	}
 	if asJSON {
-		d, err := loadDetails(ctx, st, id)
+		d, err := jobs.LoadJobDetails(ctx, st, "", id)
 		if err != nil {
 			return err
 		}

@@ -26,7 +26,7 @@ requests as org "default", user "local". Only a token's hash is stored.`,
 func newTokensCreateCmd(g *globals) *cobra.Command {
 	var org, user, role string
 	cmd := &cobra.Command{
-		Use:   "create --org ORG --user USER [--role member|admin]",
+		Use:   "create --org ORG --user USER [--role member|admin|operator]",
 		Short: "Create a token and print it once, alone on the last line",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,7 +50,7 @@ func newTokensCreateCmd(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&org, "org", "", "the token's org (required)")
 	f.StringVar(&user, "user", "", "the token's user (required)")
-	f.StringVar(&role, "role", string(jobs.RoleMember), "member (its own prompts) or admin (its org's)")
+	f.StringVar(&role, "role", string(jobs.RoleMember), "member (its own prompts), admin (its org's) or operator (every org's, and the dashboard's backends and workers)")
 	return cmd
 }
 

@@ -60,10 +60,15 @@ func (id Identity) TokenID() string {
 	return id.Key
 }
 
+// Operator reports whether the identity acts on every org and on what they
+// share (backends, workers): an operator token, or the local identity
+// (whoever holds the machine).
+func (id Identity) Operator() bool { return id.Key == localKey || id.Role == jobs.RoleOperator }
+
 // CreatedBy is the user filter of the identity's reads: a member sees its
 // own prompts, an admin every prompt of its org ("").
 func (id Identity) CreatedBy() string {
-	if id.Role == jobs.RoleAdmin {
+	if id.Role.Admin() {
 		return ""
 	}
 	return id.User
@@ -72,7 +77,7 @@ func (id Identity) CreatedBy() string {
 // Owns reports whether the identity may see a job, prompt, file or batch
 // of this org created by this user.
 func (id Identity) Owns(org, createdBy string) bool {
-	return org == id.Org && (id.Role == jobs.RoleAdmin || createdBy == id.User)
+	return org == id.Org && (id.Role.Admin() || createdBy == id.User)
 }
 
 type identityKey struct{}

@@ -163,8 +163,8 @@ func (a *API) Usage(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := u.params
 	switch {
-	case id.TokenID() == "": // the local identity: the operator's view
-	case id.Role == jobs.RoleAdmin:
+	case id.Operator(): // every org's
+	case id.Role.Admin():
 		p.OrgID = id.Org
 	default:
 		p.OrgID = id.Org
