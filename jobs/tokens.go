@@ -15,7 +15,7 @@ type Role string
 
 // Roles.
 const (
-	RoleMember Role = "member"
+	RoleMember   Role = "member"
 	RoleAdmin    Role = "admin"
 	RoleOperator Role = "operator"
 )
