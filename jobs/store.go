@@ -184,6 +184,11 @@ type Store interface {
 	// of their group values (day first), one per group present.
 	// ErrInvalid for what UsageParams.Normalize refuses.
 	Usage(ctx context.Context, p UsageParams) ([]UsageBucket, error)
+	// BackendActivity sums the ledger's calls per backend since Since
+	// (store clock, inclusive), one entry per backend with calls, ordered
+	// by backend. Lost calls (LostCall) have no known backend: they come
+	// under Backend "".
+	BackendActivity(ctx context.Context, since time.Time) ([]BackendActivity, error)
 
 	// CreateToken stores a token's hash with its org, user and role.
 	CreateToken(ctx context.Context, p CreateTokenParams) (Token, error)

@@ -230,6 +230,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordCalls", testRecordCalls},
 		{"UsageTokenOnJobs", testUsageTokenOnJobs},
 		{"UsageCancel", testUsageCancel},
+		{"BackendActivity", testBackendActivity},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

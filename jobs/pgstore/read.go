@@ -499,3 +499,28 @@ func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBuck
 	}
 	return out, nil
 }
+
+// BackendActivity sums the ledger's recent calls per backend. See
+// jobs.Store.
+func (s *Store) BackendActivity(ctx context.Context, since time.Time) ([]jobs.BackendActivity, error) {
+	q, args := usageq.ActivityQuery(since, usageDialect)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: backend activity: %w", err)
+	}
+	defer rows.Close()
+	var out []jobs.BackendActivity
+	for rows.Next() {
+		var a jobs.BackendActivity
+		var limited, failed *time.Time
+		if err := rows.Scan(append(usageq.ActivityDests(&a), &limited, &failed)...); err != nil {
+			return nil, fmt.Errorf("pgstore: backend activity: %w", err)
+		}
+		a.LastRateLimitedAt, a.LastErrorAt = tm(limited), tm(failed)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: backend activity: %w", err)
+	}
+	return out, nil
+}

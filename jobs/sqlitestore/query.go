@@ -659,3 +659,27 @@ func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBuck
 	}
 	return out, nil
 }
+
+// BackendActivity implements jobs.Store.
+func (s *Store) BackendActivity(ctx context.Context, since time.Time) ([]jobs.BackendActivity, error) {
+	q, args := usageq.ActivityQuery(since, usageDialect)
+	rows, err := s.readQuery(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: backend activity: %w", err)
+	}
+	var out []jobs.BackendActivity
+	err = eachRow(rows, func() error {
+		var a jobs.BackendActivity
+		var limited, failed sql.NullInt64
+		if err := rows.Scan(append(usageq.ActivityDests(&a), &limited, &failed)...); err != nil {
+			return err
+		}
+		a.LastRateLimitedAt, a.LastErrorAt = nullTime(limited), nullTime(failed)
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: backend activity: %w", err)
+	}
+	return out, nil
+}
