@@ -182,6 +182,7 @@ func Run(t *testing.T, h Harness) {
 		{"LatestEventSeq", testLatestEventSeq},
 		{"Metrics", testMetrics},
 		{"MetricsByOrg", testMetricsByOrg},
+		{"MetricsOrgCounts", testMetricsOrgCounts},
 		{"Thread", testThread},
 		{"Archive", testArchive},
 		{"DeletePrompt", testDeletePrompt},
