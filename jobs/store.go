@@ -156,7 +156,7 @@ type Store interface {
 	// latency percentiles of jobs that succeeded, failed or were cancelled
 	// since Since (superseded jobs are left out: their retry replaced the
 	// outcome), error rate by kind, and with ByOrg the average and p95
-	// latency per org.
+	// latency per org and each org's jobs by state (OrgCounts).
 	Metrics(ctx context.Context, p MetricsParams) (Metrics, error)
 	// Archive deletes terminal jobs finished before Before, with their
 	// events and responses, and prompts left without jobs, ArchiveBatch
@@ -184,6 +184,11 @@ type Store interface {
 	// of their group values (day first), one per group present.
 	// ErrInvalid for what UsageParams.Normalize refuses.
 	Usage(ctx context.Context, p UsageParams) ([]UsageBucket, error)
+	// BackendActivity sums the ledger's calls per backend since Since
+	// (store clock, inclusive), one entry per backend with calls, ordered
+	// by backend. Lost calls (LostCall) have no known backend: they come
+	// under Backend "".
+	BackendActivity(ctx context.Context, since time.Time) ([]BackendActivity, error)
 
 	// CreateToken stores a token's hash with its org, user and role.
 	CreateToken(ctx context.Context, p CreateTokenParams) (Token, error)
@@ -594,7 +599,8 @@ type MetricsParams struct {
 	OrgID string
 	// Since bounds the latency and error-rate window. Zero: all time.
 	Since time.Time
-	// ByOrg adds the latency of each org's jobs in the window.
+	// ByOrg adds the latency of each org's jobs in the window (Orgs) and
+	// each org's jobs by state (OrgCounts).
 	ByOrg bool
 }
 
@@ -633,6 +639,29 @@ type Metrics struct {
 	// Orgs, with ByOrg, has one entry per org with jobs finished in the
 	// window, ordered by org ID.
 	Orgs []OrgLatency `json:"orgs,omitempty"`
+	// OrgCounts, with ByOrg, has one entry per org with any job, ordered
+	// by org ID: its jobs by state (every state a key) and how many failed
+	// in the window.
+	OrgCounts []OrgCounts `json:"org_counts,omitempty"`
+}
+
+// OrgCounts is one org's jobs by state in Metrics.
+type OrgCounts struct {
+	OrgID  string        `json:"org_id"`
+	Counts map[State]int `json:"counts"`
+	// FailedInWindow counts the org's jobs that failed in the window (and
+	// whose outcome stands, as Metrics.ErrorRate counts them).
+	FailedInWindow int `json:"failed_in_window"`
+}
+
+// NewOrgCounts returns an org's OrgCounts with every state counted as
+// zero, for stores to fill.
+func NewOrgCounts(orgID string) OrgCounts {
+	o := OrgCounts{OrgID: orgID, Counts: map[State]int{}}
+	for _, st := range States() {
+		o.Counts[st] = 0
+	}
+	return o
 }
 
 // OrgLatency is one org's latency in a Metrics window.

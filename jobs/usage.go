@@ -66,7 +66,7 @@ func (e AttemptEvent) Call() (UsageCall, bool) {
 	if !e.Dispatched {
 		return UsageCall{}, false
 	}
-	c := UsageCall{Model: e.Model, Backend: e.Backend}
+	c := UsageCall{Model: e.Model, Backend: e.Backend, StatusCode: e.StatusCode, Outcome: e.Outcome, Failure: e.Failure}
 	u := pktype.Usage(e.Usage)
 	if u.Known.PromptTokens {
 		c.InputTokens = new(int64(u.PromptTokens))
@@ -139,7 +139,21 @@ type UsageCall struct {
 	Model, Backend                               string
 	InputTokens, OutputTokens, CachedInputTokens *int64
 	CostUSD                                      *float64
+	// StatusCode is the provider's HTTP status, 0 when there was none (a
+	// transport failure, a timeout, a lost call).
+	StatusCode int
+	// Outcome is the attempt's (pktype.ExecutionOutcome: success or
+	// error), or UsageOutcomeLost; "" in rows written before the ledger
+	// kept it.
+	Outcome string
+	// Failure is the attempt's failure kind (pktype.ExecutionFailureKind),
+	// "" on success.
+	Failure string
 }
+
+// UsageOutcomeLost is the Outcome of LostCall: a call that may have gone
+// out and whose result nobody recorded.
+const UsageOutcomeLost = "lost"
 
 // UsageCalls are the ledger rows of the attempt events a write carries:
 // one per event that reports a dispatched call. An event that does not
@@ -162,8 +176,9 @@ func UsageCalls(events ...json.RawMessage) []UsageCall {
 // was lost, and Cancel for a running job it stops: the worker writes every
 // call's attempt event before making the next call, so at most one call,
 // the last, may have gone out unrecorded.
-// Its model, usage and cost are unknown, and budgets count it as such.
-var LostCall = UsageCall{}
+// Its model, usage and cost are unknown, and budgets count it as such;
+// BackendActivity counts it as an error.
+var LostCall = UsageCall{Outcome: UsageOutcomeLost}
 
 // JobCost is a job's cost from its events: the sum of its dispatched
 // attempts' costs, unknown when any of theirs is, and unknown when a
@@ -293,6 +308,30 @@ func NewAttemptEvent(ev pktype.ExecutionEvent, jobAttempt int, embedding bool) A
 	return e
 }
 
+// BackendActivity is one backend's recent provider calls, from the usage
+// ledger (Store.BackendActivity). Calls counts every call; Succeeded,
+// RateLimited and Errors split those whose result the ledger knows (rows
+// written before it kept results count in Calls only).
+type BackendActivity struct {
+	Backend   string `json:"backend"`
+	Calls     int    `json:"calls"`
+	Succeeded int    `json:"succeeded"`
+	// RateLimited counts calls the backend answered 429.
+	RateLimited int `json:"rate_limited"`
+	// Errors counts every other failed call: 5xx, other 4xx, transport,
+	// timeout, cancelled, and lost ones (LostCall).
+	Errors int `json:"errors"`
+	// LastRateLimitedAt and LastErrorAt are the store times of the latest
+	// such call in the window; zero when there was none.
+	LastRateLimitedAt time.Time `json:"last_rate_limited_at,omitzero"`
+	LastErrorAt       time.Time `json:"last_error_at,omitzero"`
+	// InputTokens and OutputTokens sum known counts.
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// CostUSD sums known costs.
+	CostUSD float64 `json:"cost_usd"`
+}
+
 // MaxRecordCalls bounds RecordCallsParams.Calls.
 const MaxRecordCalls = 1000
 
@@ -320,8 +359,12 @@ func (p RecordCallsParams) Normalize() (RecordCallsParams, error) {
 		}
 	}
 	for _, c := range p.Calls {
-		if strings.ContainsRune(c.Model, 0) || strings.ContainsRune(c.Backend, 0) {
+		if strings.ContainsRune(c.Model, 0) || strings.ContainsRune(c.Backend, 0) ||
+			strings.ContainsRune(c.Outcome, 0) || strings.ContainsRune(c.Failure, 0) {
 			return p, invalid("recorded calls: %s", msgNUL)
+		}
+		if c.StatusCode < 0 || c.StatusCode > 999 {
+			return p, invalid("recorded calls: status code %d is not an HTTP status", c.StatusCode)
 		}
 		for _, n := range []*int64{c.InputTokens, c.OutputTokens, c.CachedInputTokens} {
 			if n != nil && *n < 0 {

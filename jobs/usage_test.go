@@ -55,6 +55,22 @@ func TestAttemptEventCall(t *testing.T) {
 	}
 }
 
+// A call keeps its attempt's result; a lost call's outcome says so.
+func TestAttemptEventCallResult(t *testing.T) {
+	t.Parallel()
+	e := jobs.AttemptEvent{Dispatched: true, StatusCode: 429, Outcome: "error", Failure: "provider_status", Backend: "b"}
+	back, err := jobs.DecodeAttemptEvent(e.JSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := back.Call(); c.StatusCode != 429 || c.Outcome != "error" || c.Failure != "provider_status" {
+		t.Errorf("call %+v, want its 429, error and provider_status", c)
+	}
+	if jobs.LostCall.Outcome != jobs.UsageOutcomeLost || jobs.LostCall.StatusCode != 0 || jobs.LostCall.Backend != "" {
+		t.Errorf("LostCall = %+v", jobs.LostCall)
+	}
+}
+
 func TestJobCost(t *testing.T) {
 	t.Parallel()
 	priced := func(usd float64) jobs.Event {

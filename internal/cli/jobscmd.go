@@ -447,16 +447,36 @@ func printSpend(w io.Writer, key string, bs []jobs.UsageBucket, name func(jobs.U
 	return tw.Flush()
 }
 
+// printOrgCounts prints each org's jobs by state, one column per state,
+// and its jobs failed in the window.
+func printOrgCounts(w io.Writer, counts []jobs.OrgCounts) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "\nORG")
+	for _, st := range jobs.States() {
+		fmt.Fprintf(tw, "\t%s", strings.ToUpper(string(st)))
+	}
+	fmt.Fprintln(tw, "\tFAILED IN WINDOW")
+	for _, o := range counts {
+		fmt.Fprint(tw, orDash(o.OrgID))
+		for _, st := range jobs.States() {
+			fmt.Fprintf(tw, "\t%d", o.Counts[st])
+		}
+		fmt.Fprintf(tw, "\t%d\n", o.FailedInWindow)
+	}
+	return tw.Flush()
+}
+
 func newJobsMetricsCmd(g *globals) *cobra.Command {
 	var since, org string
 	var asJSON, byOrg, byToken bool
 	cmd := &cobra.Command{
 		Use:   "metrics",
-		Short: "Count jobs by state; latency, error rate and spend of recent jobs (per org with --by-org, per token with --by-token); the shared pacing",
+		Short: "Count jobs by state; latency, error rate and spend of recent jobs (per org with --by-org, counts too; per token with --by-token); the shared pacing",
 		Long: `Count jobs by state, and the latency and error rate of the jobs finished
 in the --since window (per org with --by-org).
 
-With --by-org, also the provider calls of the window from the usage
+With --by-org, also each org's jobs by state, and how many of them failed
+in the window; and the provider calls of the window from the usage
 ledger, per org: their count, the known token counts, the known cost in
 USD by the prices of promptkit.yaml, and how many calls have unknown usage
 or cost (no price for the model, usage the provider did not report, a
@@ -524,6 +544,9 @@ have callers on the backend. Each process's own view is on its /metrics
 					if err := tw.Flush(); err != nil {
 						return err
 					}
+					if err := printOrgCounts(w, m.OrgCounts); err != nil {
+						return err
+					}
 					if err := printSpend(w, "ORG", orgSpend, func(b jobs.UsageBucket) string { return b.OrgID }); err != nil {
 						return err
 					}
@@ -540,7 +563,7 @@ have callers on the backend. Each process's own view is on its /metrics
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "24h", "window for latency and error rate")
 	f.StringVar(&org, "org", "", "only this org")
-	f.BoolVar(&byOrg, "by-org", false, "also average and p95 latency, and spend, per org")
+	f.BoolVar(&byOrg, "by-org", false, "also jobs by state, average and p95 latency, and spend, per org")
 	f.BoolVar(&byToken, "by-token", false, "also spend per API token (- for jobs submitted without one)")
 	f.BoolVar(&asJSON, "json", false, "print JSON; counts keyed by state")
 	return cmd

@@ -182,6 +182,7 @@ func Run(t *testing.T, h Harness) {
 		{"LatestEventSeq", testLatestEventSeq},
 		{"Metrics", testMetrics},
 		{"MetricsByOrg", testMetricsByOrg},
+		{"MetricsOrgCounts", testMetricsOrgCounts},
 		{"Thread", testThread},
 		{"Archive", testArchive},
 		{"DeletePrompt", testDeletePrompt},
@@ -230,6 +231,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordCalls", testRecordCalls},
 		{"UsageTokenOnJobs", testUsageTokenOnJobs},
 		{"UsageCancel", testUsageCancel},
+		{"BackendActivity", testBackendActivity},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

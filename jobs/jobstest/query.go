@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"sync"
@@ -1179,6 +1180,79 @@ func testEventsAfterJobFields(t *testing.T, h Harness) {
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(paged) != fmt.Sprint(want) {
 			t.Errorf("EventsAfter(%+v): seqs %v, paged %v, want %v", p, got, paged, want)
+		}
+	}
+}
+
+// Metrics with ByOrg counts each org's jobs by state, every state a key,
+// orgs with any job in order, and its jobs failed in the window; an org
+// filter keeps one org, and without ByOrg there are none.
+func testMetricsOrgCounts(t *testing.T, h Harness) {
+	f := setup(t, h)
+	// finish enqueues a job of org, claims it and moves it on with do.
+	finish := func(org string, do func(id string) error) string {
+		t.Helper()
+		e := f.enqueue(jobs.EnqueueParams{OrgID: org})
+		f.claimID("w", e.JobID)
+		if err := do(e.JobID); err != nil {
+			t.Fatal(err)
+		}
+		return e.JobID
+	}
+	succeed := func(id string) error {
+		_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Output: "ok"})
+		return err
+	}
+	fail := func(id string) error {
+		_, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: id, Worker: "w", Kind: jobs.KindParse})
+		return err
+	}
+	finish("org-a", fail) // before the window
+	since := f.advance(time.Second)
+	finish("org-a", fail)
+	finish("org-a", fail)
+	finish("org-a", succeed)
+	finish("org-b", func(id string) error {
+		_, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: id})
+		return err
+	})
+	retried := finish("org-b", fail)
+	running := f.enqueue(jobs.EnqueueParams{OrgID: "org-a"})
+	f.claimID("w", running.JobID)
+	// A failed job retried is superseded, not failed: its retry queues.
+	if _, err := f.store.Retry(f.ctx, jobs.RetryParams{JobID: retried}); err != nil {
+		t.Fatal(err)
+	}
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-a"})
+	f.enqueue(jobs.EnqueueParams{OrgID: "org-c"})
+
+	counts := func(org string, failed int, n map[jobs.State]int) jobs.OrgCounts {
+		o := jobs.NewOrgCounts(org)
+		maps.Copy(o.Counts, n)
+		o.FailedInWindow = failed
+		return o
+	}
+	orgA := counts("org-a", 2, map[jobs.State]int{jobs.Queued: 1, jobs.Running: 1, jobs.Succeeded: 1, jobs.Failed: 3})
+	orgB := counts("org-b", 0, map[jobs.State]int{jobs.Queued: 1, jobs.Cancelled: 1, jobs.Superseded: 1})
+	orgC := counts("org-c", 0, map[jobs.State]int{jobs.Queued: 1})
+	orgAAll := orgA
+	orgAAll.FailedInWindow = 3
+	for _, c := range []struct {
+		p    jobs.MetricsParams
+		want []jobs.OrgCounts
+	}{
+		{jobs.MetricsParams{ByOrg: true, Since: since}, []jobs.OrgCounts{orgA, orgB, orgC}},
+		{jobs.MetricsParams{ByOrg: true}, []jobs.OrgCounts{orgAAll, orgB, orgC}},
+		{jobs.MetricsParams{ByOrg: true, Since: since, OrgID: "org-a"}, []jobs.OrgCounts{orgA}},
+		{jobs.MetricsParams{ByOrg: true, OrgID: "org-z"}, nil},
+		{jobs.MetricsParams{Since: since}, nil},
+	} {
+		m, err := f.store.Metrics(f.ctx, c.p)
+		if err != nil {
+			t.Fatalf("Metrics(%+v): %v", c.p, err)
+		}
+		if len(m.OrgCounts) != len(c.want) || (len(c.want) > 0 && !reflect.DeepEqual(m.OrgCounts, c.want)) {
+			t.Errorf("Metrics(%+v).OrgCounts =\n%+v\nwant\n%+v", c.p, m.OrgCounts, c.want)
 		}
 	}
 }

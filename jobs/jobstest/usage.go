@@ -247,6 +247,7 @@ func testRecordCalls(t *testing.T, h Harness) {
 		"no user":       {OrgID: "org-1", Calls: p.Calls},
 		"negative cost": {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", CostUSD: new(-1.0)}}},
 		"NUL in model":  {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m\x00"}}},
+		"bad status":    {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", StatusCode: -1}}},
 	} {
 		wantErr(t, f.store.RecordCalls(f.ctx, bad), jobs.ErrInvalid, "RecordCalls "+name)
 	}
@@ -267,4 +268,132 @@ func testRecordCalls(t *testing.T, h Harness) {
 	if got := f.usage(jobs.UsageParams{OrgID: "org-2"}); len(got) != 0 {
 		t.Errorf("another org's usage: %s", fmtBuckets(got))
 	}
+}
+
+// resultEvent is a dispatched call's event data with its result: an HTTP
+// status (0: none), and for a failure its kind; usage and cost unknown.
+func resultEvent(backend string, status int, failure pktype.ExecutionFailureKind) json.RawMessage {
+	e := jobs.AttemptEvent{Dispatched: true, Generation: 1, Attempt: 1, Outcome: string(pktype.ExecutionOutcomeSuccess),
+		Model: "m", Backend: backend, StatusCode: status, Failure: string(failure)}
+	if failure != pktype.ExecutionFailureNone {
+		e.Outcome = string(pktype.ExecutionOutcomeError)
+	}
+	return e.JSON()
+}
+
+// backendActivity reads the ledger's activity, failing the test on an
+// error.
+func (f *fixture) backendActivity(since time.Time) []jobs.BackendActivity {
+	f.t.Helper()
+	got, err := f.store.BackendActivity(f.ctx, since)
+	if err != nil {
+		f.t.Fatalf("BackendActivity(%v): %v", since, err)
+	}
+	return got
+}
+
+// expectActivity compares activities, costs within a rounding error and
+// times by Equal.
+func expectActivity(t *testing.T, what string, got, want []jobs.BackendActivity) {
+	t.Helper()
+	same := len(got) == len(want)
+	for i := 0; same && i < len(got); i++ {
+		g, w := got[i], want[i]
+		same = math.Abs(g.CostUSD-w.CostUSD) < 1e-9 && g.LastRateLimitedAt.Equal(w.LastRateLimitedAt) && g.LastErrorAt.Equal(w.LastErrorAt)
+		g.CostUSD, w.CostUSD = 0, 0
+		g.LastRateLimitedAt, w.LastRateLimitedAt, g.LastErrorAt, w.LastErrorAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+		same = same && g == w
+	}
+	if !same {
+		s := ""
+		for _, bs := range [][]jobs.BackendActivity{got, want} {
+			s += "\n"
+			for _, a := range bs {
+				s += fmt.Sprintf("\n  %+v", a)
+			}
+		}
+		t.Errorf("%s: got, then want:%s", what, s)
+	}
+}
+
+// BackendActivity counts each backend's calls since a time by result: a
+// 429 is rate limited, any other failure (a 5xx, a transport failure, a
+// lost call) an error, with the times of the latest of each; a call of
+// unknown result counts only as a call.
+func testBackendActivity(t *testing.T, h Harness) {
+	f := setup(t, h)
+	if got := f.backendActivity(time.Time{}); len(got) != 0 {
+		t.Fatalf("empty ledger's activity: %+v", got)
+	}
+	a := f.enqueue(jobs.EnqueueParams{OrgID: "org-1"})
+	f.claimID("w", a.JobID)
+	appendCall := func(data json.RawMessage) {
+		t.Helper()
+		if err := f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: a.JobID, Worker: "w", Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := f.now()
+	ok, cost := jobs.AttemptEvent{Dispatched: true, Generation: 1, Attempt: 1, Outcome: "success", StatusCode: 200,
+		Model: "m", Backend: "b1", Usage: jobs.AttemptUsage{TokenUsage: pktype.TokenUsage{PromptTokens: 10, CompletionTokens: 5},
+			Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true}}}, 0.5
+	ok.CostUSD = &cost
+	appendCall(ok.JSON())
+	t1 := f.advance(time.Second)
+	appendCall(resultEvent("b1", 429, pktype.ExecutionFailureProviderStatus))
+	t2 := f.advance(time.Second)
+	appendCall(resultEvent("b2", 503, pktype.ExecutionFailureProviderStatus))
+	t3 := f.advance(time.Second)
+	appendCall(resultEvent("b2", 0, pktype.ExecutionFailureTransport))
+	// Not dispatched: no call.
+	appendCall((&jobs.AttemptEvent{Generation: 1, Attempt: 3, Outcome: "error", Failure: "canceled", Backend: "b2"}).JSON())
+	t4 := f.advance(time.Second)
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "w", Output: "x",
+		AttemptEvents: []json.RawMessage{resultEvent("b2", 200, pktype.ExecutionFailureNone)}}); err != nil {
+		t.Fatal(err)
+	}
+	// A lost worker's call: an error of unknown backend.
+	c := f.enqueue(jobs.EnqueueParams{OrgID: "org-2"})
+	f.claimID("lost", c.JobID)
+	t5 := f.advance(5*time.Minute + time.Microsecond)
+	if r, err := f.store.Reclaim(f.ctx, defaultReclaim); err != nil || len(r.Requeued) != 1 {
+		t.Fatalf("Reclaim = %+v, %v", r, err)
+	}
+	t6 := f.advance(time.Second)
+	// The front door's calls carry their results too; one of unknown
+	// result (as rows written before the ledger kept results) is only a
+	// call.
+	in, embedCost := int64(40), 0.25
+	if err := f.store.RecordCalls(f.ctx, jobs.RecordCallsParams{OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{
+		{Model: "embed", Backend: "b1", StatusCode: 429, Outcome: "error", Failure: "provider_status"},
+		{Model: "embed", Backend: "b3", InputTokens: &in, OutputTokens: new(int64(0)), CostUSD: &embedCost},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// A cancelled running job's call is lost too.
+	f.claimID("w", c.JobID)
+	if _, err := f.store.Cancel(f.ctx, jobs.CancelParams{JobID: c.JobID}); err != nil {
+		t.Fatal(err)
+	}
+
+	lost := jobs.BackendActivity{Backend: "", Calls: 2, Errors: 2, LastErrorAt: t6}
+	b1 := jobs.BackendActivity{Backend: "b1", Calls: 3, Succeeded: 1, RateLimited: 2, LastRateLimitedAt: t6,
+		InputTokens: 10, OutputTokens: 5, CostUSD: 0.5}
+	b2 := jobs.BackendActivity{Backend: "b2", Calls: 3, Succeeded: 1, Errors: 2, LastErrorAt: t3}
+	b3 := jobs.BackendActivity{Backend: "b3", Calls: 1, InputTokens: 40, CostUSD: 0.25}
+	expectActivity(t, "since the start", f.backendActivity(t0), []jobs.BackendActivity{lost, b1, b2, b3})
+	expectActivity(t, "since the zero time", f.backendActivity(time.Time{}), []jobs.BackendActivity{lost, b1, b2, b3})
+	expectActivity(t, "since the first 429", f.backendActivity(t1), []jobs.BackendActivity{lost,
+		{Backend: "b1", Calls: 2, RateLimited: 2, LastRateLimitedAt: t6}, b2, b3})
+	// Since is inclusive: the 503 at t2 counts, the 429 at t1 does not.
+	expectActivity(t, "since the 503", f.backendActivity(t2), []jobs.BackendActivity{lost,
+		{Backend: "b1", Calls: 1, RateLimited: 1, LastRateLimitedAt: t6}, b2, b3})
+	expectActivity(t, "after the success", f.backendActivity(t4.Add(time.Microsecond)), []jobs.BackendActivity{lost,
+		{Backend: "b1", Calls: 1, RateLimited: 1, LastRateLimitedAt: t6}, b3})
+	expectActivity(t, "since the reclaim", f.backendActivity(t5), []jobs.BackendActivity{lost,
+		{Backend: "b1", Calls: 1, RateLimited: 1, LastRateLimitedAt: t6}, b3})
+	expectActivity(t, "since the last calls", f.backendActivity(t6), []jobs.BackendActivity{
+		{Backend: "", Calls: 1, Errors: 1, LastErrorAt: t6},
+		{Backend: "b1", Calls: 1, RateLimited: 1, LastRateLimitedAt: t6}, b3})
+	expectActivity(t, "after every call", f.backendActivity(t6.Add(time.Microsecond)), nil)
 }

@@ -144,3 +144,41 @@ func TestSubmittedPlan(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard's backend activity (the last minutes of every backend's
+// calls) is a range read of the ledger's (at) index, not a scan of it.
+func TestBackendActivityPlan(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend, status_code, outcome)
+		SELECT timestamptz '2030-01-01' + i * interval '1 minute', 'j' || i, 'org' || (i % 50), 'u', 'tok', 'm',
+			'b' || (i % 7), CASE WHEN i % 10 = 0 THEN 429 ELSE 200 END, 'success'
+		FROM generate_series(1, 50000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE usage_ledger`); err != nil {
+		t.Fatal(err)
+	}
+	// The last 15 minutes of the ledger's 50000.
+	since := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add((50000 - 15) * time.Minute)
+	q, args := usageq.ActivityQuery(since, usageDialect)
+	rows, err := s.pool.Query(ctx, `EXPLAIN `+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(plan, "\n"); !strings.Contains(got, "usage_ledger_at") || strings.Contains(got, "Seq Scan") {
+		t.Errorf("BackendActivity plan:\n%s", got)
+	}
+}

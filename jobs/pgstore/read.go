@@ -343,7 +343,7 @@ func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics
 		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
 	}
 	// One round trip: the counts, the window's latencies and error
-	// rates, and with ByOrg each org's latency.
+	// rates, and with ByOrg each org's latency and counts.
 	m := jobs.NewMetrics()
 	var since *time.Time
 	if !p.Since.IsZero() {
@@ -392,6 +392,26 @@ func (s *Store) Metrics(ctx context.Context, p jobs.MetricsParams) (jobs.Metrics
 			})
 			return err
 		})
+	}
+	if p.ByOrg {
+		// Every org's jobs by state in one grouped read, with the failed
+		// ones counted again when they finished in the window.
+		b.Queue(`SELECT org_id, state, count(*), count(*) FILTER (WHERE state = 'failed' AND finished_at IS NOT NULL
+				AND ($1::timestamptz IS NULL OR finished_at >= $1))
+			FROM jobs WHERE ($2 = '' OR org_id = $2) GROUP BY org_id, state ORDER BY org_id`, since, p.OrgID).
+			Query(func(rows pgx.Rows) error {
+				var org, st string
+				var n, failed int
+				_, err := pgx.ForEachRow(rows, []any{&org, &st, &n, &failed}, func() error {
+					if len(m.OrgCounts) == 0 || m.OrgCounts[len(m.OrgCounts)-1].OrgID != org {
+						m.OrgCounts = append(m.OrgCounts, jobs.NewOrgCounts(org))
+					}
+					o := &m.OrgCounts[len(m.OrgCounts)-1]
+					o.Counts[jobs.State(st)], o.FailedInWindow = n, o.FailedInWindow+failed
+					return nil
+				})
+				return err
+			})
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return jobs.Metrics{}, fmt.Errorf("pgstore: metrics: %w", err)
@@ -496,6 +516,31 @@ func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBuck
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: usage: %w", err)
+	}
+	return out, nil
+}
+
+// BackendActivity sums the ledger's recent calls per backend. See
+// jobs.Store.
+func (s *Store) BackendActivity(ctx context.Context, since time.Time) ([]jobs.BackendActivity, error) {
+	q, args := usageq.ActivityQuery(since, usageDialect)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: backend activity: %w", err)
+	}
+	defer rows.Close()
+	var out []jobs.BackendActivity
+	for rows.Next() {
+		var a jobs.BackendActivity
+		var limited, failed *time.Time
+		if err := rows.Scan(append(usageq.ActivityDests(&a), &limited, &failed)...); err != nil {
+			return nil, fmt.Errorf("pgstore: backend activity: %w", err)
+		}
+		a.LastRateLimitedAt, a.LastErrorAt = tm(limited), tm(failed)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: backend activity: %w", err)
 	}
 	return out, nil
 }

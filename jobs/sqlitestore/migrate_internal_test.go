@@ -264,3 +264,35 @@ func TestMigrationFairTagsBackfill(t *testing.T) {
 		t.Errorf("claim order after the upgrade %v, want %v", order, want)
 	}
 }
+
+// Backend activity reads a recent range of the ledger through its (at)
+// index, grouping what it finds, not the whole ledger.
+func TestBackendActivityPlan(t *testing.T) {
+	ctx := t.Context()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q, args := usageq.ActivityQuery(time.Unix(1, 0), usageDialect)
+	rows, err := s.reader.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	if got := strings.Join(plan, "; "); !strings.Contains(got, "SEARCH usage_ledger USING INDEX usage_ledger_at (at>?)") {
+		t.Errorf("plan of %s:\n%s", q, got)
+	}
+}

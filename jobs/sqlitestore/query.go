@@ -37,6 +37,10 @@ const (
 		ORDER BY e.seq LIMIT ?4`
 	qCounts    = `SELECT state, count(*) FROM jobs GROUP BY state`
 	qCountsOrg = `SELECT state, count(*) FROM jobs WHERE org_id = ? GROUP BY state`
+	// Every org's jobs by state (org ?2, any when empty), with the failed
+	// ones counted again when they finished at or after ?1.
+	qOrgCounts = `SELECT org_id, state, count(*), sum(CASE WHEN state = 'failed' AND finished_at >= ?1 THEN 1 ELSE 0 END)
+		FROM jobs WHERE (?2 = '' OR org_id = ?2) GROUP BY org_id, state ORDER BY org_id`
 	// The metrics window: jobs whose outcome stands (a superseded job's
 	// outcome was replaced by its retry, which is counted instead).
 	qWindow = `SELECT org_id, finished_at - created_at, state, error_kind FROM jobs
@@ -319,6 +323,11 @@ func (s *Store) metrics(ctx context.Context, p jobs.MetricsParams, m *jobs.Metri
 		return err
 	}
 	flush()
+	if p.ByOrg {
+		if err := s.orgCounts(ctx, since, p.OrgID, m); err != nil {
+			return err
+		}
+	}
 	m.Finished = len(all)
 	if len(all) > 0 {
 		slices.Sort(all)
@@ -330,6 +339,28 @@ func (s *Store) metrics(ctx context.Context, p jobs.MetricsParams, m *jobs.Metri
 		}
 	}
 	return nil
+}
+
+// orgCounts fills m.OrgCounts: each org's jobs by state, and its jobs
+// that failed at or after since (µs).
+func (s *Store) orgCounts(ctx context.Context, since int64, orgID string, m *jobs.Metrics) error {
+	rows, err := s.readQuery(ctx, qOrgCounts, since, orgID)
+	if err != nil {
+		return err
+	}
+	return eachRow(rows, func() error {
+		var org, st string
+		var n, failed int
+		if err := rows.Scan(&org, &st, &n, &failed); err != nil {
+			return err
+		}
+		if len(m.OrgCounts) == 0 || m.OrgCounts[len(m.OrgCounts)-1].OrgID != org {
+			m.OrgCounts = append(m.OrgCounts, jobs.NewOrgCounts(org))
+		}
+		o := &m.OrgCounts[len(m.OrgCounts)-1]
+		o.Counts[jobs.State(st)], o.FailedInWindow = n, o.FailedInWindow+failed
+		return nil
+	})
 }
 
 // orgLatency summarizes one org's latencies (µs, in any order): the
@@ -656,6 +687,30 @@ func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBuck
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlitestore: usage: %w", err)
+	}
+	return out, nil
+}
+
+// BackendActivity implements jobs.Store.
+func (s *Store) BackendActivity(ctx context.Context, since time.Time) ([]jobs.BackendActivity, error) {
+	q, args := usageq.ActivityQuery(since, usageDialect)
+	rows, err := s.readQuery(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: backend activity: %w", err)
+	}
+	var out []jobs.BackendActivity
+	err = eachRow(rows, func() error {
+		var a jobs.BackendActivity
+		var limited, failed sql.NullInt64
+		if err := rows.Scan(append(usageq.ActivityDests(&a), &limited, &failed)...); err != nil {
+			return err
+		}
+		a.LastRateLimitedAt, a.LastErrorAt = nullTime(limited), nullTime(failed)
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: backend activity: %w", err)
 	}
 	return out, nil
 }

@@ -98,3 +98,39 @@ func Dests(b *jobs.UsageBucket) []any {
 	return []any{&b.OrgID, &b.UserID, &b.TokenID, &b.Model, &b.Backend,
 		&b.Requests, &b.InputTokens, &b.OutputTokens, &b.CachedInputTokens, &b.UnknownUsage, &b.CostUSD, &b.UnknownCost}
 }
+
+// Call results as BackendActivity sorts them: a 429 is rate limited
+// whatever its outcome; otherwise a known outcome other than success (an
+// error, a lost call) is an error. A row of unknown result (outcome ”,
+// written before the ledger kept results) is neither.
+const (
+	succeeded   = "status_code <> 429 AND outcome = 'success'"
+	rateLimited = "status_code = 429"
+	failed      = "status_code <> 429 AND outcome NOT IN ('success', '')"
+)
+
+// ActivityQuery returns the read of Store.BackendActivity since since:
+// a range of the ledger's (at) index. Each row is: the backend, Calls,
+// Succeeded, RateLimited, Errors, InputTokens, OutputTokens and CostUSD
+// (see ActivityDests), then the latest rate-limited and the latest failed
+// call's at, NULL when none, which the store reads itself.
+func ActivityQuery(since time.Time, d Dialect) (string, []any) {
+	return `SELECT backend,
+		count(*),
+		CAST(coalesce(sum(CASE WHEN ` + succeeded + ` THEN 1 ELSE 0 END), 0) AS BIGINT),
+		CAST(coalesce(sum(CASE WHEN ` + rateLimited + ` THEN 1 ELSE 0 END), 0) AS BIGINT),
+		CAST(coalesce(sum(CASE WHEN ` + failed + ` THEN 1 ELSE 0 END), 0) AS BIGINT),
+		CAST(coalesce(sum(input_tokens), 0) AS BIGINT),
+		CAST(coalesce(sum(output_tokens), 0) AS BIGINT),
+		CAST(coalesce(sum(cost_usd), 0) AS DOUBLE PRECISION),
+		max(CASE WHEN ` + rateLimited + ` THEN at END),
+		max(CASE WHEN ` + failed + ` THEN at END)
+	FROM usage_ledger WHERE at >= ` + d.Param(1) + `
+	GROUP BY backend ORDER BY backend`, []any{d.Time(since)}
+}
+
+// ActivityDests returns the scan destinations of a row into a, before the
+// two times.
+func ActivityDests(a *jobs.BackendActivity) []any {
+	return []any{&a.Backend, &a.Calls, &a.Succeeded, &a.RateLimited, &a.Errors, &a.InputTokens, &a.OutputTokens, &a.CostUSD}
+}
