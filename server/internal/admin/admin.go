@@ -12,8 +12,10 @@
 package admin
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/promptkit/promptkit"
@@ -156,9 +158,10 @@ func (a *API) Overview(w http.ResponseWriter, r *http.Request) error {
 	// A paused org with no job left still shows, so it can be resumed.
 	for o := range paused {
 		if !seen[o] && (org == "" || o == org) {
-			out.Orgs = append(out.Orgs, OrgView{OrgCounts: jobs.OrgCounts{OrgID: o, Counts: jobs.NewMetrics().Counts}, Paused: true})
+			out.Orgs = append(out.Orgs, OrgView{OrgCounts: jobs.NewOrgCounts(o), Paused: true})
 		}
 	}
+	slices.SortFunc(out.Orgs, func(x, y OrgView) int { return cmp.Compare(x.OrgID, y.OrgID) })
 	httpapi.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
