@@ -150,7 +150,7 @@ func newJobsListCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				page, err := st.ListJobs(ctx, jobs.ListParams{OrgID: org, CreatedBy: user, State: jobs.State(state), Since: t, Limit: limit, After: after})
+				page, err := st.ListJobs(ctx, jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: org, CreatedBy: user, State: jobs.State(state), Since: t}, Limit: limit, After: after})
 				if errors.Is(err, jobs.ErrInvalid) {
 					return usageError{err}
 				}
