@@ -141,8 +141,9 @@ func (b *builder) filter(f jobs.JobFilter) {
 		b.where = append(b.where, "prompt_id IN (SELECT p.id FROM prompts p WHERE p.batch_id = "+b.arg(f.BatchID)+")")
 	}
 	if f.Backend != "" {
-		// The job's ledger rows are a range of usage_ledger (job_id,
-		// backend): migrations 00017 (PostgreSQL) and 00014 (SQLite).
+		// usage_ledger (backend, job_id) answers both plans: a probe per
+		// job row read, or the backend's rows as one range to join
+		// (migrations 00017 on PostgreSQL, 00014 on SQLite).
 		b.where = append(b.where, "EXISTS (SELECT 1 FROM usage_ledger u WHERE u.job_id = jobs.id AND u.backend = "+b.arg(f.Backend)+")")
 	}
 }
