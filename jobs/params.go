@@ -383,14 +383,24 @@ func normalizeAttempts(ds []json.RawMessage) ([]json.RawMessage, error) {
 	return out, nil
 }
 
-// Normalize checks an overriding priority.
+// Normalize checks an overriding priority, By and Bulk (checkActor).
 func (p RetryParams) Normalize() (RetryParams, error) {
 	if p.Priority != nil {
 		if err := checkPriority(*p.Priority); err != nil {
 			return p, err
 		}
 	}
-	return p, nil
+	if err := checkActor("by", p.By); err != nil {
+		return p, err
+	}
+	return p, checkActor("bulk", p.Bulk)
+}
+
+// Data returns the data of the retry's two events: the old job's
+// superseded event (naming newID) and the new job's queued event.
+func (p RetryParams) Data(newID string) (old, fresh json.RawMessage) {
+	return TransitionData{SupersededBy: newID, By: p.By, Bulk: p.Bulk}.JSON(),
+		TransitionData{Supersedes: p.JobID, By: p.By, Bulk: p.Bulk}.JSON()
 }
 
 // PriorityOf is the priority of the job that retries old: p.Priority
@@ -421,25 +431,92 @@ func (p ReclaimParams) Normalize() (ReclaimParams, error) {
 	return p, nil
 }
 
-// Normalize fills Limit (50, at most 1000), checks State and the cursor,
-// and truncates Since to microseconds.
+// Normalize fills Limit (50, at most 1000) and checks the filter
+// (JobFilter.Normalize) and the cursor.
 func (p ListParams) Normalize() (ListParams, error) {
 	if p.Limit <= 0 {
 		p.Limit = DefaultListLimit
 	}
 	p.Limit = min(p.Limit, MaxListLimit)
-	if p.State != "" && !p.State.Valid() {
-		return p, invalid("unknown state %q", p.State)
+	var err error
+	if p.JobFilter, err = p.JobFilter.Normalize(); err != nil {
+		return p, err
 	}
 	if p.After != "" {
 		if _, err := DecodeCursor(p.After); err != nil {
 			return p, err
 		}
 	}
-	if !p.Since.IsZero() {
-		p.Since = p.Since.UTC().Truncate(time.Microsecond)
-	}
 	return p, nil
+}
+
+// Normalize checks f: a known State, priorities within 0–100 with
+// MinPriority not above MaxPriority, Until not before Since, no NUL in a
+// string. It moves Since and Until to UTC at microsecond precision, the
+// stored one: Since down and Until up, so that neither bound lets in or
+// leaves out a job the exact time would not.
+func (f JobFilter) Normalize() (JobFilter, error) {
+	if f.State != "" && !f.State.Valid() {
+		return f, invalidField("state", "unknown state %q", f.State)
+	}
+	for _, c := range []struct{ field, v string }{
+		{"org_id", f.OrgID}, {"created_by", f.CreatedBy}, {"profile", f.Profile},
+		{"backend", f.Backend}, {"batch_id", f.BatchID},
+	} {
+		if err := checkText(c.field, c.v); err != nil {
+			return f, err
+		}
+	}
+	for _, pr := range []*int{f.MinPriority, f.MaxPriority} {
+		if pr != nil {
+			if err := checkPriority(*pr); err != nil {
+				return f, err
+			}
+		}
+	}
+	if f.MinPriority != nil && f.MaxPriority != nil && *f.MinPriority > *f.MaxPriority {
+		return f, invalid("min_priority %d is above max_priority %d", *f.MinPriority, *f.MaxPriority)
+	}
+	if !f.Since.IsZero() {
+		f.Since = f.Since.UTC().Truncate(time.Microsecond)
+	}
+	if !f.Until.IsZero() {
+		u := f.Until.UTC()
+		if t := u.Truncate(time.Microsecond); t.Before(u) {
+			u = t.Add(time.Microsecond)
+		}
+		f.Until = u
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Before(f.Since) {
+		return f, invalid("until is before since")
+	}
+	return f, nil
+}
+
+// MaxActor bounds CancelParams.By and Bulk (and RetryParams'), in bytes:
+// they name a caller or an action, not free prose.
+const MaxActor = 200
+
+// checkActor refuses a By or Bulk that is too long or holds a NUL.
+func checkActor(field, v string) error {
+	if len(v) > MaxActor {
+		return invalidField(field, "longer than %d bytes", MaxActor)
+	}
+	return checkText(field, v)
+}
+
+// Normalize checks By and Bulk (checkActor).
+func (p CancelParams) Normalize() (CancelParams, error) {
+	if err := checkActor("by", p.By); err != nil {
+		return p, err
+	}
+	return p, checkActor("bulk", p.Bulk)
+}
+
+// Data is the data of the cancelled event: who asked, in which bulk
+// action.
+func (p CancelParams) Data() json.RawMessage {
+	return TransitionData{By: p.By, Bulk: p.Bulk}.JSON()
 }
 
 // Normalize fills Limit (500) and truncates Since to microseconds.
@@ -514,14 +591,17 @@ func DecodeCursor(s string) (Cursor, error) {
 // and why. Stores build it with JSON, so both write the same thing for the
 // same transition:
 //
-//	→ queued (enqueue)            nothing; a retry's new job: supersedes
+//	→ queued (enqueue)            nothing; a retry's new job: supersedes, by, bulk
 //	queued → running (claim)      worker
 //	running → succeeded           nothing (the job keeps its worker_claim)
 //	running → queued (requeue)    worker, error_kind, error_message, handback when handed back
 //	running → failed              worker, error_kind, error_message
 //	running → queued|failed       (reclaim) the lost worker, error_kind, error_message
-//	→ cancelled                   nothing
-//	→ superseded                  superseded_by: the retry's job
+//	→ cancelled                   by, bulk (Cancel; CancelBatchJobs: nothing)
+//	→ superseded                  superseded_by: the retry's job; by, bulk
+//
+// By and Bulk are set only when the caller said (CancelParams,
+// RetryParams): the audit of who acted, and in which bulk action.
 type TransitionData struct {
 	Worker       string    `json:"worker,omitempty"`
 	ErrorKind    ErrorKind `json:"error_kind,omitempty"`
@@ -529,6 +609,8 @@ type TransitionData struct {
 	Handback     bool      `json:"handback,omitempty"`
 	Supersedes   string    `json:"supersedes,omitempty"`
 	SupersededBy string    `json:"superseded_by,omitempty"`
+	By           string    `json:"by,omitempty"`
+	Bulk         string    `json:"bulk,omitempty"`
 }
 
 // JSON encodes d; nil when d is empty, so an event without data stores

@@ -96,12 +96,14 @@ type Store interface {
 	// ErrNotClaimed on its next write (and through a notification); the
 	// call it may have made since its last attempt event gets a usage
 	// ledger row of unknown usage and cost (LostCall), as at Reclaim.
+	// The cancelled event's data carries p.By and p.Bulk (TransitionData).
 	Cancel(ctx context.Context, p CancelParams) (Job, error)
 	// Retry creates a new queued job for the same prompt (attempt 1, the
 	// old job's priority, max_attempts and options unless overridden,
 	// Supersedes = old ID) and moves the old job to superseded, in one
 	// transaction. Only succeeded, failed or cancelled jobs can be
-	// retried; others are a *TransitionError.
+	// retried; others are a *TransitionError. Both events' data carry
+	// p.By and p.Bulk (TransitionData).
 	Retry(ctx context.Context, p RetryParams) (Job, error)
 	// Reclaim handles running jobs whose heartbeat is older than
 	// ReclaimAfter (strictly: heartbeat < now − ReclaimAfter) as
@@ -138,6 +140,9 @@ type Store interface {
 	// a time: pass the returned Next as After to continue (keyset
 	// pagination on (created_at, id); stable under concurrent inserts).
 	ListJobs(ctx context.Context, p ListParams) (JobPage, error)
+	// CountJobs returns how many jobs match f exactly (ErrInvalid for
+	// what JobFilter.Normalize refuses).
+	CountJobs(ctx context.Context, f JobFilter) (int, error)
 	// ChangesSince returns jobs whose updated_at is after Since (all jobs
 	// when Since is zero), oldest change first, and AsOf: pass AsOf as the
 	// next Since and no change is ever missed, even one committing
@@ -503,6 +508,12 @@ type AttemptParams struct {
 type CancelParams struct {
 	OrgID string
 	JobID string
+	// By says who asked ("cli:alice", "token:<id>", "local"; at most
+	// MaxActor bytes); the cancelled event's data carries it as "by".
+	By string
+	// Bulk names the bulk action this cancel is part of (BulkResult.ID);
+	// the event's data carries it as "bulk".
+	Bulk string
 }
 
 // RetryParams names a terminal job to run again.
@@ -511,6 +522,10 @@ type RetryParams struct {
 	JobID string
 	// Priority overrides the old job's priority when non-nil.
 	Priority *int
+	// By and Bulk: as CancelParams'; both the old job's superseded event
+	// and the new job's queued event carry them.
+	By   string
+	Bulk string
 }
 
 // ReclaimParams sets the reclaim thresholds.
@@ -529,16 +544,30 @@ type Reclaimed struct {
 	Failed   []string
 }
 
-// ListParams filters ListJobs. Zero values do not filter.
-type ListParams struct {
+// JobFilter selects jobs: every set field must match. Zero values do not
+// filter. ListJobs, CountJobs and the bulk actions (CancelMatching,
+// RetryMatching) take it.
+type JobFilter struct {
 	OrgID     string
 	CreatedBy string
 	State     State
-	// Current leaves out superseded jobs, so each prompt appears once,
-	// with the job that stands for it.
+	// Current leaves out superseded jobs (each prompt once).
 	Current bool
-	// Since: only jobs created at or after it.
-	Since time.Time
+	// Since / Until: created at or after Since, and before Until (zero: open).
+	Since, Until time.Time
+	// Profile: the prompt's profile ID exactly (the front door's model name resolves to one).
+	Profile string
+	// Backend: jobs that made at least one provider call to this backend (the usage ledger's rows of the job).
+	Backend string
+	// MinPriority / MaxPriority bound the priority, inclusive (nil: open).
+	MinPriority, MaxPriority *int
+	// BatchID: lines of this batch.
+	BatchID string
+}
+
+// ListParams filters and pages ListJobs.
+type ListParams struct {
+	JobFilter
 	// After is the Next of the previous page.
 	After string
 	// Limit defaults to 50, at most 1000.

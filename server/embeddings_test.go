@@ -60,7 +60,7 @@ func TestEmbeddings(t *testing.T) {
 	if r.header.Get(headerJobID) != "" {
 		t.Errorf("an embedding is not a job: %v", r.header)
 	}
-	if page, err := e.st.ListJobs(t.Context(), jobs.ListParams{OrgID: "default"}); err != nil || len(page.Jobs) != 0 {
+	if page, err := e.st.ListJobs(t.Context(), jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "default"}}); err != nil || len(page.Jobs) != 0 {
 		t.Errorf("stored %d jobs (%v)", len(page.Jobs), err)
 	}
 	// Its provider call is in the usage ledger all the same, the org's and

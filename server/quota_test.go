@@ -156,7 +156,7 @@ func TestQuotaRequestsPerMinute(t *testing.T) {
 
 		// Another org, and the local identity's, are not held to it.
 		q.submit(b, map[string]any{"text": "other org"})
-		page, err := q.st.ListJobs(context.Background(), jobs.ListParams{OrgID: "org-a"})
+		page, err := q.st.ListJobs(context.Background(), jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "org-a"}})
 		if err != nil || len(page.Jobs) != 2 {
 			t.Fatalf("org-a has %d jobs (%v), want 2: a refused request stored one", len(page.Jobs), err)
 		}

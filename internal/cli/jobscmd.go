@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -133,8 +134,72 @@ func fmtTime(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
+// filterFlags is the job filter flag set of jobs list, cancel and retry:
+// one set, so that a listing shows exactly what a bulk cancel or retry
+// with the same flags acts on.
+type filterFlags struct {
+	state, org, user, profile, backend, since, until, batch string
+	minPriority, maxPriority                                int
+}
+
+// filterFlagNames are the flags filterFlags registers.
+var filterFlagNames = []string{"state", "org", "user", "profile", "backend", "min-priority", "max-priority", "since", "until", "batch"}
+
+func (ff *filterFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&ff.state, "state", "", "only jobs in this state: "+joinStates())
+	f.StringVar(&ff.org, "org", "", "only jobs of this org")
+	f.StringVar(&ff.user, "user", "", "only jobs created by this user")
+	f.StringVar(&ff.profile, "profile", "", "only jobs of prompts with this profile")
+	f.StringVar(&ff.backend, "backend", "", "only jobs that made a provider call to this backend")
+	f.IntVar(&ff.minPriority, "min-priority", jobs.MinPriority, "only jobs of at least this priority number (0–100)")
+	f.IntVar(&ff.maxPriority, "max-priority", jobs.MaxPriority, "only jobs of at most this priority number (0–100)")
+	f.StringVar(&ff.since, "since", "", "only jobs created since (RFC 3339, date, or a duration such as 1h)")
+	f.StringVar(&ff.until, "until", "", "only jobs created before (RFC 3339, date, or a duration such as 1h: that long ago)")
+	f.StringVar(&ff.batch, "batch", "", "only lines of this batch")
+}
+
+// set reports whether any filter flag was given.
+func (ff *filterFlags) set(cmd *cobra.Command) bool {
+	for _, n := range filterFlagNames {
+		if cmd.Flags().Changed(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// filter makes the jobs.JobFilter of the flags; a usage error for a value
+// the filter refuses.
+func (ff *filterFlags) filter(cmd *cobra.Command) (jobs.JobFilter, error) {
+	if ff.state != "" && !jobs.State(ff.state).Valid() {
+		return jobs.JobFilter{}, usageError{fmt.Errorf("--state %q: want one of %v", ff.state, jobs.States())}
+	}
+	since, err := parseTime("since", ff.since)
+	if err != nil {
+		return jobs.JobFilter{}, err
+	}
+	until, err := parseTime("until", ff.until)
+	if err != nil {
+		return jobs.JobFilter{}, err
+	}
+	f := jobs.JobFilter{OrgID: ff.org, CreatedBy: ff.user, State: jobs.State(ff.state), Since: since, Until: until,
+		Profile: ff.profile, Backend: ff.backend, BatchID: ff.batch}
+	if cmd.Flags().Changed("min-priority") {
+		f.MinPriority = &ff.minPriority
+	}
+	if cmd.Flags().Changed("max-priority") {
+		f.MaxPriority = &ff.maxPriority
+	}
+	if _, err := f.Normalize(); err != nil {
+		return jobs.JobFilter{}, usageError{errors.New(jobs.InvalidMessage(err))}
+	}
+	return f, nil
+}
+
 func newJobsListCmd(g *globals) *cobra.Command {
-	var state, org, user, since, after string
+	var ff filterFlags
+	var after string
 	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -142,15 +207,12 @@ func newJobsListCmd(g *globals) *cobra.Command {
 		Short: "List jobs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if state != "" && !jobs.State(state).Valid() {
-				return usageError{fmt.Errorf("--state %q: want one of %v", state, jobs.States())}
-			}
-			t, err := parseTime("since", since)
+			filter, err := ff.filter(cmd)
 			if err != nil {
 				return err
 			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				page, err := st.ListJobs(ctx, jobs.ListParams{OrgID: org, CreatedBy: user, State: jobs.State(state), Since: t, Limit: limit, After: after})
+				page, err := st.ListJobs(ctx, jobs.ListParams{JobFilter: filter, Limit: limit, After: after})
 				if errors.Is(err, jobs.ErrInvalid) {
 					return usageError{err}
 				}
@@ -173,11 +235,8 @@ func newJobsListCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
+	ff.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&state, "state", "", "only jobs in this state: "+joinStates())
-	f.StringVar(&org, "org", "", "only jobs of this org")
-	f.StringVar(&user, "user", "", "only jobs created by this user")
-	f.StringVar(&since, "since", "", "only jobs created since (RFC 3339, date, or a duration such as 1h)")
 	f.IntVar(&limit, "limit", 50, "at most this many jobs")
 	f.StringVar(&after, "after", "", "continue a listing: the cursor the previous page printed")
 	f.BoolVar(&asJSON, "json", false, "print JSON objects named as the columns")
@@ -335,17 +394,106 @@ func splitDetail(e jobs.Event) (json.RawMessage, string) {
 	return json.RawMessage("{" + rest.String() + "}"), jobs.ErrorMessage(detail) // printable, whoever wrote it
 }
 
+// cliActor is who the CLI says acts in a job's events (CancelParams.By):
+// "cli:" and the OS user's name.
+func cliActor() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	by := "cli:" + name
+	if len(by) > jobs.MaxActor {
+		by = by[:jobs.MaxActor] // a name that long is no use whole either
+	}
+	return strings.ToValidUTF8(by, "")
+}
+
+// bulkAction is what jobs cancel and jobs retry do with filter flags
+// instead of a job ID.
+type bulkAction struct {
+	verb, past string // "cancel", "cancelled"
+	count      func(context.Context, jobs.Store, jobs.JobFilter) (int, error)
+	run        func(context.Context, jobs.Store, jobs.BulkParams) (jobs.BulkResult, error)
+	states     func(jobs.JobFilter) ([]jobs.State, error)
+}
+
+// runBulk counts the jobs the filter flags match and, with --yes, acts on
+// them (at most limit), printing what it did and the
+// bulk action's ID, which every job's event names. Without a filter flag
+// it refuses: a bare jobs cancel would otherwise act on every job.
+func runBulk(cmd *cobra.Command, g *globals, ff *filterFlags, a bulkAction, yes bool, limit int) error {
+	if !ff.set(cmd) {
+		return usageError{fmt.Errorf("give a JOB_ID, or filter flags (--%s) to %s every job they match",
+			strings.Join(filterFlagNames, ", --"), a.verb)}
+	}
+	f, err := ff.filter(cmd)
+	if err != nil {
+		return err
+	}
+	if _, err := a.states(f); err != nil {
+		return usageError{errors.New(jobs.InvalidMessage(err))}
+	}
+	if limit < 1 || limit > jobs.MaxBulk {
+		return usageError{fmt.Errorf("--limit %d: want 1–%d", limit, jobs.MaxBulk)}
+	}
+	return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
+		w := cmd.OutOrStdout()
+		if !yes {
+			n, err := a.count(ctx, st, f)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%d jobs match; add --yes to %s them\n", n, a.verb)
+			return nil
+		}
+		res, err := a.run(ctx, st, jobs.BulkParams{Filter: f, By: cliActor(), Limit: limit})
+		if err == nil || res.Done+res.Skipped > 0 {
+			// Also when it stopped part way: what it did stays done.
+			fmt.Fprintf(w, "%s %d of %d (%d changed meanwhile); bulk action %s\n", a.past, res.Done, res.Matched, res.Skipped, res.ID)
+		}
+		if err != nil {
+			return err
+		}
+		if res.Truncated {
+			fmt.Fprintf(cmd.ErrOrStderr(), "promptkit: more jobs match than one run acts on (--limit %d); run it again for the rest\n", limit)
+		}
+		return nil
+	})
+}
+
+// bulkFlags registers --yes and --limit of a bulk cancel or retry.
+func bulkFlags(cmd *cobra.Command, verb string, yes *bool, limit *int) {
+	cmd.Flags().BoolVar(yes, "yes", false, "with filter flags: "+verb+" the jobs they match (without it, only count them)")
+	cmd.Flags().IntVar(limit, "limit", jobs.MaxBulk, "with filter flags: "+verb+" at most this many jobs, newest first")
+}
+
 func newJobsCancelCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "cancel JOB_ID",
-		Short: "Cancel a queued or running job",
+	var ff filterFlags
+	var yes bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "cancel JOB_ID | cancel FILTER_FLAGS [--yes]",
+		Short: "Cancel a queued or running job, or every one matching filter flags",
 		Long: `Cancel a queued or running job. A running job's provider call is stopped
 within a heartbeat interval and its late result is discarded. A finished job
-cannot be cancelled; a superseded one was replaced by a retry: cancel that.`,
-		Args: cobra.ExactArgs(1),
+cannot be cancelled; a superseded one was replaced by a retry: cancel that.
+
+With filter flags instead of a JOB_ID (the flags of jobs list, at least
+one), it counts the queued and running jobs they match and says so; with
+--yes it cancels them, each in its own transaction with an event naming
+you (cli:USER) and the bulk action's ID, and prints how many it cancelled
+and how many had finished meanwhile. --state may name queued or running.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return runBulk(cmd, g, &ff, bulkAction{verb: "cancel", past: "cancelled",
+					count: jobs.CountCancellable, run: jobs.CancelMatching, states: jobs.CancellableStates}, yes, limit)
+			}
+			if ff.set(cmd) || cmd.Flags().Changed("limit") {
+				return usageError{errors.New("give a JOB_ID or filter flags, not both")}
+			}
 			return withStore(cmd, g, func(ctx context.Context, st jobs.Store) error {
-				j, err := st.Cancel(ctx, jobs.CancelParams{JobID: args[0]})
+				j, err := st.Cancel(ctx, jobs.CancelParams{JobID: args[0], By: cliActor()})
 				if err != nil {
 					return operationError(ctx, st, "cancel", args[0], err)
 				}
@@ -354,19 +502,41 @@ cannot be cancelled; a superseded one was replaced by a retry: cancel that.`,
 			})
 		},
 	}
+	ff.register(cmd)
+	bulkFlags(cmd, "cancel", &yes, &limit)
+	return cmd
 }
 
 func newJobsRetryCmd(g *globals) *cobra.Command {
-	var priority int
+	var ff filterFlags
+	var priority, limit int
+	var yes bool
 	cmd := &cobra.Command{
-		Use:   "retry JOB_ID",
-		Short: "Run a finished job's prompt again as a new job that supersedes it",
+		Use:   "retry JOB_ID | retry FILTER_FLAGS [--yes]",
+		Short: "Run a finished job's prompt again as a new job that supersedes it, or every one matching filter flags",
 		Long: `Run the prompt of a succeeded, failed or cancelled job again as a new job,
 with a fresh attempt budget; the old job becomes superseded and stays in the
-prompt's history. --priority changes the new job's priority.`,
-		Args: cobra.ExactArgs(1),
+prompt's history. --priority changes the new job's priority.
+
+With filter flags instead of a JOB_ID (the flags of jobs list, at least
+one), it counts the failed and cancelled jobs they match that were not
+retried yet and says so; with --yes it retries them at their priority,
+each in its own transaction with events naming you (cli:USER) and the bulk
+action's ID, and prints how many it retried and how many changed meanwhile.
+Succeeded jobs are retried only with --state succeeded.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := jobs.RetryParams{JobID: args[0]}
+			if len(args) == 0 {
+				if cmd.Flags().Changed("priority") {
+					return usageError{errors.New("--priority applies to one job; a bulk retry keeps each job's priority")}
+				}
+				return runBulk(cmd, g, &ff, bulkAction{verb: "retry", past: "retried",
+					count: jobs.CountRetryable, run: jobs.RetryMatching, states: jobs.RetryableStates}, yes, limit)
+			}
+			if ff.set(cmd) || cmd.Flags().Changed("limit") {
+				return usageError{errors.New("give a JOB_ID or filter flags, not both")}
+			}
+			p := jobs.RetryParams{JobID: args[0], By: cliActor()}
 			if cmd.Flags().Changed("priority") {
 				if priority < jobs.MinPriority || priority > jobs.MaxPriority {
 					return usageError{fmt.Errorf("--priority %d: want %d–%d", priority, jobs.MinPriority, jobs.MaxPriority)}
@@ -383,6 +553,8 @@ prompt's history. --priority changes the new job's priority.`,
 			})
 		},
 	}
+	ff.register(cmd)
+	bulkFlags(cmd, "retry", &yes, &limit)
 	cmd.Flags().IntVar(&priority, "priority", 0, "the new job's priority, 0–100 (default: the old job's)")
 	return cmd
 }

@@ -156,7 +156,9 @@ func TestOperationMessages(t *testing.T) {
 	expect(t, 0, []string{"jobs", "retry", id, "--database", db, "--priority", "7"})
 	expect(t, 1, []string{"jobs", "retry", id, "--database", db}, "job "+id+" is superseded: a retry replaced it with job ")
 	expect(t, 1, []string{"jobs", "cancel", "nope", "--database", db}, "no job nope")
-	expect(t, 2, []string{"jobs", "cancel", "--database", db}, "accepts 1 arg")
+	expect(t, 2, []string{"jobs", "cancel", "--database", db}, "give a JOB_ID, or filter flags (--state, --org")
+	expect(t, 2, []string{"jobs", "retry", "--database", db, "--yes"}, "give a JOB_ID, or filter flags")
+	expect(t, 2, []string{"jobs", "cancel", id, "--org", "x", "--database", db}, "give a JOB_ID or filter flags, not both")
 	expect(t, 2, []string{"jobs", "retry", id, "--database", db, "--priority", "101"}, "want 0–100")
 
 	// A multi-line cause ends the one line instead of being cut off.

@@ -546,7 +546,7 @@ func TestCompletionWritesEachCustomIDOnce(t *testing.T) {
 		e.wantStatus(b.ID, jobs.BatchInProgress)
 
 		ctx := context.Background()
-		running, err := e.st.ListJobs(ctx, jobs.ListParams{State: jobs.Running})
+		running, err := e.st.ListJobs(ctx, jobs.ListParams{JobFilter: jobs.JobFilter{State: jobs.Running}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -191,7 +191,7 @@ func testParamsInvalid(t *testing.T, h Harness) {
 	retry := jobs.RetryParams{JobID: done.ID, Priority: ptr(101)}
 	_, err = f.store.Retry(f.ctx, retry)
 	wantNormalizeErr(t, err, retry, "Retry with priority 101")
-	list := jobs.ListParams{State: "done"}
+	list := jobs.ListParams{JobFilter: jobs.JobFilter{State: "done"}}
 	_, err = f.store.ListJobs(f.ctx, list)
 	wantNormalizeErr(t, err, list, "ListJobs with an unknown state")
 	list = jobs.ListParams{After: "not a cursor!"}
@@ -364,7 +364,7 @@ func testIdempotency(t *testing.T, h Harness) {
 		t.Errorf("repeat after claim = %+v, want job %s running", r, a.JobID)
 	}
 
-	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{OrgID: "org-a"})
+	page, err := f.store.ListJobs(f.ctx, jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "org-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,10 @@
 //   - DeletePrompt leaves every other prompt's jobs, events and
 //     responses as they were (event numbers included), and a thread whose
 //     parent it deleted ends there, as after Archive.
+//   - A JobFilter's Until is exclusive at the stored microsecond: a time
+//     within a job's microsecond but after it lets the job in. A job
+//     matches a Backend when any ledger row of it names that backend
+//     (a retry's new job has none of its predecessor's).
 //   - Metrics percentiles are nearest-rank; superseded jobs are not in the
 //     data. Per org, the average latency is in whole microseconds, rounded
 //     down.
@@ -171,6 +175,12 @@ func Run(t *testing.T, h Harness) {
 		{"ListJobsPagination", testListJobsPagination},
 		{"ListJobsConcurrentInserts", testListJobsConcurrentInserts},
 		{"ListJobsCurrent", testListJobsCurrent},
+		{"JobFilter", testJobFilter},
+		{"CancelRetryAudit", testCancelRetryAudit},
+		{"BulkCancel", testBulkCancel},
+		{"BulkTruncated", testBulkTruncated},
+		{"BulkRetry", testBulkRetry},
+		{"BulkSkipped", testBulkSkipped},
 		{"ChangesSince", testChangesSince},
 		{"ChangesSinceSameInstant", testChangesSinceSameInstant},
 		{"ChangesSincePaging", testChangesSincePaging},

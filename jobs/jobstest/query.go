@@ -149,15 +149,15 @@ func testListJobsFilters(t *testing.T, h Harness) {
 		want int
 	}{
 		{jobs.ListParams{}, 6},
-		{jobs.ListParams{OrgID: "org-a"}, 4},
-		{jobs.ListParams{OrgID: "org-b"}, 2},
-		{jobs.ListParams{CreatedBy: "alice"}, 3},
-		{jobs.ListParams{OrgID: "org-a", CreatedBy: "bob"}, 2},
-		{jobs.ListParams{State: jobs.Running}, 2},
-		{jobs.ListParams{State: jobs.Queued, OrgID: "org-a"}, 2},
-		{jobs.ListParams{Since: midAt}, 3},
-		{jobs.ListParams{Since: midAt, OrgID: "org-b"}, 1},
-		{jobs.ListParams{OrgID: "org-c"}, 0},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "org-a"}}, 4},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "org-b"}}, 2},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{CreatedBy: "alice"}}, 3},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "org-a", CreatedBy: "bob"}}, 2},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{State: jobs.Running}}, 2},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{State: jobs.Queued, OrgID: "org-a"}}, 2},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Since: midAt}}, 3},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Since: midAt, OrgID: "org-b"}}, 1},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "org-c"}}, 0},
 	} {
 		if got := count(c.p); got != c.want {
 			t.Errorf("ListJobs(%+v): %d jobs, want %d", c.p, got, c.want)
@@ -1032,14 +1032,14 @@ func testListJobsCurrent(t *testing.T, h Harness) {
 		p    jobs.ListParams
 		want []string
 	}{
-		{jobs.ListParams{Current: true}, []string{other.JobID, plain.JobID, retry2}},
-		{jobs.ListParams{Current: true, Limit: 1}, []string{other.JobID, plain.JobID, retry2}},
-		{jobs.ListParams{Current: true, OrgID: "org-1"}, []string{plain.JobID, retry2}},
-		{jobs.ListParams{Current: true, CreatedBy: "bob"}, []string{other.JobID}},
-		{jobs.ListParams{Current: true, State: jobs.Queued, OrgID: "org-1"}, []string{plain.JobID, retry2}},
-		{jobs.ListParams{Current: true, State: jobs.Superseded}, nil},
-		{jobs.ListParams{State: jobs.Superseded}, []string{retry1, first.ID}},
-		{jobs.ListParams{OrgID: "org-1"}, []string{plain.JobID, retry2, retry1, first.ID}},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Current: true}}, []string{other.JobID, plain.JobID, retry2}},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Current: true}, Limit: 1}, []string{other.JobID, plain.JobID, retry2}},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Current: true, OrgID: "org-1"}}, []string{plain.JobID, retry2}},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Current: true, CreatedBy: "bob"}}, []string{other.JobID}},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Current: true, State: jobs.Queued, OrgID: "org-1"}}, []string{plain.JobID, retry2}},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{Current: true, State: jobs.Superseded}}, nil},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{State: jobs.Superseded}}, []string{retry1, first.ID}},
+		{jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "org-1"}}, []string{plain.JobID, retry2, retry1, first.ID}},
 	} {
 		got := ids(f.listAll(c.p))
 		if fmt.Sprint(got) != fmt.Sprint(c.want) && !(len(got) == 0 && len(c.want) == 0) {

@@ -158,7 +158,7 @@ func (s *Store) CancelBatchJobs(ctx context.Context, batchID string) (int, error
 			return err
 		})
 	}, &lockGate{sql: batchLiveGateSQL, args: []any{batchID}}, func(ph *phase, now time.Time) {
-		cancelJobs(ph, now, live, s.schema, &out)
+		cancelJobs(ph, now, live, nil, s.schema, &out)
 	})
 	s.wrote(ctx, "cancel batch jobs", err, err == nil && len(out) > 0)
 	if err != nil {

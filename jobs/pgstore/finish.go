@@ -320,7 +320,8 @@ func rawPtr(b json.RawMessage) *string {
 
 // cancelSQL moves jobs (locked and checked by this transaction; $from
 // holds each one's state) to cancelled, out of job_queue or job_running,
-// with one event each in the order given and a notification, under the
+// with one event each in the order given (its data $data, the same for
+// all: jobs.CancelParams.Data, NULL for a batch's) and a notification, under the
 // event lock (the side tables are written only there, so the deletes
 // never wait). Cancel cancels one job with it, CancelBatchJobs a batch's.
 var cancelSQL = named(`
@@ -334,8 +335,8 @@ var cancelSQL = named(`
 	), stopped AS (
 		DELETE FROM job_running WHERE job_id = ANY ($id::text[])
 	), ev AS (
-		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
-		SELECT id, prompt_id, org_id, 'transition', from_state, 'cancelled', $now FROM done ORDER BY ord
+		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
+		SELECT id, prompt_id, org_id, 'transition', from_state, 'cancelled', $data::json, $now FROM done ORDER BY ord
 	), lost AS (
 		-- A running job's worker may have a call out that its settling
 		-- write, now refused, would have reported: jobs.LostCall.
@@ -343,16 +344,17 @@ var cancelSQL = named(`
 		SELECT $now, id, org_id, created_by, token_id, '', '', $lost::text FROM done WHERE from_state = 'running'
 	), `+notified("done")+`
 	SELECT `+jobCols+` FROM done, notified ORDER BY ord`,
-	"now", "id", "from", "lost", "schema")
+	"now", "id", "from", "lost", "schema", "data")
 
 // cancelJobs queues cancelSQL for olds, jobs locked by this transaction
-// that may move to cancelled, and reads the cancelled jobs into *dst.
-func cancelJobs(p *phase, now time.Time, olds []jobs.Job, schema string, dst *[]jobs.Job) {
+// that may move to cancelled, with data in each event, and reads the
+// cancelled jobs into *dst.
+func cancelJobs(p *phase, now time.Time, olds []jobs.Job, data json.RawMessage, schema string, dst *[]jobs.Job) {
 	ids, from := make([]string, len(olds)), make([]string, len(olds))
 	for i, j := range olds {
 		ids[i], from[i] = j.ID, string(j.State)
 	}
-	p.query(cancelSQL.q, cancelSQL.args(now, ids, from, jobs.LostCall.Outcome, schema), func(rows pgx.Rows) error {
+	p.query(cancelSQL.q, cancelSQL.args(now, ids, from, jobs.LostCall.Outcome, schema, rawPtr(data)), func(rows pgx.Rows) error {
 		var err error
 		*dst, err = collectJobs(rows)
 		return err
@@ -386,12 +388,16 @@ func lockJob(p *phase, orgID, jobID string, to jobs.State, dst *jobs.Job) {
 // Cancel moves a queued or running job to cancelled; a terminal job is a
 // *jobs.TransitionError. See jobs.Store.
 func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("pgstore: cancel %s: %w", p.JobID, err)
+	}
 	var old jobs.Job
 	var out []jobs.Job
-	err := s.writeTwoTrips(ctx, func(ph *phase) {
+	err = s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Cancelled, &old)
 	}, func(ph *phase, now time.Time) {
-		cancelJobs(ph, now, []jobs.Job{old}, s.schema, &out)
+		cancelJobs(ph, now, []jobs.Job{old}, p.Data(), s.schema, &out)
 	})
 	if err == nil && len(out) != 1 {
 		err = fmt.Errorf("cancelled %d jobs, want 1", len(out))
@@ -441,8 +447,7 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 	}
 	var old, out jobs.Job
 	newID := jobs.NewID()
-	oldData := jobs.TransitionData{SupersededBy: newID}.JSON()
-	newData := jobs.TransitionData{Supersedes: p.JobID}.JSON()
+	oldData, newData := p.Data(newID)
 	err = s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Superseded, &old)
 	}, func(ph *phase, now time.Time) {

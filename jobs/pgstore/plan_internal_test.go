@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/listing"
 	"github.com/promptkit/promptkit/jobs/internal/usageq"
 )
 
@@ -163,7 +164,61 @@ func TestBackendActivityPlan(t *testing.T) {
 	// The last 15 minutes of the ledger's 50000.
 	since := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add((50000 - 15) * time.Minute)
 	q, args := usageq.ActivityQuery(since, usageDialect)
-	rows, err := s.pool.Query(ctx, `EXPLAIN `+q, args...)
+	if got := explain(t, s, q, args...); !strings.Contains(got, "usage_ledger_at") || strings.Contains(got, "Seq Scan") {
+		t.Errorf("BackendActivity plan:\n%s", got)
+	}
+}
+
+// Filtering jobs by backend (the dashboard's JobFilter.Backend) reads the
+// backend's ledger rows from its index (migration 00017), in the listing
+// and in the count alike, never the whole ledger.
+func TestListByBackendPlan(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	ps := make([]jobs.EnqueueParams, 5000)
+	for i := range ps {
+		ps[i] = jobs.EnqueueParams{OrgID: fmt.Sprint("org", i%3), CreatedBy: fmt.Sprint("u", i%13), Text: "x"}
+	}
+	if _, err := s.EnqueueBatch(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	// Three calls per job, one backend in a hundred rare.
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend)
+		SELECT now(), id, org_id, created_by, '', 'm',
+			CASE WHEN abs(hashtext(id)) % 100 = 0 THEN 'rare' ELSE 'b' || (abs(hashtext(id)) % 4) END
+		FROM jobs, generate_series(1, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []jobs.JobFilter{{Backend: "rare"}, {Backend: "b1"}, {Backend: "rare", OrgID: "org1", CreatedBy: "u3"}} {
+		p, err := jobs.ListParams{JobFilter: f}.Normalize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lq, largs, err := listing.Query(p, listDialect, jobCols)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cq, cargs := listing.CountQuery(p.JobFilter, listDialect)
+		for _, q := range []struct {
+			sql  string
+			args []any
+		}{{lq, largs}, {cq, cargs}} {
+			got := explain(t, s, q.sql, q.args...)
+			if !strings.Contains(got, "usage_ledger_backend_job") || strings.Contains(got, "Seq Scan on usage_ledger") {
+				t.Errorf("%s %v plan:\n%s", q.sql, q.args, got)
+			}
+		}
+	}
+}
+
+// explain returns q's plan, a line per node.
+func explain(t *testing.T, s *Store, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.pool.Query(t.Context(), `EXPLAIN `+q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +233,5 @@ func TestBackendActivityPlan(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(plan, "\n"); !strings.Contains(got, "usage_ledger_at") || strings.Contains(got, "Seq Scan") {
-		t.Errorf("BackendActivity plan:\n%s", got)
-	}
+	return strings.Join(plan, "\n")
 }

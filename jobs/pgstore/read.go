@@ -99,6 +99,19 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, 
 	return page, nil
 }
 
+// CountJobs counts the jobs matching f (listing.Count). See jobs.Store.
+func (s *Store) CountJobs(ctx context.Context, f jobs.JobFilter) (int, error) {
+	n, err := listing.Count(ctx, f, listDialect, func(ctx context.Context, q string, args ...any) (int, error) {
+		var n int
+		err := s.pool.QueryRow(ctx, q, args...).Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: count jobs: %w", err)
+	}
+	return n, nil
+}
+
 // ChangesSince returns jobs changed after Since, oldest change first,
 // and the AsOf to pass next. It takes the event lock (shared, so readers do
 // not wait for each other), reads the clock T while holding it and raises

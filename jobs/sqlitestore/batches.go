@@ -132,7 +132,7 @@ func (s *Store) CancelBatchJobs(ctx context.Context, batchID string) (int, error
 			return err
 		}
 		for _, j := range live {
-			if _, err := w.cancel(j); err != nil {
+			if _, err := w.cancel(j, nil); err != nil {
 				return err
 			}
 			n++
@@ -147,13 +147,13 @@ func (s *Store) CancelBatchJobs(ctx context.Context, batchID string) (int, error
 }
 
 // cancel moves old, a queued or running job, to cancelled and records the
-// transition.
-func (w *wtx) cancel(old jobs.Job) (jobs.Job, error) {
+// transition with data (jobs.CancelParams.Data; nil for a batch's).
+func (w *wtx) cancel(old jobs.Job, data []byte) (jobs.Job, error) {
 	j, err := scanJob(w.queryRow(qCancel, w.now, old.ID))
 	if err != nil {
 		return jobs.Job{}, err
 	}
-	w.transition(j, old.State, jobs.Cancelled, nil)
+	w.transition(j, old.State, jobs.Cancelled, data)
 	if old.State == jobs.Running {
 		// Its worker's unwritten call, if any, is lost (jobs.LostCall).
 		if err := w.insertCalls(j, []jobs.UsageCall{jobs.LostCall}); err != nil {

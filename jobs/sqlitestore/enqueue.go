@@ -125,7 +125,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	}
 	jobID := jobs.NewID()
 	if err := w.insertJob(jobID, promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions.JSON(), "", p.DependsOn,
-		p.OrgID, p.CreatedBy, p.TokenID, availableAt); err != nil {
+		p.OrgID, p.CreatedBy, p.TokenID, availableAt, nil); err != nil {
 		return jobs.Enqueued{}, err
 	}
 	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
@@ -153,10 +153,10 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 func conflict(stored, hash string) bool { return stored != "" && hash != "" && stored != hash }
 
 // insertJob inserts a queued job, with its start tag (qNextTag), and
-// records its first event (→ queued; a retry's names the job it
-// supersedes).
+// records its first event (→ queued) with data (a retry's names the job
+// it supersedes: jobs.RetryParams.Data).
 func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
-	orgID, createdBy, tokenID string, availableAt int64) error {
+	orgID, createdBy, tokenID string, availableAt int64, data []byte) error {
 	tag, err := w.nextTag(orgID, priority)
 	if err != nil {
 		return err
@@ -165,8 +165,7 @@ func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []b
 		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tokenID, tag); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
-	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued,
-		jobs.TransitionData{Supersedes: supersedes}.JSON())
+	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued, data)
 	return nil
 }
 

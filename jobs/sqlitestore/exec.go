@@ -391,13 +391,17 @@ func (s *Store) AppendAttempt(ctx context.Context, p jobs.AttemptParams) error {
 
 // Cancel implements jobs.Store.
 func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, error) {
+	p, err := p.Normalize()
+	if err != nil {
+		return jobs.Job{}, fmt.Errorf("sqlitestore: cancel: %w", err)
+	}
 	var j jobs.Job
-	err := s.write(ctx, "cancel", func(w *wtx) error {
+	err = s.write(ctx, "cancel", func(w *wtx) error {
 		old, err := w.jobFor(p.JobID, p.OrgID, jobs.Cancelled)
 		if err != nil {
 			return err
 		}
-		j, err = w.cancel(old)
+		j, err = w.cancel(old, p.Data())
 		return err
 	})
 	s.wrote(ctx, "cancel", err, err == nil)
@@ -420,9 +424,10 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 			return err
 		}
 		id := jobs.NewID()
-		w.transition(old, old.State, jobs.Superseded, jobs.TransitionData{SupersededBy: id}.JSON())
+		oldData, newData := p.Data(id)
+		w.transition(old, old.State, jobs.Superseded, oldData)
 		if err := w.insertJob(id, old.PromptID, p.PriorityOf(old), old.MaxAttempts, old.ExecutionOptions.JSON(), old.ID, old.DependsOn,
-			old.OrgID, old.CreatedBy, old.TokenID, w.now); err != nil {
+			old.OrgID, old.CreatedBy, old.TokenID, w.now, newData); err != nil {
 			return err
 		}
 		j, err = scanJob(w.queryRow(qJobForUpdate, id, ""))

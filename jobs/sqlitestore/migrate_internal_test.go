@@ -10,6 +10,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/listing"
 	"github.com/promptkit/promptkit/jobs/internal/storetest"
 	"github.com/promptkit/promptkit/jobs/internal/usageq"
 )
@@ -167,6 +168,15 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"SEARCH usage_ledger USING INDEX usage_ledger_org_at (org_id=? AND at>?)"}},
 		{usageSQL(jobs.UsageParams{TokenID: "t", From: time.Unix(1, 0)}), []any{int64(1e6), "t"},
 			[]string{"SEARCH usage_ledger USING INDEX usage_ledger_token_at (token_id=? AND at>?)"}},
+		// The job listing: newest first from an index, no sort, with or
+		// without the dashboard's filters; a backend is a probe of the
+		// ledger's index per job, a batch's jobs are found from its
+		// prompts'.
+		{listSQL(jobs.JobFilter{}), listArgs(jobs.JobFilter{}), []string{"SCAN jobs USING INDEX jobs_created"}},
+		{listSQL(jobs.JobFilter{OrgID: "o", CreatedBy: "u"}), listArgs(jobs.JobFilter{OrgID: "o", CreatedBy: "u"}), []string{"SEARCH jobs USING INDEX jobs_org_user_created (org_id=? AND created_by=?)"}},
+		{listSQL(jobs.JobFilter{Backend: "b"}), listArgs(jobs.JobFilter{Backend: "b"}), []string{"SCAN jobs USING INDEX jobs_created",
+			"SEARCH u EXISTS USING COVERING INDEX usage_ledger_backend_job (backend=? AND job_id=?)"}},
+		{listSQL(jobs.JobFilter{Profile: "p"}), listArgs(jobs.JobFilter{Profile: "p"}), []string{"SCAN jobs USING INDEX jobs_created", "SEARCH p EXISTS USING INDEX sqlite_autoindex_prompts_1 (id=?)"}},
 	} {
 		rows, err := s.reader.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, c.args...)
 		if err != nil {
@@ -192,6 +202,26 @@ func TestQueryPlans(t *testing.T) {
 			t.Errorf("plan of %s sorts: %s", c.q, got)
 		}
 	}
+}
+
+// listSQL and listArgs are the ListJobs query of f, its first page.
+func listSQL(f jobs.JobFilter) string {
+	q, _ := listQuery(f)
+	return q
+}
+
+func listArgs(f jobs.JobFilter) []any {
+	_, args := listQuery(f)
+	return args
+}
+
+func listQuery(f jobs.JobFilter) (string, []any) {
+	p, err := jobs.ListParams{JobFilter: f}.Normalize()
+	if err != nil {
+		panic(err)
+	}
+	q, args, _ := listing.Query(p, listDialect, jobCols)
+	return q, args
 }
 
 // usageSQL is the ledger read of p.

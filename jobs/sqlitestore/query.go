@@ -515,6 +515,19 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.JobPage, 
 	return page, nil
 }
 
+// CountJobs implements jobs.Store (listing.Count).
+func (s *Store) CountJobs(ctx context.Context, f jobs.JobFilter) (int, error) {
+	n, err := listing.Count(ctx, f, listDialect, func(ctx context.Context, q string, args ...any) (int, error) {
+		var n int
+		err := s.readRow(ctx, q, args...).Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlitestore: count jobs: %w", err)
+	}
+	return n, nil
+}
+
 // Batch reads: the IDs go in as one JSON array, so one prepared statement
 // serves any number of them.
 const (

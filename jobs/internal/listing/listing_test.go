@@ -27,7 +27,7 @@ func TestPage(t *testing.T) {
 func TestQuery(t *testing.T) {
 	d := Dialect{Placeholder: func(n int) string { return fmt.Sprint("$", n) }, Time: func(t time.Time) any { return t.UnixMicro() }}
 	after := jobs.Cursor{CreatedAt: time.UnixMicro(7), ID: "j"}.String()
-	q, args, err := Query(jobs.ListParams{OrgID: "o", State: jobs.Queued, After: after, Limit: 5}, d, "id")
+	q, args, err := Query(jobs.ListParams{JobFilter: jobs.JobFilter{OrgID: "o", State: jobs.Queued}, After: after, Limit: 5}, d, "id")
 	want := `SELECT id FROM jobs WHERE org_id = $1 AND state = $2 AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`
 	if err != nil || q != want {
 		t.Errorf("Query = %q, %v; want %q", q, err, want)
@@ -35,10 +35,26 @@ func TestQuery(t *testing.T) {
 	if fmt.Sprint(args) != "[o queued 7 j 6]" {
 		t.Errorf("arguments %v", args)
 	}
-	q, args, err = Query(jobs.ListParams{CreatedBy: "u", Current: true, Limit: 5}, d, "id")
+	q, args, err = Query(jobs.ListParams{JobFilter: jobs.JobFilter{CreatedBy: "u", Current: true}, Limit: 5}, d, "id")
 	want = `SELECT id FROM jobs WHERE created_by = $1 AND state <> 'superseded' ORDER BY created_at DESC, id DESC LIMIT $2`
 	if err != nil || q != want || fmt.Sprint(args) != "[u 6]" {
 		t.Errorf("Query = %q %v, %v; want %q", q, args, err, want)
+	}
+	lo, hi := 10, 20
+	q, args, err = Query(jobs.ListParams{JobFilter: jobs.JobFilter{Until: time.UnixMicro(9), MinPriority: &lo, MaxPriority: &hi,
+		Profile: "p", BatchID: "b", Backend: "x"}, Limit: 5}, d, "id")
+	want = `SELECT id FROM jobs WHERE created_at < $1 AND priority >= $2 AND priority <= $3` +
+		` AND EXISTS (SELECT 1 FROM prompts p WHERE p.id = jobs.prompt_id AND p.profile = $4)` +
+		` AND prompt_id IN (SELECT p.id FROM prompts p WHERE p.batch_id = $5)` +
+		` AND EXISTS (SELECT 1 FROM usage_ledger u WHERE u.job_id = jobs.id AND u.backend = $6)` +
+		` ORDER BY created_at DESC, id DESC LIMIT $7`
+	if err != nil || q != want || fmt.Sprint(args) != "[9 10 20 p b x 6]" {
+		t.Errorf("Query = %q %v, %v; want %q", q, args, err, want)
+	}
+	cq, cargs := CountQuery(jobs.JobFilter{OrgID: "o", Backend: "x"}, d)
+	want = `SELECT count(*) FROM jobs WHERE org_id = $1 AND EXISTS (SELECT 1 FROM usage_ledger u WHERE u.job_id = jobs.id AND u.backend = $2)`
+	if cq != want || fmt.Sprint(cargs) != "[o x]" {
+		t.Errorf("CountQuery = %q %v; want %q", cq, cargs, want)
 	}
 	if _, _, err := Query(jobs.ListParams{After: "%"}, d, "id"); !errors.Is(err, jobs.ErrInvalid) {
 		t.Errorf("bad cursor: %v", err)

@@ -27,8 +27,8 @@ func (a *API) ListPrompts(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	page, err := a.Store.ListJobs(r.Context(), jobs.ListParams{
-		OrgID: id.Org, CreatedBy: id.CreatedBy(), State: jobs.State(q.Get("state")),
-		After: q.Get("cursor"), Limit: limit, Current: true,
+		JobFilter: jobs.JobFilter{OrgID: id.Org, CreatedBy: id.CreatedBy(), State: jobs.State(q.Get("state")), Current: true},
+		After:     q.Get("cursor"), Limit: limit,
 	})
 	if err != nil {
 		return httpapi.About("listing", err)
