@@ -201,7 +201,7 @@ type composeState struct {
 }
 
 func testPagePhone(t *testing.T, e *browserEnv) {
-	for i := range 5 {
+	for i := range 4 {
 		e.prov.Enqueue(providertest.Reply(strings.Repeat("A line of the answer that wraps on a phone. ", 6) + strconv.Itoa(i)))
 	}
 	e.do(e.tab, "a phone-sized viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile))
@@ -226,7 +226,8 @@ func testPagePhone(t *testing.T, e *browserEnv) {
 	e.prov.Enqueue(providertest.Response{Text: "later", Hold: hold})
 	e.do(e.tab, "scrolling to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0); window.checkCard = 'sent from the top'`))
 	e.ask(e.tab, "sent from the top")
-	e.waitFor(e.tab, "the new card clear of the compose box", composeCheck+`.clear`)
+	e.waitArrivals(5)
+	e.waitFor(e.tab, "the new card clear of the compose box", whenPrompt("sent from the top", `p.classList.contains('is-pending')`)+` && `+composeCheck+`.clear`)
 	e.waitFor(e.tab, "no horizontal scrolling at 390 px", `document.documentElement.scrollWidth <= window.innerWidth`)
 }
 

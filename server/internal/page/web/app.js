@@ -534,7 +534,7 @@ function announceState(p) {
   const s = p.job.state;
   if (s === 'running' || s === 'superseded') return; // too chatty
   let label = stateLabel[s];
-  if (s === 'failed' && p.job.error_kind) label += ' (' + p.job.error_kind + ')';
+  if (s === 'failed' && p.job.error_kind) label += ' (' + (p.job.error_title || p.job.error_kind) + ')';
   announce(label + ': “' + snippet(questionText(p), 40) + '”');
 }
 

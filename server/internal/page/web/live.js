@@ -22,8 +22,8 @@ export class Live {
   // poll(): one /v1/recent round; the caller merges what it returns.
   // busy(): whether a job the page shows is queued or running.
   // idleMs: the polling interval while none is.
-  // onMode(mode): 'connecting', 'live', 'polling' or 'idle', for the page
-  //   to show (and for tests to wait on).
+  // onMode(mode): 'connecting', 'live', 'polling', 'idle' or 'signed-out'
+  //   (after stopStream), for the page to show (and for tests to wait on).
   constructor({ pollMs, idleMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode }) {
     Object.assign(this, { pollMs, idleMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode });
     this.es = null;
@@ -37,6 +37,7 @@ export class Live {
     this.lastId = null;     // the id of the last event received
     this.opening = false;   // a connect is waiting for its URL
     this.retry = null;      // our next reconnect, when one is scheduled
+    this.stopped = false;   // stopStream was called: nothing more to do
   }
 
   start() {
@@ -44,15 +45,18 @@ export class Live {
     this.wake();
   }
 
-  // stopStream ends the stream for good (the server now wants a token).
+  // stopStream ends the stream, and polling, for good: the server now
+  // wants a token, and the page starts over once it has one.
   stopStream() {
     this.useStream = false;
+    this.stopped = true;
     if (this.es) this.es.close();
     this.es = null;
     this.up = false;
     if (this.retry !== null) clearTimeout(this.retry);
     this.retry = null;
-    this.wake();
+    this.cancelPoll();
+    this.mode('signed-out');
   }
 
   // down: updates must come from polling.
@@ -129,7 +133,7 @@ export class Live {
       this.cancelPoll();
       return this.mode(this.up ? 'live' : 'connecting');
     }
-    if (this.polling) return;
+    if (this.polling || this.stopped) return;
     const busy = this.busy();
     this.mode(busy ? 'polling' : 'idle');
     if (this.timer !== null) {
