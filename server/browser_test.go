@@ -745,7 +745,7 @@ func testBrowserContinue(t *testing.T, e *browserEnv) {
 	}
 	e.waitFor(a, "the follow-up linked to its parent", whenPrompt("follow-up in A", `p.querySelector('.parent-link').textContent === '“thread one”'`))
 	// The tab stays in its thread: its next prompt would follow the one
-	// just sent (testPageThreadContinues follows it further).
+	// just sent (testPageThread follows it further).
 	e.waitFor(a, "the thread kept after sending", `!document.getElementById('continuing').hidden && document.getElementById('continuing-link').getAttribute('href') === '#p-`+idA+`'`)
 }
 
