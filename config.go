@@ -122,6 +122,10 @@ type Backend struct {
 type Profile struct {
 	// ID names the profile.
 	ID string `yaml:"id" json:"id"`
+	// Label is the profile's name for people, such as "Careful (slower)":
+	// the browser page shows it in place of the id. Optional; without it
+	// the page shows a name made from the id.
+	Label string `yaml:"label" json:"label,omitempty"`
 	// Backend is the ID of the Backend to use. Exactly one of Backend
 	// and Backends is required, unless Config.LLMClient is set.
 	Backend string `yaml:"backend" json:"backend"`

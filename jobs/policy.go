@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit/pktype"
@@ -43,23 +44,24 @@ var errorKinds = [...]struct {
 	engine      []pktype.ExecutionFailureKind
 	retryable   bool
 	description string
+	advice      string
 }{
-	{KindTimeout, []pktype.ExecutionFailureKind{pktype.ExecutionFailureDeadline}, true, "the attempt timed out"},
-	{KindRateLimit, nil, true, "the provider rate-limited it"},
-	{KindProvider5xx, nil, true, "the provider failed (HTTP 5xx)"},
-	{KindProvider4xx, nil, false, "the provider refused the request (HTTP 4xx)"},
-	{KindParse, []pktype.ExecutionFailureKind{pktype.ExecutionFailureMalformed}, false, "the answer could not be parsed or did not validate"},
-	{KindAuth, nil, false, "the provider refused the credentials, or none is set"},
-	{KindWorkerCrash, nil, true, "its worker stopped heart-beating (crashed or cut off)"},
-	{KindStuck, nil, false, "its worker died on the last attempt, or it ran too long"},
-	{KindTransport, []pktype.ExecutionFailureKind{pktype.ExecutionFailureTransport}, true, "the provider could not be reached"},
+	{KindTimeout, []pktype.ExecutionFailureKind{pktype.ExecutionFailureDeadline}, true, "the attempt timed out", "Try again, or try later."},
+	{KindRateLimit, nil, true, "the provider rate-limited it", "The provider is busy: try again in a minute or two."},
+	{KindProvider5xx, nil, true, "the provider failed (HTTP 5xx)", "Try again, or try later."},
+	{KindProvider4xx, nil, false, "the provider refused the request (HTTP 4xx)", "Trying again as it is will not help: change the prompt or choose another profile."},
+	{KindParse, []pktype.ExecutionFailureKind{pktype.ExecutionFailureMalformed}, false, "the answer could not be parsed or did not validate", "Try again, or reword the prompt."},
+	{KindAuth, nil, false, "the provider refused the credentials, or none is set", "Ask whoever runs this server to check the provider's API key."},
+	{KindWorkerCrash, nil, true, "its worker stopped heart-beating (crashed or cut off)", "Try again."},
+	{KindStuck, nil, false, "its worker died on the last attempt, or it ran too long", "Try again; if it keeps happening, ask whoever runs this server."},
+	{KindTransport, []pktype.ExecutionFailureKind{pktype.ExecutionFailureTransport}, true, "the provider could not be reached", "Try again, or try later."},
 	{KindUnknown, []pktype.ExecutionFailureKind{pktype.ExecutionFailureCanceled, pktype.ExecutionFailureCapacity,
-		pktype.ExecutionFailureValidation, pktype.ExecutionFailureGeneration, pktype.ExecutionFailureOther}, true, "an unexpected error"},
+		pktype.ExecutionFailureValidation, pktype.ExecutionFailureGeneration, pktype.ExecutionFailureOther}, true, "an unexpected error", "Try again; if it keeps happening, ask whoever runs this server."},
 	{KindInvalidRequest, []pktype.ExecutionFailureKind{pktype.ExecutionFailureInvalidConfig, pktype.ExecutionFailureInvalidRequest,
-		pktype.ExecutionFailurePromptNotFound, pktype.ExecutionFailureProfileNotFound, pktype.ExecutionFailurePromptRender}, false, "the request cannot be run as given"},
-	{KindDependencyFailed, nil, false, "the job it depends on failed or was cancelled"},
-	{KindUnstorable, nil, false, "the database refused to store its result"},
-	{KindBudgetExceeded, nil, false, "its organisation's or token's spending budget is spent"},
+		pktype.ExecutionFailurePromptNotFound, pktype.ExecutionFailureProfileNotFound, pktype.ExecutionFailurePromptRender}, false, "the request cannot be run as given", "Trying again as it is will not help: check the prompt and its profile."},
+	{KindDependencyFailed, nil, false, "the job it depends on failed or was cancelled", "Retry the prompt it depends on first."},
+	{KindUnstorable, nil, false, "the database refused to store its result", "Try again, or reword the prompt."},
+	{KindBudgetExceeded, nil, false, "its organisation's or token's spending budget is spent", "Ask whoever runs this server to raise the budget, or wait until it renews."},
 }
 
 // ErrorKinds returns every non-empty kind.
@@ -95,6 +97,32 @@ func (k ErrorKind) Description() string {
 		}
 	}
 	return KindUnknown.Description()
+}
+
+// Title is Description as a sentence, for the person who asked: "The
+// provider could not be reached." (the API's error_title).
+func (k ErrorKind) Title() string {
+	d := k.Description()
+	if d == "" {
+		return ""
+	}
+	return strings.ToUpper(d[:1]) + d[1:] + "."
+}
+
+// Advice says what the person who asked can do about a failure of this
+// kind, in a sentence: "Try again, or try later." Kept beside
+// Description, so every client words a failure the same way (the API's
+// error_advice). A kind this build does not know gets unknown's advice.
+func (k ErrorKind) Advice() string {
+	if k == KindNone {
+		return ""
+	}
+	for _, r := range errorKinds {
+		if r.kind == k {
+			return r.advice
+		}
+	}
+	return KindUnknown.Advice()
 }
 
 // engineKind is the job error kind the engine's failure kind stands for;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,5 +253,28 @@ func TestDependencyOutcome(t *testing.T) {
 		if run != c.run || (run == (reason != "")) {
 			t.Errorf("%s: run=%t reason=%q, want run=%t", c.name, run, reason, c.run)
 		}
+	}
+}
+
+// Every kind is worded for the person who asked, so the page never shows
+// a bare kind; an unknown kind reads as unknown.
+func TestErrorKindWording(t *testing.T) {
+	for _, k := range jobs.ErrorKinds() {
+		title, advice := k.Title(), k.Advice()
+		if title == "" || !strings.HasSuffix(title, ".") || strings.ToUpper(title[:1]) != title[:1] {
+			t.Errorf("%s: title %q is not a sentence", k, title)
+		}
+		if advice == "" || !strings.HasSuffix(advice, ".") {
+			t.Errorf("%s: advice %q is not a sentence", k, advice)
+		}
+	}
+	if got, want := jobs.KindTransport.Title(), "The provider could not be reached."; got != want {
+		t.Errorf("transport title %q, want %q", got, want)
+	}
+	if got := jobs.ErrorKind("new_kind").Advice(); got != jobs.KindUnknown.Advice() {
+		t.Errorf("an unknown kind's advice %q, want unknown's", got)
+	}
+	if jobs.KindNone.Title() != "" || jobs.KindNone.Advice() != "" {
+		t.Error("no kind has words")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,36 @@ const (
 )
 
 func TestBrowserPage(t *testing.T) {
+	browser := startBrowser(t)
+	t.Parallel()
+	for _, c := range append([]browserCase{
+		{"submit shows queued or running, then the answer", testBrowserSubmit},
+		{"a provider failure shows is-orphan and retry brings the answer", testBrowserRetry},
+		{"cancelling a running job shows is-cancelled", testBrowserCancel},
+		{"prompts completing in reverse order stay in creation order", testBrowserOrder},
+		{"with the event stream blocked, polling brings the answer", testBrowserPolling},
+		{"reload, and a closed and reopened tab, show the answer", testBrowserReload},
+		{"the page loads from the listing, reading a prompt only for its history", testBrowserLoad},
+		{"text typed in the compose box survives updates", testBrowserCompose},
+		{"an answer with <script> or onerror= is shown as text, never run", testBrowserUnsafeAnswer},
+		{"two tabs continuing two threads each set their own parent", testBrowserContinue},
+		{"a token is asked for and kept when the server requires one; the page streams with tickets", testBrowserToken},
+		{"the profile select lists the engine's profiles and sends the chosen one", testBrowserProfiles},
+		{"the settled page, at desktop and phone widths", testBrowserSettledPage},
+		{"a page on another site cannot act through local mode", testBrowserCrossSite},
+	}, slices.Concat(pageBrowserCases, dashboardBrowserCases)...) {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, newBrowserEnv(t, browser))
+		})
+	}
+}
+
+// startBrowser starts a headless Chromium for the test, or skips it when
+// there is none (fails instead with PROMPTKIT_TEST_REQUIRE_CHROMIUM set,
+// as in CI); it stops when the test ends.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("PROMPTKIT_TEST_REQUIRE_CHROMIUM") != "" { // CI: never skip
@@ -52,7 +83,6 @@ func TestBrowserPage(t *testing.T) {
 		}
 		t.Skip("chromium is not installed (apt-get install chromium); the browser tests need it")
 	}
-	t.Parallel()
 	// One browser, a tab (or two) per test. The flags keep Chromium off
 	// the network: this machine's closed network otherwise makes
 	// background requests fail and stall.
@@ -85,36 +115,13 @@ func TestBrowserPage(t *testing.T) {
 		cancelBrowser()
 		cancelAlloc()
 	})
+	return browser
+}
 
-	for _, c := range []struct {
-		name string
-		fn   func(t *testing.T, e *browserEnv)
-	}{
-		{"submit shows queued or running, then the answer", testBrowserSubmit},
-		{"a provider failure shows is-orphan and retry brings the answer", testBrowserRetry},
-		{"cancelling a running job shows is-cancelled", testBrowserCancel},
-		{"prompts completing in reverse order stay in creation order", testBrowserOrder},
-		{"with the event stream blocked, polling brings the answer", testBrowserPolling},
-		{"reload, and a closed and reopened tab, show the answer", testBrowserReload},
-		{"the page loads from the listing, reading a prompt only for its history", testBrowserLoad},
-		{"text typed in the compose box survives updates", testBrowserCompose},
-		{"an answer with <script> or onerror= is shown as text, never run", testBrowserUnsafeAnswer},
-		{"two tabs continuing two threads each set their own parent", testBrowserContinue},
-		{"a token is asked for and kept when the server requires one; the page streams with tickets", testBrowserToken},
-		{"the profile select lists the engine's profiles and sends the chosen one", testBrowserProfiles},
-		{"the settled page, at desktop and phone widths", testBrowserSettledPage},
-		{"a page on another site cannot act through local mode", testBrowserCrossSite},
-		{"dashboard: the overview counts by state and org, and pauses an org", testDashboardOverview},
-		{"dashboard: the job list's filters", testDashboardFilters},
-		{"dashboard: a bulk cancel shows its count, then acts", testDashboardBulkCancel},
-		{"dashboard: pausing and resuming a backend", testDashboardPauseBackend},
-		{"dashboard: a job's attempt timeline", testDashboardTimeline},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			c.fn(t, newBrowserEnv(t, browser))
-		})
-	}
+// browserCase is one browser test: it gets a fresh server and a tab.
+type browserCase = struct {
+	name string
+	fn   func(t *testing.T, e *browserEnv)
 }
 
 // browserEnv is one server, its worker, its fake provider and a tab.
@@ -129,11 +136,26 @@ type browserEnv struct {
 	tab context.Context
 }
 
-func newBrowserEnv(t *testing.T, browser context.Context) *browserEnv {
+// envOptions change a browserEnv's engine config and worker config
+// before they are used.
+type envOptions struct {
+	engine func(*promptkit.Config)
+	worker func(*worker.Config)
+}
+
+func newBrowserEnv(t *testing.T, browser context.Context, opts ...envOptions) *browserEnv {
 	t.Helper()
 	prov := providertest.NewServer()
 	t.Cleanup(prov.Close)
-	eng := enginekit.Provider(t, prov.URL, func(c *promptkit.Config) { c.Profiles[0].Model = "fake-model" }, enginekit.Profiles("default", "quick", "careful"))
+	// careful has a label; the others' labels are made from their ids.
+	mods := []func(*promptkit.Config){func(c *promptkit.Config) { c.Profiles[0].Model = "fake-model" }, enginekit.Profiles("default", "quick", "careful"),
+		func(c *promptkit.Config) { c.Profiles[2].Label = "Careful (slower)" }}
+	for _, o := range opts {
+		if o.engine != nil {
+			mods = append(mods, o.engine)
+		}
+	}
+	eng := enginekit.Provider(t, prov.URL, mods...)
 	st := storekit.SQLite.New(t).Open(t, jobs.Options{})
 	e := &browserEnv{t: t, st: st, prov: prov, metrics: &routeCounter{n: map[string]int{}}, browser: browser}
 	var err error
@@ -148,8 +170,14 @@ func newBrowserEnv(t *testing.T, browser context.Context) *browserEnv {
 	}
 	t.Cleanup(func() { _ = e.srv.Close() })
 
-	w, err := worker.New(worker.Config{Store: st, Engine: eng, Concurrency: 4, ShutdownGrace: -1,
-		Logger: slog.New(slog.DiscardHandler)})
+	wcfg := worker.Config{Store: st, Engine: eng, Concurrency: 4, ShutdownGrace: -1,
+		Logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if o.worker != nil {
+			o.worker(&wcfg)
+		}
+	}
+	w, err := worker.New(wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,7 +745,9 @@ func testBrowserContinue(t *testing.T, e *browserEnv) {
 		}
 	}
 	e.waitFor(a, "the follow-up linked to its parent", whenPrompt("follow-up in A", `p.querySelector('.parent-link').textContent === '“thread one”'`))
-	e.waitFor(a, "the continuation cleared after sending", `document.getElementById('continuing').hidden`)
+	// The tab stays in its thread: its next prompt would follow the one
+	// just sent (testPageThread follows it further).
+	e.waitFor(a, "the thread kept after sending", `!document.getElementById('continuing').hidden && document.getElementById('continuing-link').getAttribute('href') === '#p-`+idA+`'`)
 }
 
 func testBrowserToken(t *testing.T, e *browserEnv) {
@@ -780,7 +810,7 @@ func testBrowserProfiles(t *testing.T, e *browserEnv) {
 	e.open(e.tab)
 	// "default" (no profile: the server's default) first, then the
 	// engine's other profiles, sorted; a labelled select.
-	e.waitFor(e.tab, "the profiles", `[...document.getElementById('profile').options].map(o => o.value + '=' + o.textContent).join('|') === '=default|careful=careful|quick=quick'`)
+	e.waitFor(e.tab, "the profiles", `[...document.getElementById('profile').options].map(o => o.value + '=' + o.textContent).join('|') === '=Default|careful=Careful (slower)|quick=Quick'`)
 	e.waitFor(e.tab, "a labelled select", `(() => { const el = document.getElementById('profile');
 		return el.tagName === 'SELECT' && el.value === '' && el.labels.length === 1 && el.labels[0].textContent.includes('Profile'); })()`)
 	// Chosen with the keyboard, it goes with the prompt.

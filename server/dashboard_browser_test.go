@@ -20,6 +20,14 @@ import (
 // browserEnv: a server in local mode (an operator), its worker and the
 // fake provider.
 
+var dashboardBrowserCases = []browserCase{
+	{"dashboard: the overview counts by state and org, and pauses an org", testDashboardOverview},
+	{"dashboard: the job list's filters", testDashboardFilters},
+	{"dashboard: a bulk cancel shows its count, then acts", testDashboardBulkCancel},
+	{"dashboard: pausing and resuming a backend", testDashboardPauseBackend},
+	{"dashboard: a job's attempt timeline", testDashboardTimeline},
+}
+
 // openDashboard loads /dashboard at view in tab and waits until it has
 // shown that view once.
 func (e *browserEnv) openDashboard(tab context.Context, view string) {

@@ -30,6 +30,7 @@ import (
 	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 	"github.com/promptkit/promptkit/server/internal/page"
+	"github.com/promptkit/promptkit/server/internal/rest"
 )
 
 // The OpenAPI document as a validator. checkResponse (used by every API
@@ -800,9 +801,11 @@ func oasSampleAnswer() *answerView {
 
 func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 	t.Parallel()
-	old, cur := oasSampleJobs()
-	queued := jobs.Job{ID: oasJob1, PromptID: oasPromptA, State: jobs.Queued, Priority: 50, Attempt: 1, MaxAttempts: 3,
-		OrgID: "acme", CreatedBy: "ann", CreatedAt: oasT0, UpdatedAt: oasT0, AvailableAt: oasT0.Add(time.Hour)}
+	oldJob, curJob := oasSampleJobs()
+	// The API's jobs carry their error in words (old failed with a 5xx).
+	old, cur := rest.NewJobOut(oldJob), rest.NewJobOut(curJob)
+	queued := rest.NewJobOut(jobs.Job{ID: oasJob1, PromptID: oasPromptA, State: jobs.Queued, Priority: 50, Attempt: 1, MaxAttempts: 3,
+		OrgID: "acme", CreatedBy: "ann", CreatedAt: oasT0, UpdatedAt: oasT0, AvailableAt: oasT0.Add(time.Hour)})
 	answer := oasSampleAnswer()
 	noUsage := *answer
 	noUsage.Parsed, noUsage.Model, noUsage.Usage = nil, "", pktype.Usage{}
@@ -819,10 +822,10 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 		v            any
 	}{
 		{"submitted", "Submitted", submitted{PromptID: oasPromptA, JobID: oasJob1, State: jobs.Queued}},
-		{"prompt view, succeeded", "PromptView", promptView{Prompt: textPrompt, Job: cur, Answer: answer, Jobs: []jobs.Job{old, cur}}},
-		{"prompt view, queued", "PromptView", promptView{Prompt: namedPrompt, Job: queued, Jobs: []jobs.Job{queued}}},
-		{"prompt view, unknown usage", "PromptView", promptView{Prompt: textPrompt, Job: cur, Answer: &noUsage, Jobs: []jobs.Job{cur}}},
-		{"prompt list", "PromptList", promptList{Prompts: []promptState{{PromptID: oasPromptA, Job: cur}, {PromptID: oasPromptA, Job: queued}}, NextCursor: jobs.CursorAfter(queued).String()}},
+		{"prompt view, succeeded", "PromptView", promptView{Prompt: textPrompt, Job: cur, Answer: answer, Jobs: []rest.JobOut{old, cur}}},
+		{"prompt view, queued", "PromptView", promptView{Prompt: namedPrompt, Job: queued, Jobs: []rest.JobOut{queued}}},
+		{"prompt view, unknown usage", "PromptView", promptView{Prompt: textPrompt, Job: cur, Answer: &noUsage, Jobs: []rest.JobOut{cur}}},
+		{"prompt list", "PromptList", promptList{Prompts: []promptState{{PromptID: oasPromptA, Job: cur}, {PromptID: oasPromptA, Job: queued}}, NextCursor: jobs.CursorAfter(queued.Job).String()}},
 		{"prompt list, last page", "PromptList", promptList{Prompts: []promptState{}}},
 		{"recent", "Recent", recent{Prompts: []promptState{{PromptID: oasPromptA, Job: cur, Answer: answer}, {PromptID: oasPromptA, Job: queued}}, AsOf: oasT0}},
 		{"recent, empty", "Recent", recent{Prompts: []promptState{}, AsOf: oasT0}},
@@ -834,7 +837,7 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 		}}},
 		{"job view, no events", "JobView", jobView{Job: queued, Events: httpapi.NonNil([]jobs.Event(nil))}},
 		{"cancel", "CancelResult", struct {
-			Job jobs.Job `json:"job"`
+			Job rest.JobOut `json:"job"`
 		}{queued}},
 		{"state changed", "StateChanged", events.StateChangedOf(jobs.Event{Seq: 7, JobID: oasJob1, PromptID: oasPromptA, Attempt: 2,
 			Type: jobs.EventTransition, From: jobs.Running, To: jobs.Queued, At: oasT0, Data: transition.Data})},
@@ -846,8 +849,9 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 			ExecutionOptions: json.RawMessage(`{"model":"m","depth":0,"prefer_provider":"b"}`)}},
 		{"retry request", "RetryRequest", retryRequest{Priority: new(100)}},
 		{"stream ticket", "StreamTicket", ticketAnswer{Ticket: auth.TicketPrefix + strings.Repeat("A", 43), ExpiresAt: oasT0}},
-		{"profiles", "ProfileList", profileList{Profiles: []string{"default", "fast"}, Default: "default"}},
-		{"profiles, no engine", "ProfileList", profileList{Profiles: []string{}}},
+		{"profiles", "ProfileList", profileList{Profiles: []string{"default", "fast"}, Default: "default",
+			Labels: map[string]string{"default": "Default", "fast": "Fast (cheaper)"}}},
+		{"profiles, no engine", "ProfileList", profileList{Profiles: []string{}, Labels: map[string]string{}}},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -291,6 +292,22 @@ func TestProfiles(t *testing.T) {
 			}
 		})
 	}
+
+	// Each profile has a label for people: the configured one, else one
+	// made from its id; the ids stay the values.
+	t.Run("labels", func(t *testing.T) {
+		t.Parallel()
+		eng := enginekit.Simulated(t, enginekit.Profiles("default", "long-context", "gpt_4o.mini", "careful"), func(c *promptkit.Config) {
+			c.Profiles[3].Label = "Careful (slower, cheaper)"
+		})
+		e := setup(t, func(cfg *Config) { cfg.Engine = eng })
+		var got profileList
+		e.call("GET", "/v1/profiles", "", nil).decode(t, &got)
+		want := map[string]string{"default": "Default", "long-context": "Long context", "gpt_4o.mini": "Gpt 4o mini", "careful": "Careful (slower, cheaper)"}
+		if !maps.Equal(got.Labels, want) {
+			t.Errorf("labels %v, want %v", got.Labels, want)
+		}
+	})
 
 	// Like every /v1 route, it needs an identity.
 	tok := e.token("acme", "ann", jobs.RoleMember)

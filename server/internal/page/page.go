@@ -23,10 +23,17 @@ import (
 //go:embed web
 var webFiles embed.FS
 
-// DefaultPollInterval is how often the page polls /v1/recent while its
-// event stream is down and a job it shows is queued or running (seed §6).
-// The page reads it from the document, so the server decides.
-const DefaultPollInterval = 2 * time.Second
+// The page's polling of /v1/recent while its event stream is down (seed
+// §6): every DefaultPollInterval while a job it shows is queued or
+// running, and every DefaultIdlePollInterval otherwise, so prompts other
+// clients send still appear — as they would through the stream — while an
+// idle tab costs a request per 20 s. The page reads both from the
+// document, so the server decides; a test may shorten them with the
+// page's ?poll_ms= and ?idle_poll_ms= (at least 100 ms).
+const (
+	DefaultPollInterval     = 2 * time.Second
+	DefaultIdlePollInterval = 20 * time.Second
+)
 
 // The routes of the page: HTML and static files, not API operations, so
 // openapi.json does not describe them (its test skips exactly these).
@@ -50,8 +57,9 @@ type pageData struct {
 	// Local is whether requests without a token are accepted (no token
 	// field is shown).
 	Local bool
-	// PollMS is the polling interval of the fallback, in milliseconds.
-	PollMS int64
+	// PollMS and IdlePollMS are the polling intervals of the fallback,
+	// with and without a job in flight, in milliseconds.
+	PollMS, IdlePollMS int64
 	// Now is the server's clock when the page was served: the first
 	// `since` of /v1/recent, so no change after the page loaded is missed
 	// whatever the browser's clock says.
@@ -75,9 +83,10 @@ func (p Page) Index(w http.ResponseWriter, r *http.Request) error {
 	}
 	var b bytes.Buffer
 	err = indexTemplate.Execute(&b, pageData{
-		Local:  local,
-		PollMS: DefaultPollInterval.Milliseconds(),
-		Now:    time.Now().UTC().Format(time.RFC3339Nano),
+		Local:      local,
+		PollMS:     DefaultPollInterval.Milliseconds(),
+		IdlePollMS: DefaultIdlePollInterval.Milliseconds(),
+		Now:        time.Now().UTC().Format(time.RFC3339Nano),
 	})
 	if err != nil {
 		return httpapi.About("page", err)

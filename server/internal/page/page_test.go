@@ -44,6 +44,7 @@ func TestPageServed(t *testing.T) {
 		for _, want := range []string{
 			`data-local="` + map[bool]string{true: "true", false: "false"}[local] + `"`,
 			`data-poll-ms="2000"`,
+			`data-idle-poll-ms="20000"`,
 			`<script type="module" src="/assets/app.js"></script>`,
 			`<link rel="stylesheet" href="/assets/style.css">`,
 			`aria-live="polite"`,

@@ -3,7 +3,10 @@ package rest
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
@@ -76,7 +79,7 @@ func (a *API) states(ctx context.Context, id auth.Identity, js []jobs.Job) ([]Pr
 		if !ok || !id.Owns(p.OrgID, p.CreatedBy) {
 			continue
 		}
-		st := PromptState{PromptID: j.PromptID, Prompt: p, Job: j}
+		st := PromptState{PromptID: j.PromptID, Prompt: p, Job: NewJobOut(j)}
 		if resp, ok := resps[j.ResponseID]; ok && j.State == jobs.Succeeded {
 			st.Answer = newAnswer(resp)
 		}
@@ -138,15 +141,22 @@ func (a *API) Recent(w http.ResponseWriter, r *http.Request) error {
 type ProfileList struct {
 	Profiles []string `json:"profiles"`
 	Default  string   `json:"default"`
+	// Labels names each profile for people, by id: its configured label,
+	// else one made from its id (ProfileLabel).
+	Labels map[string]string `json:"labels"`
 }
 
 // Profiles answers GET /v1/profiles: the engine's profile ids, sorted,
-// and the one a submission without a profile runs with ("" when that
-// names no profile, or without an engine).
+// their labels, and the one a submission without a profile runs with
+// ("" when that names no profile, or without an engine).
 func (a *API) Profiles(w http.ResponseWriter, r *http.Request) error {
-	out := ProfileList{Profiles: []string{}}
+	out := ProfileList{Profiles: []string{}, Labels: map[string]string{}}
 	if eng := a.Engine; eng != nil {
 		out.Profiles = eng.Profiles()
+		for _, id := range out.Profiles {
+			p, _ := eng.Profile(id)
+			out.Labels[id] = ProfileLabel(p)
+		}
 		// The engine resolves an empty ProfileID to its default; Prepare
 		// does exactly that, with no I/O.
 		if p, err := eng.Prepare(r.Context(), promptkit.RunRequest{Text: "?"}); err == nil {
@@ -155,4 +165,21 @@ func (a *API) Profiles(w http.ResponseWriter, r *http.Request) error {
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// ProfileLabel is a profile's name for people: its Label, or, without
+// one, its id with dashes, underscores and dots as spaces and a capital
+// first letter ("long-context" reads "Long context"). The id stays the
+// value clients send.
+func ProfileLabel(p promptkit.Profile) string {
+	if l := strings.TrimSpace(p.Label); l != "" {
+		return l
+	}
+	words := strings.Fields(strings.NewReplacer("-", " ", "_", " ", ".", " ").Replace(p.ID))
+	if len(words) == 0 {
+		return p.ID
+	}
+	s := strings.Join(words, " ")
+	r, n := utf8.DecodeRuneInString(s)
+	return string(unicode.ToUpper(r)) + s[n:]
 }

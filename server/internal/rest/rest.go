@@ -48,9 +48,32 @@ type Submitted struct {
 // has one) and every job it had, oldest first (retries supersede).
 type PromptView struct {
 	Prompt jobs.Prompt `json:"prompt"`
-	Job    jobs.Job    `json:"job"`
+	Job    JobOut      `json:"job"`
 	Answer *AnswerView `json:"answer"`
-	Jobs   []jobs.Job  `json:"jobs"`
+	Jobs   []JobOut    `json:"jobs"`
+}
+
+// JobOut is a job as the API shows it: when it has an error kind (it
+// failed, or waits to try again after a failure), with that error in
+// words for the person who asked — jobs.ErrorKind's Title and Advice, so
+// the browser page and any other client word it as the CLI does.
+type JobOut struct {
+	jobs.Job
+	ErrorTitle  string `json:"error_title,omitempty"`
+	ErrorAdvice string `json:"error_advice,omitempty"`
+}
+
+// NewJobOut is j with its error in words.
+func NewJobOut(j jobs.Job) JobOut {
+	return JobOut{Job: j, ErrorTitle: j.ErrorKind.Title(), ErrorAdvice: j.ErrorKind.Advice()}
+}
+
+func jobsOut(js []jobs.Job) []JobOut {
+	out := make([]JobOut, len(js))
+	for i, j := range js {
+		out[i] = NewJobOut(j)
+	}
+	return out
 }
 
 // PromptState is one prompt in a listing or in /v1/recent: the prompt,
@@ -59,7 +82,7 @@ type PromptView struct {
 type PromptState struct {
 	PromptID string      `json:"prompt_id"`
 	Prompt   jobs.Prompt `json:"prompt"`
-	Job      jobs.Job    `json:"job"`
+	Job      JobOut      `json:"job"`
 	Answer   *AnswerView `json:"answer,omitempty"`
 }
 
@@ -163,8 +186,8 @@ func (a *API) promptView(ctx context.Context, id auth.Identity, promptID string)
 	if len(js) == 0 {
 		return PromptView{}, jobs.ErrNotFound // archived between the reads
 	}
-	v := PromptView{Prompt: p, Job: js[len(js)-1], Jobs: js}
-	v.Answer, err = a.answer(ctx, id.Org, v.Job)
+	v := PromptView{Prompt: p, Job: NewJobOut(js[len(js)-1]), Jobs: jobsOut(js)}
+	v.Answer, err = a.answer(ctx, id.Org, v.Job.Job)
 	return v, err
 }
 
@@ -208,7 +231,7 @@ func (a *API) ownedJob(ctx context.Context, id auth.Identity, jobID string) (job
 // JobView is a job and its events, in order, with what its provider
 // calls cost (jobs.JobCost): null when any call's cost is unknown.
 type JobView struct {
-	Job    jobs.Job     `json:"job"`
+	Job    JobOut       `json:"job"`
 	Events []jobs.Event `json:"events"`
 	Cost   pktype.Cost  `json:"cost_usd"`
 }
@@ -224,7 +247,7 @@ func (a *API) GetJob(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("job", err)
 	}
-	httpapi.WriteJSON(w, http.StatusOK, JobView{Job: j, Events: httpapi.NonNil(evs), Cost: jobs.JobCost(evs)})
+	httpapi.WriteJSON(w, http.StatusOK, JobView{Job: NewJobOut(j), Events: httpapi.NonNil(evs), Cost: jobs.JobCost(evs)})
 	return nil
 }
 
@@ -241,8 +264,8 @@ func (a *API) CancelJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	a.Log.Info("job cancelled", "job_id", j.ID, "prompt_id", j.PromptID, "org", id.Org)
 	httpapi.WriteJSON(w, http.StatusOK, struct {
-		Job jobs.Job `json:"job"`
-	}{j})
+		Job JobOut `json:"job"`
+	}{NewJobOut(j)})
 	return nil
 }
 

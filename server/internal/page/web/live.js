@@ -1,6 +1,8 @@
 // Live updates (seed §6): the server's event stream (GET /v1/events) while
-// it works; while it does not, polling GET /v1/recent every pollMs — but
-// only while some job is queued or running, so an idle tab costs nothing.
+// it works; while it does not, polling GET /v1/recent — every pollMs while
+// some job the page shows is queued or running, every idleMs otherwise —
+// so the page still shows all the stream would (prompts sent from other
+// tabs and clients too), and an idle tab costs a request per idleMs.
 // With a bearer token the stream is opened with a single-use ticket
 // (POST /v1/events/ticket), and each reconnection asks for a new one and
 // resumes after the last event received (?last_event_id=).
@@ -19,20 +21,23 @@ export class Live {
   //   caller catches up by polling once.
   // poll(): one /v1/recent round; the caller merges what it returns.
   // busy(): whether a job the page shows is queued or running.
-  // onMode(mode): 'connecting', 'live', 'polling' or 'idle', for the page
-  //   to show (and for tests to wait on).
-  constructor({ pollMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode }) {
-    Object.assign(this, { pollMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode });
+  // idleMs: the polling interval while none is.
+  // onMode(mode): 'connecting', 'live', 'polling', 'idle' or 'signed-out'
+  //   (after stopStream), for the page to show (and for tests to wait on).
+  constructor({ pollMs, idleMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode }) {
+    Object.assign(this, { pollMs, idleMs, useStream, streamURL, ticketed, onEvent, onOpen, poll, busy, onMode });
     this.es = null;
     this.up = false;        // the stream is open
     this.failed = false;    // the stream failed and has not reopened since
     this.timer = null;      // the next poll, when one is scheduled
+    this.timerBusy = false; // whether it was scheduled at the busy interval
     this.polling = false;   // a poll request is out
     this.retryMs = 1000;    // our own reconnect delay, when the browser will not
-    this.pollNow = true;    // the first poll after the stream fails is immediate
+    this.pollNow = true;    // the next poll is at once, if a job is in flight
     this.lastId = null;     // the id of the last event received
     this.opening = false;   // a connect is waiting for its URL
     this.retry = null;      // our next reconnect, when one is scheduled
+    this.stopped = false;   // stopStream was called: nothing more to do
   }
 
   start() {
@@ -40,15 +45,18 @@ export class Live {
     this.wake();
   }
 
-  // stopStream ends the stream for good (the server now wants a token).
+  // stopStream ends the stream, and polling, for good: the server now
+  // wants a token, and the page starts over once it has one.
   stopStream() {
     this.useStream = false;
+    this.stopped = true;
     if (this.es) this.es.close();
     this.es = null;
     this.up = false;
     if (this.retry !== null) clearTimeout(this.retry);
     this.retry = null;
-    this.wake();
+    this.cancelPoll();
+    this.mode('signed-out');
   }
 
   // down: updates must come from polling.
@@ -118,23 +126,31 @@ export class Live {
   }
 
   // wake is called whenever something may have started or stopped being
-  // in flight: it starts or stops the polling loop accordingly.
+  // in flight: it (re)schedules the next poll at the interval that now
+  // applies — a poll due in idleMs comes sooner once a job is in flight.
   wake() {
-    if (!this.down()) return this.mode(this.up ? 'live' : 'connecting');
-    if (this.polling || this.timer !== null) return;
-    if (!this.busy()) {
-      this.pollNow = true;
-      return this.mode('idle');
+    if (!this.down()) {
+      this.cancelPoll();
+      return this.mode(this.up ? 'live' : 'connecting');
     }
-    this.mode('polling');
-    const delay = this.pollNow ? 0 : this.pollMs;
-    this.pollNow = false;
+    if (this.polling || this.stopped) return;
+    const busy = this.busy();
+    this.mode(busy ? 'polling' : 'idle');
+    if (this.timer !== null) {
+      if (this.timerBusy === busy) return;
+      this.cancelPoll();
+    }
+    // The first poll once a job is in flight is at once; idle, the
+    // stream may well come back first (and resume where it was).
+    const delay = !busy ? this.idleMs : this.pollNow ? 0 : this.pollMs;
+    this.pollNow = !busy;
+    this.timerBusy = busy;
     this.timer = setTimeout(() => this.tick(), delay);
   }
 
   async tick() {
     this.timer = null;
-    if (!this.down() || !this.busy()) return this.wake();
+    if (!this.down()) return this.wake();
     this.polling = true;
     try {
       await this.poll();
