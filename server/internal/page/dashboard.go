@@ -1,12 +1,9 @@
 package page
 
 import (
-	"bytes"
 	"html/template"
 	"net/http"
 	"time"
-
-	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
 // DashboardPattern is the operator's dashboard: like the page, an HTML
@@ -22,18 +19,5 @@ var dashboardTemplate = template.Must(template.ParseFS(webFiles, "web/dashboard.
 
 // Dashboard answers GET /dashboard.
 func (p Page) Dashboard(w http.ResponseWriter, r *http.Request) error {
-	local, err := p.LocalMode(r.Context())
-	if err != nil {
-		p.Log.Warn("dashboard: reading whether tokens exist failed", "err", err)
-	}
-	var b bytes.Buffer
-	err = dashboardTemplate.Execute(&b, pageData{Local: local, PollMS: DashboardRefresh.Milliseconds(),
-		Now: time.Now().UTC().Format(time.RFC3339Nano)})
-	if err != nil {
-		return httpapi.About("dashboard", err)
-	}
-	setPageHeaders(w.Header(), "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b.Bytes())
-	return nil
+	return p.render(w, r, dashboardTemplate, pageData{PollMS: DashboardRefresh.Milliseconds()})
 }

@@ -75,20 +75,24 @@ type Page struct {
 
 // Index answers GET /: the page, rendered for this server.
 func (p Page) Index(w http.ResponseWriter, r *http.Request) error {
+	return p.render(w, r, indexTemplate, pageData{
+		PollMS:     DefaultPollInterval.Milliseconds(),
+		IdlePollMS: DefaultIdlePollInterval.Milliseconds(),
+	})
+}
+
+// render answers with t rendered with d, completed with whether local mode
+// holds and the server's clock.
+func (p Page) render(w http.ResponseWriter, r *http.Request, t *template.Template, d pageData) error {
 	local, err := p.LocalMode(r.Context())
 	if err != nil {
 		// The page still loads; it asks for a token, and the API answers
 		// whatever the database allows.
 		p.Log.Warn("page: reading whether tokens exist failed", "err", err)
 	}
+	d.Local, d.Now = local, time.Now().UTC().Format(time.RFC3339Nano)
 	var b bytes.Buffer
-	err = indexTemplate.Execute(&b, pageData{
-		Local:      local,
-		PollMS:     DefaultPollInterval.Milliseconds(),
-		IdlePollMS: DefaultIdlePollInterval.Milliseconds(),
-		Now:        time.Now().UTC().Format(time.RFC3339Nano),
-	})
-	if err != nil {
+	if err := t.Execute(&b, d); err != nil {
 		return httpapi.About("page", err)
 	}
 	setPageHeaders(w.Header(), "text/html; charset=utf-8")
