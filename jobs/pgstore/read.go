@@ -498,9 +498,10 @@ func (s *Store) GetResponses(ctx context.Context, orgID string, ids []string) (m
 
 // usageDialect groups ledger rows by their UTC day.
 var usageDialect = usageq.Dialect{
-	Param: func(n int) string { return "$" + strconv.Itoa(n) },
-	Time:  func(t time.Time) any { return t },
-	Day:   "(date_trunc('day', at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')",
+	Param:  func(n int) string { return "$" + strconv.Itoa(n) },
+	Time:   func(t time.Time) any { return t },
+	Day:    "(date_trunc('day', at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC')",
+	ByTime: "usage_ledger",
 }
 
 // Usage sums the usage ledger. See jobs.Store.

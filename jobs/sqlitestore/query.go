@@ -669,9 +669,10 @@ func scanResponse(r scanner) (jobs.Response, error) {
 // usageDialect reads the ledger's microsecond times; a day is 86400e6 of
 // them (Unix time has no leap seconds).
 var usageDialect = usageq.Dialect{
-	Param: func(n int) string { return "?" + strconv.Itoa(n) },
-	Time:  func(t time.Time) any { return t.UnixMicro() },
-	Day:   "(at - at % 86400000000)",
+	Param:  func(n int) string { return "?" + strconv.Itoa(n) },
+	Time:   func(t time.Time) any { return t.UnixMicro() },
+	Day:    "(at - at % 86400000000)",
+	ByTime: "usage_ledger INDEXED BY usage_ledger_at",
 }
 
 // Usage implements jobs.Store.

@@ -19,6 +19,11 @@ type Dialect struct {
 	Time func(time.Time) any
 	// Day is the expression of a row's UTC day (from its column at).
 	Day string
+	// ByTime is the ledger as FROM names it for a read of a time range:
+	// SQLite's planner would otherwise walk the (backend, job_id) index
+	// for a GROUP BY backend, the whole ledger, instead of the range of
+	// the (at) index.
+	ByTime string
 }
 
 // columns are the group dimensions in the order buckets are sorted and
@@ -125,7 +130,7 @@ func ActivityQuery(since time.Time, d Dialect) (string, []any) {
 		CAST(coalesce(sum(cost_usd), 0) AS DOUBLE PRECISION),
 		max(CASE WHEN ` + rateLimited + ` THEN at END),
 		max(CASE WHEN ` + failed + ` THEN at END)
-	FROM usage_ledger WHERE at >= ` + d.Param(1) + `
+	FROM ` + d.ByTime + ` WHERE at >= ` + d.Param(1) + `
 	GROUP BY backend ORDER BY backend`, []any{d.Time(since)}
 }
 
