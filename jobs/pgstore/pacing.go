@@ -39,8 +39,11 @@ const (
 	pacingRowsSQL  = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until, held FROM pacing ORDER BY backend`
 	// pacingHoldSQL sets an operator's hold (migration 00018), leaving the
 	// pacers' state as it is.
-	pacingHoldSQL = `INSERT INTO pacing (backend, updated_at, held) VALUES ($1, $2, $3)
-		ON CONFLICT (backend) DO UPDATE SET held = excluded.held, updated_at = excluded.updated_at`
+	// It notifies, so that the idle engines of other processes read the
+	// shared state (SharePacingOptions.Wake).
+	pacingHoldSQL = `WITH up AS (INSERT INTO pacing (backend, updated_at, held) VALUES ($1, $2, $3)
+		ON CONFLICT (backend) DO UPDATE SET held = excluded.held, updated_at = excluded.updated_at RETURNING 1)
+		SELECT pg_notify('` + notifyChannel + `', $4) FROM up`
 	peerRowsSQL = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
 		WHERE seen_at >= $1 ORDER BY backend, peer`
 )
@@ -99,7 +102,7 @@ func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs
 }
 
 func (d *opsDB) PacingHold(ctx context.Context, backend string, held bool) error {
-	_, err := d.pool.Exec(ctx, pacingHoldSQL, backend, d.store().clock(), held)
+	_, err := d.pool.Exec(ctx, pacingHoldSQL, backend, d.store().clock(), held, d.store().schema)
 	return err
 }
 
