@@ -211,8 +211,8 @@ type sharer struct {
 	opts     ShareOptions
 	lastBeat time.Time
 	synced   bool // at least one sync was tried
-	// woken: the last wait ended on opts.Wake. An idle process then reads
-	// too, at most every Heartbeat, so that it learns of an operator's
+	// woken: a wait ended on opts.Wake since the last read. An idle
+	// process then reads too, at most every Heartbeat, so that it learns of an operator's
 	// hold (State.Held) before it takes work for the backend.
 	woken    bool
 	lastRead time.Time
@@ -230,12 +230,12 @@ func (sr *sharer) step(ctx context.Context) bool {
 	now := s.now()
 	beat := now.Sub(sr.lastBeat) >= sr.opts.Heartbeat
 	news, busy := s.collect(beat)
+	// A wake too soon after the last read stays pending for a later step.
 	woken := sr.woken && now.Sub(sr.lastRead) >= sr.opts.Heartbeat
-	sr.woken = false
 	if len(news) == 0 && !busy && sr.synced && !woken {
 		return true
 	}
-	sr.synced, sr.lastRead = true, now
+	sr.synced, sr.lastRead, sr.woken = true, now, false
 	states, err := sr.sh.Sync(ctx, sr.opts.Peer, news)
 	if err != nil && ctx.Err() != nil {
 		s.requeue(news)
