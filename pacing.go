@@ -2,6 +2,7 @@ package promptkit
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/promptkit/promptkit/internal/dispatch"
@@ -51,6 +52,11 @@ type Pacing struct {
 	// answered.
 	CooldownUntil time.Time
 	Unwell        bool
+	// Held says an operator holds the backend (SharedPacing.Held, through
+	// Engine.SharePacing): nothing new is dispatched to it until it is
+	// released; calls in flight finish. A model group skips it; a call
+	// with no other backend waits.
+	Held bool
 }
 
 // RateBudget is one rate-limit header budget; see Pacing.
@@ -88,6 +94,7 @@ func (e *Engine) Pacing() map[string]Pacing {
 			PausedUntil:       p.PausedUntil,
 			CooldownUntil:     p.CooldownUntil,
 			Unwell:            p.Unwell,
+			Held:              p.Held,
 		}
 	}
 	return m
@@ -148,6 +155,10 @@ type RateEstimate struct {
 type SharedPacing struct {
 	Backend    string
 	PauseUntil time.Time
+	// Held is an operator's hold on the backend (jobs.Store.HoldBackend):
+	// the engine dispatches nothing new to it until a later sync says it
+	// is released.
+	Held bool
 	// CooldownUntil is the latest end of a cooldown any process began.
 	CooldownUntil time.Time
 	Rate          LearnedRate
@@ -171,7 +182,8 @@ func (s SharedPacing) RequestsPerSecond(now time.Time) float64 {
 }
 
 func (s SharedPacing) state() dispatch.State {
-	st := dispatch.State{Backend: s.Backend, PauseUntil: s.PauseUntil, CoolUntil: s.CooldownUntil, Rate: dispatch.Learned(s.Rate)}
+	st := dispatch.State{Backend: s.Backend, PauseUntil: s.PauseUntil, CoolUntil: s.CooldownUntil, Held: s.Held,
+		Rate: dispatch.Learned(s.Rate)}
 	for _, pr := range s.Peers {
 		st.Peers = append(st.Peers, dispatch.Peer{ID: pr.ID, Demand: pr.Demand, Estimate: dispatch.Estimate(pr.Estimate)})
 	}
@@ -244,4 +256,39 @@ func (p pacingShared) Sync(ctx context.Context, peer string, news []dispatch.New
 		out[i] = s.state()
 	}
 	return out, nil
+}
+
+// HeldProfiles returns, sorted, the IDs of the profiles whose every
+// backend (primaries and fallbacks) an operator holds, as this engine
+// last read the shared pacing (Engine.SharePacing), and "" as well when
+// the default profile is one of them: a run with no profile uses it. A
+// worker leaves their jobs queued (jobs.ClaimParams.SkipProfiles). It
+// takes no lock but the backends' own, so it is cheap enough to call
+// before every claim; without holds it returns nil.
+func (e *Engine) HeldProfiles() []string {
+	var out []string
+	for id, p := range e.profiles {
+		if e.profileHeld(p) {
+			out = append(out, id)
+			if id == e.defaultProfile {
+				out = append(out, "")
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// profileHeld reports whether every backend of p is held; a profile with
+// none (an LLMClient's) never is.
+func (e *Engine) profileHeld(p Profile) bool {
+	if len(p.Backends) == 0 {
+		return p.Backend != "" && e.sched.Held(p.Backend)
+	}
+	for _, b := range p.Backends {
+		if !e.sched.Held(b.ID) {
+			return false
+		}
+	}
+	return true
 }

@@ -22,7 +22,7 @@ func (s LimitScope) Valid() bool { return s == LimitOrg || s == LimitToken }
 // field is no limit.
 //
 // The store enforces MaxRunning (an org's jobs running at once, counted on
-// the database, at every claim) and Weight (the org's share of the claims
+// the database, at every claim), Paused (none at all) and Weight (the org's share of the claims
 // among jobs of equal priority: see Store.Claim); the server enforces the
 // rates and budgets.
 type Limit struct {
@@ -40,6 +40,11 @@ type Limit struct {
 	// Weight is an org's share in fair sharing; 0 means 1; must be 0 for
 	// tokens.
 	Weight int `json:"weight,omitempty"`
+	// Paused holds the org's queued jobs in the queue (orgs only): the
+	// store claims none of them, as if its MaxRunning were reached, while
+	// its running jobs finish. Only Store.PauseOrg sets it; SetLimit keeps
+	// the stored one, and DeleteLimit removes the pause with the limit.
+	Paused bool `json:"paused,omitempty"`
 	// UpdatedAt is stamped by SetLimit.
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -81,4 +86,12 @@ func (l Limit) Normalize() (Limit, error) {
 		return l, err
 	}
 	return l, nil
+}
+
+// NormalizeOrg checks the org of Store.PauseOrg: not empty, no NUL.
+func NormalizeOrg(org string) (string, error) {
+	if strings.TrimSpace(org) == "" {
+		return org, invalidField("org", "required")
+	}
+	return org, checkText("org", org)
 }

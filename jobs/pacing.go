@@ -76,8 +76,12 @@ type BackendPacing struct {
 	// The last decrease of the learned rate; RateAt zero: none yet.
 	RateCap, RateFloor float64
 	RateAt             time.Time
-	// UpdatedAt is when a pause, cooldown or rate last changed; zero when only
-	// presence was published.
+	// Held is an operator's hold (Store.HoldBackend), distinct from a
+	// provider's pause: engines dispatch nothing new to the backend until
+	// it is released; calls in flight finish.
+	Held bool
+	// UpdatedAt is when a pause, cooldown, rate or hold last changed; zero
+	// when only presence was published.
 	UpdatedAt time.Time
 	// Peers are the processes seen within PeerTTL, by Peer.
 	Peers []PacingPeer
@@ -173,4 +177,10 @@ func pacingTime(t time.Time) time.Time {
 // cooldown or a decrease), beyond the peer's own row.
 func (u PacingUpdate) News() bool {
 	return !u.PauseUntil.IsZero() || !u.CooldownUntil.IsZero() || !u.RateAt.IsZero()
+}
+
+// NormalizeBackend checks the backend of Store.HoldBackend: 1 to
+// MaxPacingName bytes of UTF-8 without NUL.
+func NormalizeBackend(backend string) (string, error) {
+	return backend, checkPacingName("backend", backend)
 }

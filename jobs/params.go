@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -292,8 +293,21 @@ func (p ClaimParams) Normalize() (ClaimParams, error) {
 		return p, invalid("priority ceiling %d is outside %d–%d", ceiling, MinPriority, MaxPriority)
 	}
 	p.PriorityCeiling = &ceiling
+	if len(p.SkipProfiles) > MaxSkipProfiles {
+		return p, invalidField("skip_profiles", "%d profiles, more than %d", len(p.SkipProfiles), MaxSkipProfiles)
+	}
+	for _, prof := range p.SkipProfiles {
+		if err := checkText("skip_profiles", prof); err != nil {
+			return p, err
+		}
+	}
+	// Sorted and unique: claims with the same list can share a statement.
+	p.SkipProfiles = slices.Compact(slices.Sorted(slices.Values(p.SkipProfiles)))
 	return p, nil
 }
+
+// MaxSkipProfiles bounds ClaimParams.SkipProfiles.
+const MaxSkipProfiles = 1000
 
 // Normalize checks p: an org, an N of at least 1, and a token's user.
 func (p SubmittedParams) Normalize() (SubmittedParams, error) {

@@ -218,6 +218,13 @@ type Store interface {
 	DeleteLimit(ctx context.Context, scope LimitScope, subject string) error
 	// Limits returns every stored limit, ordered by scope, then subject.
 	Limits(ctx context.Context) ([]Limit, error)
+	// PauseOrg sets or clears the pause of an org's queue (Limit.Paused):
+	// it upserts only the paused flag of the org's limit (creating a limit
+	// with no other bound when there is none) and returns the stored
+	// limit. A paused org's queued jobs stay queued (Claim and ClaimAs
+	// treat it as at its MaxRunning), its running jobs finish, and it
+	// holds up no other org's jobs. ErrInvalid for an empty org.
+	PauseOrg(ctx context.Context, org string, paused bool) (Limit, error)
 	// RecordCalls adds provider calls made for no job (the front door's
 	// embeddings) to the usage ledger, as the org, user and token's, in
 	// one transaction: budgets and Usage then count them like a job's.
@@ -312,6 +319,25 @@ type Store interface {
 	// reads, and returns backends with a pause, a rate or a peer present.
 	// ErrInvalid for what PacingSyncParams.Normalize refuses.
 	SyncPacing(ctx context.Context, p PacingSyncParams) ([]BackendPacing, error)
+
+	// HoldBackend sets or clears an operator's hold on a backend, on its
+	// shared pacing row (BackendPacing.Held; SyncPacing returns a held
+	// backend even when only reading). Engines sharing pacing dispatch
+	// nothing new to a held backend. ErrInvalid for a backend name
+	// NormalizeBackend refuses.
+	HoldBackend(ctx context.Context, backend string, held bool) error
+
+	// ReportWorker records a worker process's beat (upserting it by
+	// Worker, stamping SeenAt with the store's time, and StartedAt on its
+	// first report) and returns whether the worker is asked to drain.
+	// ErrInvalid for what WorkerReport.Normalize refuses.
+	ReportWorker(ctx context.Context, r WorkerReport) (draining bool, err error)
+	// Workers returns the workers seen at or after seenSince, by Worker.
+	Workers(ctx context.Context, seenSince time.Time) ([]WorkerInfo, error)
+	// DrainWorker asks a worker to drain (claim nothing more and let its
+	// running jobs finish), or with drain false undoes it, and returns
+	// the worker. ErrNotFound for a worker that never reported.
+	DrainWorker(ctx context.Context, worker string, drain bool) (WorkerInfo, error)
 
 	// PublishDelta passes a piece of running job jobID's answer, as the
 	// backend generates it, to the readers waiting for it
@@ -444,6 +470,11 @@ type ClaimParams struct {
 	Limit int
 	// PriorityCeiling: only priority <= ceiling. Defaults to 100 when nil.
 	PriorityCeiling *int
+	// SkipProfiles leaves queued the jobs whose prompt's profile is
+	// listed ("" is the default profile): a worker passes the profiles
+	// whose backends are all held (promptkit.Engine.HeldProfiles). At
+	// most MaxSkipProfiles.
+	SkipProfiles []string
 }
 
 // HeartbeatParams names jobs a worker is still running.

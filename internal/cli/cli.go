@@ -150,7 +150,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	run.Flags().StringVar(&g.config, "config", "", configUsage)
 	// --config and --database only where they mean something: not on
 	// run's --database, nor on fake-provider at all.
-	dbCmds := []*cobra.Command{newMigrateCmd(g), newJobsCmd(g), newBatchesCmd(g), newServeCmd(g), newWorkerCmd(g), newSubmitCmd(g), newTokensCmd(g), newLimitsCmd(g)}
+	dbCmds := []*cobra.Command{newMigrateCmd(g), newJobsCmd(g), newBatchesCmd(g), newServeCmd(g), newWorkerCmd(g), newSubmitCmd(g), newTokensCmd(g), newLimitsCmd(g),
+		newBackendsCmd(g), newOrgsCmd(g), newWorkersCmd(g)}
 	for _, c := range dbCmds {
 		c.PersistentFlags().StringVar(&g.config, "config", "", configUsage)
 		c.PersistentFlags().StringVar(&g.database, "database", "", `job database: a SQLite file, sqlite://PATH or postgres://URL (default: service.database in the config, else "promptkit.db")`)

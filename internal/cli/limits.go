@@ -105,11 +105,11 @@ func newLimitsListCmd(g *globals) *cobra.Command {
 					return strconv.FormatFloat(x, 'f', -1, 64)
 				}
 				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SCOPE\tSUBJECT\tRPM\tTPM\tMAX RUNNING\tDAILY USD\tMONTHLY USD\tWEIGHT\tUPDATED")
+				fmt.Fprintln(tw, "SCOPE\tSUBJECT\tRPM\tTPM\tMAX RUNNING\tDAILY USD\tMONTHLY USD\tWEIGHT\tPAUSED\tUPDATED")
 				for _, l := range ls {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Scope, l.Subject, num(l.RequestsPerMinute),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Scope, l.Subject, num(l.RequestsPerMinute),
 						num(l.TokensPerMinute), num(l.MaxRunning), usd(l.DailyUSD), usd(l.MonthlyUSD), num(l.Weight),
-						fmtTime(l.UpdatedAt))
+						yesNo(l.Paused), fmtTime(l.UpdatedAt))
 				}
 				return tw.Flush()
 			})

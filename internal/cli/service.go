@@ -610,12 +610,25 @@ workers' and provider calls' metrics). See docs/retries.md.`,
 				return err
 			}
 			rt.log.Info("worker running", "worker", w.Name(), "database", displayDB(rt.sc.Database), "workers", rt.sc.Workers)
+			// Drained (promptkit workers drain), the process exits once its
+			// running jobs are over: as on a signal, with nothing to hand
+			// back.
+			ctx, stopWorker := context.WithCancel(cmd.Context())
+			defer stopWorker()
+			go func() {
+				select {
+				case <-w.Drained():
+					rt.log.Info("drained: no running jobs; exiting", "worker", w.Name())
+					stopWorker()
+				case <-ctx.Done():
+				}
+			}()
 			var wg sync.WaitGroup
-			if err := rt.background(cmd.Context(), &wg); err != nil {
+			if err := rt.background(ctx, &wg); err != nil {
 				return err
 			}
-			stopSharing := rt.sharePacing(cmd.Context(), &wg)
-			err = runUntilDone(cmd.Context(), w, rt.log)
+			stopSharing := rt.sharePacing(ctx, &wg)
+			err = runUntilDone(ctx, w, rt.log)
 			stopSharing()
 			wg.Wait()
 			return err

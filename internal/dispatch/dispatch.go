@@ -147,7 +147,10 @@ type gate struct {
 	mu          sync.Mutex
 	pausedUntil time.Time
 	pauseNews   bool // pausedUntil not yet published (share.go)
-	health      health
+	// held: an operator's hold, adopted from the shared state (share.go):
+	// callers wait, and model groups skip the backend, until it ends.
+	held   bool
+	health health
 	// changed is closed, and replaced, when a pause begins or the
 	// learned rate is cut: callers waiting for pacing look again instead
 	// of leaving on a reservation made at the old rate.
@@ -318,6 +321,7 @@ func (s *Scheduler) Pacing() map[string]Pacing {
 			p.PausedUntil = u
 		}
 		g.mu.Lock()
+		p.Held = g.held
 		if g.health.coolUntil.After(now) {
 			p.CooldownUntil = g.health.coolUntil
 		}
@@ -357,6 +361,17 @@ func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens in
 		// Taken before the checks: a pause or cut after them ends the
 		// pacing waits below.
 		changed := g.changes()
+		if g.isHeld() {
+			// An operator's hold has no known end: wait for its release
+			// (adopt closes changed), however long.
+			s.signalWait("backend held")
+			select {
+			case <-ctx.Done():
+				return ticket{}, &CapacityError{What: "backend held", Cause: ctx.Err()}
+			case <-changed:
+			}
+			continue
+		}
 		if d := g.pauseLeft(s.now()); d > 0 {
 			if until := g.until(); noWaitPastDeadline && pastDeadline(ctx, until) {
 				return ticket{}, &CapacityError{What: "backend pause outlasts the deadline", NotBefore: until}
@@ -419,8 +434,8 @@ func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens in
 			}
 		}
 		t.release = onceRelease(g.permits)
-		if g.pauseLeft(s.now()) > 0 {
-			t.release() // a pause began while we waited: honour it
+		if g.pauseLeft(s.now()) > 0 || g.isHeld() {
+			t.release() // a pause or hold began while we waited: honour it
 			g.learn.abandon(reqCost, tokCost)
 			continue
 		}
@@ -493,6 +508,19 @@ func (g *gate) until() time.Time {
 }
 
 func (g *gate) pauseLeft(now time.Time) time.Duration { return g.until().Sub(now) }
+
+func (g *gate) isHeld() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held
+}
+
+// Held reports whether an operator holds backend (State.Held), as last
+// read from the shared state; false for an unknown backend.
+func (s *Scheduler) Held(backend string) bool {
+	g := s.gates[backend]
+	return g != nil && g.isHeld()
+}
 
 // pause makes every caller of the backend wait until t.
 func (s *Scheduler) pause(backend string, t time.Time) {

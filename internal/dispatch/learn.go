@@ -85,6 +85,9 @@ type Pacing struct {
 	// PausedUntil is when the backend's pause (a provider's Retry-After,
 	// received here or by another process) ends; zero or past: none.
 	PausedUntil time.Time
+	// Held says an operator holds the backend (State.Held): nothing new
+	// is dispatched to it until it is released.
+	Held bool
 	// CooldownUntil is when the backend's cooldown (route.go), begun
 	// here or by another process, ends; zero or past: none. Unwell says
 	// its last verdict was a failure: past CooldownUntil, model groups

@@ -16,9 +16,10 @@ import (
 // backend for every attempt, so that a retry goes where it can succeed:
 //
 //   - a backend cooling down (it answered 5xx, timed out, could not be
-//     reached, or answered 429 until the retries were exhausted) or
-//     paused (a provider's Retry-After) is skipped while another is
-//     available;
+//     reached, or answered 429 until the retries were exhausted),
+//     paused (a provider's Retry-After) or held (an operator's hold,
+//     State.Held) is skipped while another is available; a held one
+//     counts as free again last of all;
 //   - after its cooldown a backend is half-open: one probe at a time
 //     goes to it (per process), and only an answer clears it; a probe
 //     that fails cools it down again, so a dead backend gets about one
@@ -48,6 +49,10 @@ type Route struct {
 	// call again.
 	Attempt func(context.Context) llm.Outcome
 }
+
+// heldHorizon is when a held backend counts as available again, for the
+// choice among unavailable ones: later than any pause or cooldown.
+const heldHorizon = 100 * 365 * 24 * time.Hour
 
 // DefaultCooldown is Backend.Cooldown when zero.
 const DefaultCooldown = 30 * time.Second
@@ -101,6 +106,9 @@ func (s *Scheduler) availability(backend string, now time.Time) availability {
 		blocked = g.pausedUntil
 	}
 	switch {
+	case g.held:
+		// No known end: after every pause and cooldown.
+		a.until = now.Add(heldHorizon)
 	case blocked.After(now):
 		a.until = blocked
 	case g.health.unwell && g.health.probing:

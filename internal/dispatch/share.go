@@ -49,7 +49,9 @@ import (
 // process while it is busy, whatever its request rate. The loop publishes
 // news (a pause, a decrease) at once, and reads the others' every
 // ShareOptions.Interval while any backend has demand (sooner on a
-// ShareOptions.Wake), and not at all while none has.
+// ShareOptions.Wake), and while none has, only on a Wake, at most every
+// Heartbeat: so that an idle process learns of an operator's hold
+// (State.Held) before it takes work for the backend.
 
 // Shared is where schedulers in several processes share their pacing.
 type Shared interface {
@@ -99,7 +101,10 @@ type State struct {
 	Backend    string
 	PauseUntil time.Time
 	CoolUntil  time.Time
-	Rate       Learned
+	// Held is an operator's hold: nothing new is dispatched to the
+	// backend until a later state clears it.
+	Held bool
+	Rate Learned
 	// Peers are the processes recently present on the backend.
 	Peers []Peer
 }
@@ -185,6 +190,7 @@ func (s *Scheduler) Share(ctx context.Context, sh Shared, opts ShareOptions) err
 			}
 			// A change somewhere: read soon, but not more often than
 			// DefaultShareMinInterval however busy the store.
+			sr.woken = true
 			gap := time.NewTimer(DefaultShareMinInterval)
 			select {
 			case <-ctx.Done():
@@ -205,6 +211,11 @@ type sharer struct {
 	opts     ShareOptions
 	lastBeat time.Time
 	synced   bool // at least one sync was tried
+	// woken: a wait ended on opts.Wake since the last read. An idle
+	// process then reads too, at most every Heartbeat, so that it learns of an operator's
+	// hold (State.Held) before it takes work for the backend.
+	woken    bool
+	lastRead time.Time
 }
 
 // step publishes what there is to publish and, while any backend has
@@ -219,10 +230,12 @@ func (sr *sharer) step(ctx context.Context) bool {
 	now := s.now()
 	beat := now.Sub(sr.lastBeat) >= sr.opts.Heartbeat
 	news, busy := s.collect(beat)
-	if len(news) == 0 && !busy && sr.synced {
+	// A wake too soon after the last read stays pending for a later step.
+	woken := sr.woken && now.Sub(sr.lastRead) >= sr.opts.Heartbeat
+	if len(news) == 0 && !busy && sr.synced && !woken {
 		return true
 	}
-	sr.synced = true
+	sr.synced, sr.lastRead, sr.woken = true, now, false
 	states, err := sr.sh.Sync(ctx, sr.opts.Peer, news)
 	if err != nil && ctx.Err() != nil {
 		s.requeue(news)
@@ -360,6 +373,14 @@ func (s *Scheduler) adopt(self string, states []State) {
 		if g == nil {
 			continue // a backend of another process's configuration
 		}
+		// A hold, or its release, wakes the callers waiting for the
+		// backend: they look again.
+		g.mu.Lock()
+		if g.held != st.Held {
+			g.held = st.Held
+			g.change()
+		}
+		g.mu.Unlock()
 		// A cooldown still running makes the backend unwell here too:
 		// once it ends, a probe finds out whether it recovered.
 		if st.CoolUntil.After(now) {

@@ -19,7 +19,8 @@ func notified(changed string) string {
 	return `notified AS (SELECT count(pg_notify('` + notifyChannel + `', $schema)) AS n FROM (SELECT 1 FROM ` + changed + ` LIMIT 1) one)`
 }
 
-// claimSQL claims for a run of Claim calls (with one priority ceiling) in
+// claimPickSQL picks the jobs of claimSQL, which claims for a run of Claim
+// calls (with one priority ceiling and skipped profiles) in
 // one statement: pick the sum of their limits from job_queue in claim
 // order with SKIP LOCKED, hand the picked jobs out in claim order (the
 // first call gets the first $slot entries, and so on: the same jobs the
@@ -60,17 +61,19 @@ func notified(changed string) string {
 // took (bound) when free took $limit, since no entry past it could be
 // claimed: so it costs at most what free's scan did, even for an org
 // with nothing queued. Without such limits capped is empty and the claim
-// is the one range scan it was. (free filters the limited orgs' entries
+// is the one range scan it was. A paused org (limits.paused) is capped
+// with no room. (free filters the limited orgs' entries
 // out as it walks: their queued jobs cost it a step each when they lie
 // ahead of the jobs it claims.)
-var claimSQL = named(claimFrom(`
+func claimPickSQL(skip string) string {
+	return `
 		WITH capped AS (
-			SELECT l.subject AS org, l.max_running - (SELECT count(*) FROM job_running r JOIN jobs rj ON rj.id = r.job_id
-				WHERE rj.org_id = l.subject) AS room
-			FROM limits l WHERE l.scope = 'org' AND l.max_running > 0
+			SELECT l.subject AS org, CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
+				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject) END AS room
+			FROM limits l WHERE l.scope = 'org' AND (l.max_running > 0 OR l.paused)
 		), free AS (
 			SELECT q.job_id, q.priority, q.tag FROM job_queue q JOIN jobs j ON j.id = q.job_id
-			WHERE `+gateOpen+` AND `+claimableSQL+`
+			WHERE ` + gateOpen + ` AND ` + claimableSQL + skip + `
 				AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.org = j.org_id)
 			ORDER BY q.priority, q.tag, q.job_id
 			LIMIT $limit
@@ -83,7 +86,7 @@ var claimSQL = named(claimFrom(`
 		), held AS (
 			SELECT h.* FROM capped c CROSS JOIN LATERAL (
 				SELECT q.job_id, q.priority, q.tag FROM job_queue q JOIN jobs j ON j.id = q.job_id
-				WHERE `+gateOpen+` AND j.org_id = c.org AND `+claimableSQL+`
+				WHERE ` + gateOpen + ` AND j.org_id = c.org AND ` + claimableSQL + skip + `
 					AND (q.priority, q.tag, q.job_id) <= ((SELECT p FROM bound), (SELECT t FROM bound), (SELECT id FROM bound))
 				ORDER BY q.priority, q.tag, q.job_id
 				LIMIT least(c.room, $limit)
@@ -92,8 +95,21 @@ var claimSQL = named(claimFrom(`
 		)
 		SELECT job_id FROM (SELECT * FROM free UNION ALL SELECT * FROM held) u
 		ORDER BY priority, tag, job_id
-		LIMIT $limit`),
-	"now", "ceiling", "limit", "worker", "data", "slot", "schema")
+		LIMIT $limit`
+}
+
+var (
+	claimSQL = named(claimFrom(claimPickSQL("")), "now", "ceiling", "limit", "worker", "data", "slot", "schema")
+	// claimSkipSQL is claimSQL leaving queued the jobs whose prompt's
+	// profile is in $skip (jobs.ClaimParams.SkipProfiles): a claim uses
+	// it only then, so claimSQL's plan never changes.
+	claimSkipSQL = named(claimFrom(claimPickSQL(skipProfilesSQL)),
+		"now", "ceiling", "limit", "worker", "data", "slot", "schema", "skip")
+)
+
+// skipProfilesSQL leaves out the job j whose prompt's profile is in $skip.
+const skipProfilesSQL = `
+				AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.id = j.prompt_id AND p.profile = ANY($skip::text[]))`
 
 // claimableSQL says whether the job_queue entry q is claimable now.
 const claimableSQL = `q.available_at <= $now AND q.priority <= $ceiling
@@ -103,16 +119,16 @@ const claimableSQL = `q.available_at <= $now AND q.priority <= $ceiling
 // claimIDsSQL claims the queued jobs $ids, which the transaction has just
 // inserted under the event lock (jobs.EnqueueParams.ClaimAs), for one
 // call, as claimSQL would: of an org with a concurrency limit, only as
-// many as it has room for; the others stay queued.
+// many as it has room for (none when paused); the others stay queued.
 var claimIDsSQL = named(claimFrom(`
 		SELECT c.job_id FROM (
 			SELECT q.job_id, q.priority, q.tag, j.org_id,
 				row_number() OVER (PARTITION BY j.org_id ORDER BY q.priority, q.tag, q.job_id) AS n
 			FROM job_queue q JOIN jobs j ON j.id = q.job_id WHERE q.job_id = ANY($ids::text[])
 		) c
-		WHERE c.n <= coalesce((SELECT l.max_running - (SELECT count(*) FROM job_running r JOIN jobs rj ON rj.id = r.job_id
-				WHERE rj.org_id = l.subject)
-			FROM limits l WHERE l.scope = 'org' AND l.subject = c.org_id AND l.max_running > 0), c.n)
+		WHERE c.n <= coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
+				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject) END
+			FROM limits l WHERE l.scope = 'org' AND l.subject = c.org_id AND (l.max_running > 0 OR l.paused)), c.n)
 		ORDER BY c.priority, c.tag, c.job_id`),
 	"now", "ids", "worker", "data", "slot", "schema")
 
@@ -210,13 +226,14 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 type claimReq struct {
 	worker         string
 	limit, ceiling int
-	data           string // its events' data
+	skip           []string // jobs.ClaimParams.SkipProfiles
+	data           string   // its events' data
 	out            []jobs.Job
 }
 
 // newClaimReq makes the call of normalized parameters.
 func newClaimReq(p jobs.ClaimParams) *claimReq {
-	return &claimReq{worker: p.Worker, limit: p.Limit, ceiling: *p.PriorityCeiling,
+	return &claimReq{worker: p.Worker, limit: p.Limit, ceiling: *p.PriorityCeiling, skip: p.SkipProfiles,
 		data: string(jobs.TransitionData{Worker: p.Worker}.JSON())}
 }
 
@@ -259,7 +276,7 @@ func (s *Store) runClaim(ctx context.Context, reqs []*claimReq) []error {
 
 // claimBatch is the part of a writing transaction that claims: one claim
 // statement per run of consecutive calls with the same priority ceiling
-// (usually the whole batch), in call order, each call getting the jobs it
+// and skipped profiles (usually the whole batch), in call order, each call getting the jobs it
 // would have got had the calls run one after the other. It runs wholly
 // under the event lock (SKIP LOCKED never waits).
 type claimBatch struct {
@@ -271,7 +288,7 @@ func (b *claimBatch) locked(p *phase, now time.Time) {
 	for i := 0; i < len(b.reqs); {
 		// The run is b.reqs[i:j]; slots covers its calls but the last.
 		j, total := i+1, b.reqs[i].limit
-		for j < len(b.reqs) && b.reqs[j].ceiling == b.reqs[i].ceiling &&
+		for j < len(b.reqs) && b.reqs[j].ceiling == b.reqs[i].ceiling && slices.Equal(b.reqs[j].skip, b.reqs[i].skip) &&
 			total <= claimSlotsMax && b.reqs[j].limit <= claimSlotsMax {
 			total += b.reqs[j].limit
 			j++
@@ -288,7 +305,11 @@ func (b *claimBatch) locked(p *phase, now time.Time) {
 				}
 			}
 		}
-		p.query(claimSQL.q, claimSQL.args(now, run[0].ceiling, total, workers, data, slots, b.schema), func(rows pgx.Rows) error {
+		q, args := claimSQL.q, claimSQL.args(now, run[0].ceiling, total, workers, data, slots, b.schema)
+		if len(run[0].skip) > 0 {
+			q, args = claimSkipSQL.q, claimSkipSQL.args(now, run[0].ceiling, total, workers, data, slots, b.schema, run[0].skip)
+		}
+		p.query(q, args, func(rows pgx.Rows) error {
 			for rows.Next() {
 				var call int
 				job, err := scanJob(rows, &call)

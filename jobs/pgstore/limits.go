@@ -13,15 +13,21 @@ import (
 // a claim runs applies from the next one.
 
 const limitCols = `scope, subject, requests_per_minute, tokens_per_minute, max_running, daily_usd, monthly_usd,
-	weight, updated_at`
+	weight, updated_at, paused`
 
 const (
 	upsertLimitSQL = `
-		INSERT INTO limits (` + limitCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		INSERT INTO limits (` + limitCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, false)
 		ON CONFLICT (scope, subject) DO UPDATE SET requests_per_minute = EXCLUDED.requests_per_minute,
 			tokens_per_minute = EXCLUDED.tokens_per_minute, max_running = EXCLUDED.max_running,
 			daily_usd = EXCLUDED.daily_usd, monthly_usd = EXCLUDED.monthly_usd, weight = EXCLUDED.weight,
 			updated_at = EXCLUDED.updated_at
+		RETURNING ` + limitCols
+	// pauseLimitSQL sets only the paused flag (SetLimit keeps it: its
+	// upsert leaves the column alone).
+	pauseLimitSQL = `
+		INSERT INTO limits (scope, subject, paused, updated_at) VALUES ('org', $1, $2, $3)
+		ON CONFLICT (scope, subject) DO UPDATE SET paused = EXCLUDED.paused, updated_at = EXCLUDED.updated_at
 		RETURNING ` + limitCols
 	deleteLimitSQL = `DELETE FROM limits WHERE scope = $1 AND subject = $2`
 	listLimitsSQL  = `SELECT ` + limitCols + ` FROM limits ORDER BY scope, subject`
@@ -31,7 +37,7 @@ func scanLimit(row pgx.Row) (jobs.Limit, error) {
 	var l jobs.Limit
 	var scope string
 	if err := row.Scan(&scope, &l.Subject, &l.RequestsPerMinute, &l.TokensPerMinute, &l.MaxRunning,
-		&l.DailyUSD, &l.MonthlyUSD, &l.Weight, &l.UpdatedAt); err != nil {
+		&l.DailyUSD, &l.MonthlyUSD, &l.Weight, &l.UpdatedAt, &l.Paused); err != nil {
 		return jobs.Limit{}, err
 	}
 	l.Scope, l.UpdatedAt = jobs.LimitScope(scope), l.UpdatedAt.UTC()
@@ -41,6 +47,10 @@ func scanLimit(row pgx.Row) (jobs.Limit, error) {
 func (d *opsDB) LimitUpsert(ctx context.Context, l jobs.Limit) (jobs.Limit, error) {
 	return scanLimit(d.pool.QueryRow(ctx, upsertLimitSQL, string(l.Scope), l.Subject, l.RequestsPerMinute,
 		l.TokensPerMinute, l.MaxRunning, l.DailyUSD, l.MonthlyUSD, l.Weight, d.store().clock()))
+}
+
+func (d *opsDB) LimitPause(ctx context.Context, org string, paused bool) (jobs.Limit, error) {
+	return scanLimit(d.pool.QueryRow(ctx, pauseLimitSQL, org, paused, d.store().clock()))
 }
 
 func (d *opsDB) LimitDelete(ctx context.Context, scope jobs.LimitScope, subject string) error {

@@ -36,8 +36,15 @@ const (
 	estimateNewerSQL = `(excluded.estimate_at IS NOT NULL
 		AND (pacing_peers.estimate_at IS NULL OR excluded.estimate_at >= pacing_peers.estimate_at))`
 	peersExpireSQL = `DELETE FROM pacing_peers WHERE seen_at < $1`
-	pacingRowsSQL  = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until FROM pacing ORDER BY backend`
-	peerRowsSQL    = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
+	pacingRowsSQL  = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until, held FROM pacing ORDER BY backend`
+	// pacingHoldSQL sets an operator's hold (migration 00018), leaving the
+	// pacers' state as it is.
+	// It notifies, so that the idle engines of other processes read the
+	// shared state (SharePacingOptions.Wake).
+	pacingHoldSQL = `WITH up AS (INSERT INTO pacing (backend, updated_at, held) VALUES ($1, $2, $3)
+		ON CONFLICT (backend) DO UPDATE SET held = excluded.held, updated_at = excluded.updated_at RETURNING 1)
+		SELECT pg_notify('` + notifyChannel + `', $4) FROM up`
+	peerRowsSQL = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
 		WHERE seen_at >= $1 ORDER BY backend, peer`
 )
 
@@ -66,7 +73,7 @@ func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs
 		for rows.Next() {
 			var st jobs.BackendPacing
 			var pauseUntil, rateAt, coolUntil *time.Time
-			if err := rows.Scan(&st.Backend, &pauseUntil, &st.RateCap, &rateAt, &st.UpdatedAt, &st.RateFloor, &coolUntil); err != nil {
+			if err := rows.Scan(&st.Backend, &pauseUntil, &st.RateCap, &rateAt, &st.UpdatedAt, &st.RateFloor, &coolUntil, &st.Held); err != nil {
 				return err
 			}
 			st.PauseUntil, st.RateAt, st.UpdatedAt = utcOrZero(pauseUntil), utcOrZero(rateAt), st.UpdatedAt.UTC()
@@ -92,6 +99,11 @@ func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs
 		return nil, fmt.Errorf("pgstore: sync pacing: %w", err)
 	}
 	return storeops.GroupPacing(states, peers), nil
+}
+
+func (d *opsDB) PacingHold(ctx context.Context, backend string, held bool) error {
+	_, err := d.pool.Exec(ctx, pacingHoldSQL, backend, d.store().clock(), held, d.store().schema)
+	return err
 }
 
 func timeOrNull(t time.Time) any {

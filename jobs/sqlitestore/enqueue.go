@@ -47,11 +47,11 @@ var (
 		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4 * ` + tagStep + `)
 		RETURNING last, ` + tagStep)
 	// qOrgRoom is how many more jobs of org ?1 may run, when it has a
-	// concurrency limit (no row otherwise). Its running jobs are counted
+	// concurrency limit or a pause (none; no row otherwise). Its running jobs are counted
 	// through jobs_reclaim, which holds only running jobs.
-	qOrgRoom = wq(`SELECT l.max_running - (SELECT count(*) FROM jobs INDEXED BY jobs_reclaim
-			WHERE state = 'running' AND org_id = l.subject)
-		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND l.max_running > 0`)
+	qOrgRoom = wq(`SELECT CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
+			FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject) END
+		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND (l.max_running > 0 OR l.paused)`)
 	qInsertEvent = wq(`INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )

@@ -33,9 +33,10 @@ var (
 	// their jobs may run (pickCapped); it is empty without such limits,
 	// and the claim is then qClaim alone. Running jobs are counted through
 	// jobs_reclaim, which holds only them.
-	qCaps = wq(`SELECT l.subject, l.max_running - (SELECT count(*) FROM jobs INDEXED BY jobs_reclaim
-			WHERE state = 'running' AND org_id = l.subject)
-		FROM limits l WHERE l.scope = 'org' AND l.max_running > 0`)
+	// A paused org (limits.paused) has no room at all.
+	qCaps = wq(`SELECT l.subject, CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
+			FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject) END
+		FROM limits l WHERE l.scope = 'org' AND (l.max_running > 0 OR l.paused)`)
 	// qPickFree picks, in claim order, the claimable jobs of the orgs
 	// without a concurrency limit (?4: the others, a JSON array); the
 	// unary + keeps SQLite on jobs_claim rather than an org index.
@@ -47,6 +48,20 @@ var (
 	qPickOrg = wq(`SELECT j.id, j.priority, j.fair_tag FROM jobs j
 		WHERE ` + claimableSQL + ` AND +j.org_id = ?4 AND (j.priority, j.fair_tag, j.id) <= (?6, ?7, ?8)
 		ORDER BY j.priority, j.fair_tag, j.id LIMIT ?5`)
+	// qPickFreeSkip and qPickOrgSkip are qPickFree and qPickOrg leaving
+	// out the jobs whose prompt's profile is in ?6 and ?9 (JSON arrays:
+	// jobs.ClaimParams.SkipProfiles); the claim uses them only then, so
+	// the plan of the others never changes.
+	qPickFreeSkip = wq(`SELECT j.id, j.priority, j.fair_tag FROM jobs j
+		WHERE ` + claimableSQL + ` AND +j.org_id NOT IN (SELECT value FROM json_each(?4))
+			AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.id = j.prompt_id
+				AND p.profile IN (SELECT value FROM json_each(?6)))
+		ORDER BY j.priority, j.fair_tag, j.id LIMIT ?5`)
+	qPickOrgSkip = wq(`SELECT j.id, j.priority, j.fair_tag FROM jobs j
+		WHERE ` + claimableSQL + ` AND +j.org_id = ?4 AND (j.priority, j.fair_tag, j.id) <= (?6, ?7, ?8)
+			AND NOT EXISTS (SELECT 1 FROM prompts p WHERE p.id = j.prompt_id
+				AND p.profile IN (SELECT value FROM json_each(?9)))
+		ORDER BY j.priority, j.fair_tag, j.id LIMIT ?5`)
 	// qClaimIDs claims the queued jobs ?3 (a JSON array) picked.
 	qClaimIDs = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
 			running_heartbeat_at = ?2, updated_at = ?2
@@ -55,9 +70,9 @@ var (
 	// qClaimable says whether some queued job may be claimable (it
 	// ignores dependencies: it may say yes when the claim then finds
 	// nothing, never the reverse), and whether some org has a concurrency
-	// limit (see Claim).
+	// limit or a pause (see Claim).
 	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2),
-		EXISTS (SELECT 1 FROM limits WHERE max_running > 0)`
+		EXISTS (SELECT 1 FROM limits WHERE max_running > 0 OR paused)`
 	// qClaimID claims one job by ID, as qClaim would (see
 	// jobs.EnqueueParams.ClaimAs).
 	qClaimID = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
@@ -157,9 +172,10 @@ type tagScanner struct {
 func (t tagScanner) Scan(dest ...any) error { return t.r.Scan(append(dest, t.tag)...) }
 
 // claim claims up to limit jobs for worker in w: qClaim, unless some org
-// has a concurrency limit (pickCapped, then qClaimIDs), which the caller
-// read (capped).
-func (w *wtx) claim(worker string, ceiling, limit int, capped bool) ([]jobs.Job, error) {
+// has a concurrency limit or a pause, which the caller read (capped), or
+// profiles are skipped (skip, a JSON array; "" for none): pickCapped,
+// then qClaimIDs.
+func (w *wtx) claim(worker string, ceiling, limit int, capped bool, skip string) ([]jobs.Job, error) {
 	var caps map[string]int
 	var err error
 	if capped {
@@ -168,11 +184,11 @@ func (w *wtx) claim(worker string, ceiling, limit int, capped bool) ([]jobs.Job,
 		}
 	}
 	var rows *sql.Rows
-	if len(caps) == 0 {
+	if len(caps) == 0 && skip == "" {
 		rows, err = w.query(qClaim, worker, w.now, ceiling, limit)
 	} else {
 		var picked []string
-		if picked, err = w.pickCapped(caps, ceiling, limit); err != nil || len(picked) == 0 {
+		if picked, err = w.pickCapped(caps, ceiling, limit, skip); err != nil || len(picked) == 0 {
 			return nil, err
 		}
 		list, _ := json.Marshal(picked)
@@ -210,13 +226,18 @@ func (w *wtx) caps() (map[string]int, error) {
 // concurrency limit: the first limit jobs of the other orgs, and of each
 // limited org at most its room; the two merge in claim order. A limited
 // org's queued jobs are thus skipped, never in the way of the others'.
-func (w *wtx) pickCapped(caps map[string]int, ceiling, limit int) ([]string, error) {
+func (w *wtx) pickCapped(caps map[string]int, ceiling, limit int, skip string) ([]string, error) {
 	orgs := make([]string, 0, len(caps))
 	for org := range caps {
 		orgs = append(orgs, org)
 	}
 	list, _ := json.Marshal(orgs)
-	all, err := w.picks(qPickFree, ceiling, string(list), limit)
+	pickFree, pickOrg := qPickFree, qPickOrg
+	var freeSkip []any
+	if skip != "" {
+		pickFree, pickOrg, freeSkip = qPickFreeSkip, qPickOrgSkip, []any{skip}
+	}
+	all, err := w.picks(pickFree, ceiling, string(list), limit, freeSkip...)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +253,11 @@ func (w *wtx) pickCapped(caps map[string]int, ceiling, limit int) ([]string, err
 		if room <= 0 {
 			continue
 		}
-		some, err := w.picks(qPickOrg, ceiling, org, min(room, limit), bound...)
+		args := bound
+		if skip != "" {
+			args = append(slices.Clone(bound), skip)
+		}
+		some, err := w.picks(pickOrg, ceiling, org, min(room, limit), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +271,8 @@ func (w *wtx) pickCapped(caps map[string]int, ceiling, limit int) ([]string, err
 	return out, nil
 }
 
-// picks runs a pick query (qPickFree, qPickOrg with its bound).
+// picks runs a pick query (qPickFree, qPickOrg with its bound, and their
+// Skip variants with the skipped profiles last).
 func (w *wtx) picks(q string, ceiling int, org string, limit int, bound ...any) ([]queuePos, error) {
 	rows, err := w.query(q, append([]any{nil, w.now, ceiling, org, limit}, bound...)...)
 	if err != nil {
@@ -286,11 +312,16 @@ func (s *Store) Claim(ctx context.Context, p jobs.ClaimParams) ([]jobs.Job, erro
 	if !some {
 		return nil, nil
 	}
+	var skip string
+	if len(p.SkipProfiles) > 0 {
+		list, _ := json.Marshal(p.SkipProfiles)
+		skip = string(list)
+	}
 	data := jobs.TransitionData{Worker: p.Worker}.JSON()
 	var claimed []jobs.Job
 	err = s.grouped(ctx, "claim", func(w *wtx) error {
 		var err error
-		if claimed, err = w.claim(p.Worker, *p.PriorityCeiling, p.Limit, capped); err != nil {
+		if claimed, err = w.claim(p.Worker, *p.PriorityCeiling, p.Limit, capped, skip); err != nil {
 			return err
 		}
 		for _, j := range claimed {

@@ -12,16 +12,21 @@ import (
 // qNextTag).
 
 const limitCols = `scope, subject, requests_per_minute, tokens_per_minute, max_running, daily_usd, monthly_usd,
-	weight, updated_at`
+	weight, updated_at, paused`
 
 var (
-	qUpsertLimit = wq(`INSERT INTO limits (` + limitCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	qUpsertLimit = wq(`INSERT INTO limits (` + limitCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
 		ON CONFLICT (scope, subject) DO UPDATE SET requests_per_minute = excluded.requests_per_minute,
 			tokens_per_minute = excluded.tokens_per_minute, max_running = excluded.max_running,
 			daily_usd = excluded.daily_usd, monthly_usd = excluded.monthly_usd, weight = excluded.weight,
 			updated_at = excluded.updated_at
 		RETURNING ` + limitCols)
 	qDeleteLimit = wq(`DELETE FROM limits WHERE scope = ?1 AND subject = ?2`)
+	// qPauseLimit sets only the paused flag (SetLimit keeps it: its upsert
+	// leaves the column alone).
+	qPauseLimit = wq(`INSERT INTO limits (scope, subject, paused, updated_at) VALUES ('org', ?1, ?2, ?3)
+		ON CONFLICT (scope, subject) DO UPDATE SET paused = excluded.paused, updated_at = excluded.updated_at
+		RETURNING ` + limitCols)
 )
 
 const qListLimits = `SELECT ` + limitCols + ` FROM limits ORDER BY scope, subject`
@@ -33,7 +38,7 @@ func scanLimit(r scanner) (jobs.Limit, error) {
 		updatedAt int64
 	)
 	if err := r.Scan(&scope, &l.Subject, &l.RequestsPerMinute, &l.TokensPerMinute, &l.MaxRunning,
-		&l.DailyUSD, &l.MonthlyUSD, &l.Weight, &updatedAt); err != nil {
+		&l.DailyUSD, &l.MonthlyUSD, &l.Weight, &updatedAt, &l.Paused); err != nil {
 		return jobs.Limit{}, err
 	}
 	l.Scope, l.UpdatedAt = jobs.LimitScope(scope), fromMicros(updatedAt)
@@ -47,6 +52,17 @@ func (d *opsDB) LimitUpsert(ctx context.Context, l jobs.Limit) (jobs.Limit, erro
 		var err error
 		out, err = scanLimit(w.queryRow(qUpsertLimit, string(l.Scope), l.Subject, l.RequestsPerMinute,
 			l.TokensPerMinute, l.MaxRunning, l.DailyUSD, l.MonthlyUSD, l.Weight, w.now))
+		return err
+	})
+	return out, err
+}
+
+// LimitPause writes in a transaction of its own.
+func (d *opsDB) LimitPause(ctx context.Context, org string, paused bool) (jobs.Limit, error) {
+	var out jobs.Limit
+	err := d.store().tx(ctx, func(w *wtx) error {
+		var err error
+		out, err = scanLimit(w.queryRow(qPauseLimit, org, paused, w.now))
 		return err
 	})
 	return out, err

@@ -32,7 +32,19 @@ var (
 			estimate = CASE WHEN ` + estimateNewer + ` THEN excluded.estimate ELSE pacing_peers.estimate END,
 			estimate_at = CASE WHEN ` + estimateNewer + ` THEN excluded.estimate_at ELSE pacing_peers.estimate_at END`)
 	qPeersExpire = wq(`DELETE FROM pacing_peers WHERE seen_at < ?1`)
+	// qPacingHold sets an operator's hold (migration 15), leaving the
+	// pacers' state as it is.
+	qPacingHold = wq(`INSERT INTO pacing (backend, updated_at, held) VALUES (?1, ?2, ?3)
+		ON CONFLICT (backend) DO UPDATE SET held = excluded.held, updated_at = excluded.updated_at`)
 )
+
+// PacingHold writes in a transaction of its own.
+func (d *opsDB) PacingHold(ctx context.Context, backend string, held bool) error {
+	return d.store().tx(ctx, func(w *wtx) error {
+		_, err := w.exec(qPacingHold, backend, w.now, held)
+		return err
+	})
+}
 
 // rateNewer and estimateNewer: the update's replaces the row's
 // (jobs.PacingUpdate).
@@ -42,7 +54,7 @@ const (
 )
 
 const (
-	qPacingRows = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until FROM pacing ORDER BY backend`
+	qPacingRows = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until, held FROM pacing ORDER BY backend`
 	qPeerRows   = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
 		WHERE seen_at >= ?1 ORDER BY backend, peer`
 )
@@ -101,7 +113,7 @@ func scanPacing(r scanner) (jobs.BackendPacing, error) {
 		pauseUntil, rateAt, coolUntil sql.NullInt64
 		updatedAt                     int64
 	)
-	if err := r.Scan(&b.Backend, &pauseUntil, &b.RateCap, &rateAt, &updatedAt, &b.RateFloor, &coolUntil); err != nil {
+	if err := r.Scan(&b.Backend, &pauseUntil, &b.RateCap, &rateAt, &updatedAt, &b.RateFloor, &coolUntil, &b.Held); err != nil {
 		return b, err
 	}
 	b.PauseUntil, b.RateAt, b.UpdatedAt = nullTime(pauseUntil), nullTime(rateAt), fromMicros(updatedAt)

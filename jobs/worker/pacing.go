@@ -39,7 +39,7 @@ func (p pacingStore) SyncPacing(ctx context.Context, peer string, news []promptk
 // keeps it: SharedPacing(b).RequestsPerSecond(now) is the rate the
 // processes follow.
 func SharedPacing(b jobs.BackendPacing) promptkit.SharedPacing {
-	sp := promptkit.SharedPacing{Backend: b.Backend, PauseUntil: b.PauseUntil, CooldownUntil: b.CooldownUntil,
+	sp := promptkit.SharedPacing{Backend: b.Backend, PauseUntil: b.PauseUntil, CooldownUntil: b.CooldownUntil, Held: b.Held,
 		Rate: promptkit.LearnedRate{Cap: b.RateCap, Floor: b.RateFloor, At: b.RateAt}}
 	for _, pr := range b.Peers {
 		sp.Peers = append(sp.Peers, promptkit.PacingPeer{ID: pr.Peer, Demand: pr.Demand,

@@ -185,6 +185,15 @@ type Worker struct {
 	// backoff is finalizeBackoff, or a test's.
 	backoff func(int) time.Duration
 
+	// draining is set while the store asks this worker to drain (its
+	// last report said so: see report); control wakes the loop when it
+	// changes. drained is closed once the worker is draining and runs
+	// nothing (under mu; replaced when the drain is undone).
+	draining  atomic.Bool
+	control   chan struct{}
+	drained   chan struct{}
+	isDrained bool
+
 	// loop runs work from Start until Stop; hurry closes when a Stop's
 	// context ends, cutting the shutdown grace short.
 	loop      *lifecycle.Loop
@@ -215,7 +224,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{cfg: cfg, store: cfg.Store, log: cfg.Logger, running: map[string]*inflight{}, backoff: finalizeBackoff,
-		hurry: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}
+		hurry: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency),
+		control: make(chan struct{}, 1), drained: make(chan struct{})}
 	w.loop = lifecycle.New(w.work)
 	return w, nil
 }
@@ -289,9 +299,13 @@ func (w *Worker) work(ctx context.Context) error {
 	w.setActive(&active{ctx: ctx, runCtx: runCtx, wg: &wg, freed: freed})
 	for ctx.Err() == nil {
 		// Slots are taken before the claim, so that a job claimed never
-		// waits for one (RunNow takes them too).
+		// waits for one (RunNow takes them too). A draining worker claims
+		// nothing; once its runs are over it is drained.
 		w.claiming.Lock()
-		n := w.takeSlots(w.cfg.BatchSize)
+		n := 0
+		if !w.draining.Load() {
+			n = w.takeSlots(w.cfg.BatchSize)
+		}
 		if n > 0 {
 			claimed, err := w.claim(ctx, n)
 			if ctx.Err() == nil {
@@ -313,11 +327,13 @@ func (w *Worker) work(ctx context.Context) error {
 		} else {
 			w.claiming.Unlock()
 		}
+		w.checkDrained()
 		select {
 		case <-ctx.Done():
 		case <-wake:
 		case <-freed:
 		case <-poll.C:
+		case <-w.control:
 		}
 	}
 	w.setActive(nil)
@@ -342,8 +358,8 @@ func (w *Worker) runSlot(ctx, runCtx context.Context, j jobs.Job) (empty bool) {
 		}
 		var next chan claim
 		claimNext := func() {
-			if ctx.Err() != nil {
-				return // stopping: no more claims
+			if ctx.Err() != nil || w.draining.Load() {
+				return // stopping or draining: no more claims
 			}
 			next = make(chan claim, 1)
 			go func() {
@@ -423,14 +439,16 @@ func (w *Worker) freeSlot(freed chan struct{}, claim bool) {
 // waiting, so a job run this way overtakes none (RunNow waits for a
 // claim in progress to end before it looks for one). The job cannot run now
 // (jobs.ErrNoSlot, nothing stored) when no slot is free, the worker is
-// not running, or p has DependsOn, AvailableAt or a priority above
-// PriorityCeiling.
+// not running or draining, p has DependsOn, AvailableAt or a priority
+// above PriorityCeiling, or its profile's backends are all held
+// (promptkit.Engine.HeldProfiles).
 func (w *Worker) RunNow(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, <-chan jobs.Job, error) {
 	prio := jobs.DefaultPriority
 	if p.Priority != nil {
 		prio = *p.Priority
 	}
-	if p.DependsOn != "" || !p.AvailableAt.IsZero() || w.cfg.PriorityCeiling != nil && prio > *w.cfg.PriorityCeiling {
+	if p.DependsOn != "" || !p.AvailableAt.IsZero() || w.cfg.PriorityCeiling != nil && prio > *w.cfg.PriorityCeiling ||
+		w.draining.Load() || slices.Contains(w.cfg.Engine.HeldProfiles(), p.Profile) {
 		return jobs.Enqueued{}, nil, jobs.ErrNoSlot
 	}
 	a := w.reserve()
@@ -466,7 +484,7 @@ func (w *Worker) reserve() *active {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a := w.active
-	if a == nil || a.ctx.Err() != nil || w.takeSlots(1) == 0 {
+	if a == nil || a.ctx.Err() != nil || w.draining.Load() || w.takeSlots(1) == 0 {
 		return nil
 	}
 	a.wg.Add(1) // under mu: work's drain starts only after setActive(nil)
@@ -527,8 +545,12 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	return len(claimed), nil
 }
 
+// claim claims up to limit jobs, leaving queued those of the profiles
+// whose backends an operator holds (promptkit.Engine.HeldProfiles: none
+// unless the engine shares its pacing through the store).
 func (w *Worker) claim(ctx context.Context, limit int) ([]jobs.Job, error) {
-	claimed, err := w.store.Claim(ctx, jobs.ClaimParams{Worker: w.cfg.Name, Limit: limit, PriorityCeiling: w.cfg.PriorityCeiling})
+	claimed, err := w.store.Claim(ctx, jobs.ClaimParams{Worker: w.cfg.Name, Limit: limit, PriorityCeiling: w.cfg.PriorityCeiling,
+		SkipProfiles: w.cfg.Engine.HeldProfiles()})
 	w.observeClaims(claimed, false)
 	return claimed, err
 }
@@ -540,7 +562,7 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]jobs.Job, error) {
 func newHeartbeat(w *Worker) *lifecycle.Loop {
 	return lifecycle.NewSetup(func(ctx context.Context) (func() error, error) {
 		wake := w.store.Notify(ctx)
-		return func() error { w.heartbeatLoop(ctx, wake); return nil }, nil
+		return func() error { w.report(ctx); w.heartbeatLoop(ctx, wake); return nil }, nil
 	})
 }
 
@@ -560,6 +582,7 @@ func (w *Worker) heartbeatLoop(ctx context.Context, wake <-chan struct{}) {
 			return
 		case <-t.C:
 			w.heartbeat(ctx)
+			w.report(ctx)
 		case <-wake:
 			if check != nil {
 				continue // already pending
@@ -684,5 +707,65 @@ func (w *Worker) track(j jobs.Job, cancel context.CancelCauseFunc) (untrack func
 		w.mu.Lock()
 		delete(w.running, j.ID)
 		w.mu.Unlock()
+	}
+}
+
+// report tells the store about this worker (jobs.Store.ReportWorker), on
+// every heartbeat tick, idle or not, so that operators see it, and
+// learns whether it is asked to drain. A failed report changes nothing:
+// the heartbeat's own failures are the ones logged.
+func (w *Worker) report(ctx context.Context) {
+	w.mu.Lock()
+	running := len(w.running)
+	w.mu.Unlock()
+	draining, err := w.store.ReportWorker(ctx, jobs.WorkerReport{Worker: w.cfg.Name, Host: hostname, PID: os.Getpid(), Running: running})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Debug("reporting the worker failed", "worker", w.cfg.Name, "err", err)
+		}
+		return
+	}
+	if w.draining.Swap(draining) != draining {
+		if draining {
+			w.log.Info("draining: claiming no more jobs; running jobs finish", "worker", w.cfg.Name, "running", running)
+		} else {
+			w.log.Info("drain undone: claiming jobs again", "worker", w.cfg.Name)
+		}
+		select {
+		case w.control <- struct{}{}:
+		default:
+		}
+	}
+}
+
+var hostname, _ = os.Hostname()
+
+// Draining reports whether the store asked this worker to drain
+// (jobs.Store.DrainWorker), as of its last report: it claims nothing,
+// RunNow included, while its running jobs finish.
+func (w *Worker) Draining() bool { return w.draining.Load() }
+
+// Drained returns a channel closed once the worker is draining and runs
+// no job. When the drain is undone, the worker claims again and the next
+// call returns a new channel. `promptkit worker` exits on it.
+func (w *Worker) Drained() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.drained
+}
+
+// checkDrained closes drained when the worker is draining with no slot
+// taken (no run, no RunNow), and makes a new one once it is undone.
+func (w *Worker) checkDrained() {
+	draining := w.draining.Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case draining && !w.isDrained && len(w.slots) == 0:
+		w.isDrained = true
+		close(w.drained)
+	case !draining && w.isDrained:
+		w.isDrained = false
+		w.drained = make(chan struct{})
 	}
 }

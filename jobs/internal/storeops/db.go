@@ -84,6 +84,26 @@ type DB interface {
 	// LimitList reads every limit, by scope, then subject.
 	LimitList(ctx context.Context) ([]jobs.Limit, error)
 
+	// LimitPause upserts only the paused flag of an org's limit (a new
+	// row has no other limit), stamped with the store's clock, and
+	// returns the limit.
+	LimitPause(ctx context.Context, org string, paused bool) (jobs.Limit, error)
+	// PacingHold sets the held flag of a backend's pacing row, inserting
+	// the row if there is none.
+	PacingHold(ctx context.Context, backend string, held bool) error
+
+	// Workers: each write commits alone.
+
+	// WorkerUpsert stores a normalized report, stamping seen_at (and
+	// started_at on insert) with the store's clock, and returns whether
+	// the worker is draining.
+	WorkerUpsert(ctx context.Context, r jobs.WorkerReport) (bool, error)
+	// WorkerList reads the workers seen at or after since, by worker.
+	WorkerList(ctx context.Context, since time.Time) ([]jobs.WorkerInfo, error)
+	// WorkerDrain sets a worker's draining flag and returns it;
+	// jobs.ErrNotFound for an unknown worker.
+	WorkerDrain(ctx context.Context, worker string, drain bool) (jobs.WorkerInfo, error)
+
 	// CallsInsert adds normalized calls made for no job to the usage
 	// ledger, in one transaction that commits alone.
 	CallsInsert(ctx context.Context, p jobs.RecordCallsParams) error

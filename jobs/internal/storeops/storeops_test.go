@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/health"
@@ -194,6 +195,19 @@ func (fakeDB) LimitUpsert(context.Context, jobs.Limit) (jobs.Limit, error) {
 func (fakeDB) LimitDelete(context.Context, jobs.LimitScope, string) error { return errUnused }
 func (fakeDB) LimitList(context.Context) ([]jobs.Limit, error)            { return nil, errUnused }
 func (fakeDB) CallsInsert(context.Context, jobs.RecordCallsParams) error  { return errUnused }
+func (fakeDB) LimitPause(context.Context, string, bool) (jobs.Limit, error) {
+	return jobs.Limit{}, errUnused
+}
+func (fakeDB) PacingHold(context.Context, string, bool) error { return errUnused }
+func (fakeDB) WorkerUpsert(context.Context, jobs.WorkerReport) (bool, error) {
+	return false, errUnused
+}
+func (fakeDB) WorkerList(context.Context, time.Time) ([]jobs.WorkerInfo, error) {
+	return nil, errUnused
+}
+func (fakeDB) WorkerDrain(context.Context, string, bool) (jobs.WorkerInfo, error) {
+	return jobs.WorkerInfo{}, errUnused
+}
 
 func (fakeTx) BatchInsert(BatchInsertParams) (jobs.Batch, error) { return jobs.Batch{}, errUnused }
 func (fakeTx) FileDelete(FileGetParams) error                    { return errUnused }
