@@ -167,7 +167,6 @@ func testDashboardTimeline(t *testing.T, e *browserEnv) {
 	e.waitFor(e.tab, "the labels", fmt.Sprintf(`(s => s[0].textContent.includes('HTTP 500') && s[1].textContent.includes('answered') && s[1].textContent.includes('tokens') && s[1].textContent.includes('backend '))(%s)`, steps))
 	e.waitFor(e.tab, "the answer in the conversation", `document.querySelector('#job-thread li.this .answer').textContent.includes('second time lucky')`)
 	e.waitFor(e.tab, "the state", `document.getElementById('job-state').textContent === 'Succeeded'`)
-	e.screenshot(e.tab, "dashboard-job.png")
 }
 
 // testDashboardOverview: the overview counts jobs by state and by org,
@@ -185,22 +184,51 @@ func testDashboardOverview(t *testing.T, e *browserEnv) {
 	if err != nil || !slices.ContainsFunc(ls, func(l jobs.Limit) bool { return l.Subject == "acme" && l.Paused }) {
 		t.Fatalf("limits %v %v: acme is not paused in the store", ls, err)
 	}
-	e.screenshot(e.tab, "dashboard.png")
 }
 
-// screenshot saves the tab as name: with PROMPTKIT_SCREENSHOTS=DIR (such
-// as docs) in DIR, for the README (`PROMPTKIT_SCREENSHOTS=$PWD/docs go test
-// -run 'TestBrowserPage/dashboard' ./server/`); otherwise as a test
-// artifact.
-func (e *browserEnv) screenshot(tab context.Context, name string) {
-	e.t.Helper()
-	var png []byte
-	e.do(tab, "taking a screenshot", chromedp.FullScreenshot(&png, 100))
-	if dir := os.Getenv("PROMPTKIT_SCREENSHOTS"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
-			e.t.Fatal(err)
-		}
-		return
+// TestDashboardScreenshot regenerates docs/dashboard.png and
+// docs/dashboard-job.png (the README's and docs/dashboard.md's pictures)
+// from the real dashboard in Chromium. It runs only when asked:
+//
+//	PROMPTKIT_SCREENSHOTS=docs go test -run TestDashboardScreenshot ./server/
+func TestDashboardScreenshot(t *testing.T) {
+	dir := os.Getenv("PROMPTKIT_SCREENSHOTS")
+	if dir == "" {
+		t.Skip("set PROMPTKIT_SCREENSHOTS=docs to regenerate docs/dashboard.png")
 	}
-	e.artifact(name, png)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", dir)
+	}
+	e := newBrowserEnv(t, startBrowser(t))
+	ctx := context.Background()
+	// A morning's queue: three orgs, answers, failures, one org paused.
+	e.prov.Enqueue(providertest.Status(429), providertest.Reply("The quarterly summary, in three points."))
+	s := e.submitAPI("Summarize the quarterly report")
+	e.waitJob(s.JobID)
+	for i := range 6 {
+		e.prov.Enqueue(providertest.Reply(fmt.Sprint("answer ", i)))
+		e.waitJob(e.submitAPI(fmt.Sprint("question ", i)).JobID)
+	}
+	e.queueLater("acme", "", 12)
+	e.queueLater("globex", "", 30)
+	e.queueLater("initech", "", 4)
+	if _, err := e.st.PauseOrg(ctx, "globex", true); err != nil {
+		t.Fatal(err)
+	}
+	shoot := func(view, name, ready string) {
+		e.do(e.tab, "a desktop viewport", chromedp.EmulateViewport(1200, 800))
+		e.openDashboard(e.tab, view)
+		e.waitFor(e.tab, ready, ready)
+		h := eval[int64](e, e.tab, `document.documentElement.scrollHeight`)
+		e.do(e.tab, "a window the page's height", chromedp.EmulateViewport(1200, h), chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+		shot, err := chromedp.Run(e.tab, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shoot("overview", "dashboard.png", `document.querySelectorAll('#orgs tbody tr').length === 4`)
+	shoot("job/"+s.JobID, "dashboard-job.png", `document.querySelectorAll('#job-timeline li.step').length === 2`)
 }

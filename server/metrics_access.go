@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
