@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/admin"
 )
@@ -181,19 +183,26 @@ func TestAdminFiltersAndBulk(t *testing.T) {
 // TestAdminJobTimeline: a job's view places each provider call in time,
 // with its status, backend, usage and cost.
 func TestAdminJobTimeline(t *testing.T) {
-	e := setup(t)
+	clk := testkit.NewClock(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))
+	e := setupStore(t, storekit.SQLite.New(t).Open(t, jobs.Options{Now: clk.Now}))
 	ctx := context.Background()
 	sub := e.submit("", map[string]any{"text": "timeline"})
 	js, err := e.st.Claim(ctx, jobs.ClaimParams{Worker: "w1", Limit: 1})
 	if err != nil || len(js) != 1 || js[0].ID != sub.JobID {
 		t.Fatalf("claim: %v %v", js, err)
 	}
+	claimed := clk.Now()
+	// The first call: 5 ms waiting for capacity, 40 ms to a 429, reported
+	// 100 ms after the claim.
+	clk.Advance(100 * time.Millisecond)
+	zero, cost := 0.0, 0.002
 	rateLimited := jobs.AttemptEvent{JobAttempt: 1, Generation: 1, Attempt: 1, Dispatched: true, StatusCode: 429,
-		Outcome: "error", Failure: "provider_status", CapacityWaitMS: 5, GenerationMS: 40, Backend: "b1", Model: "m"}
+		Outcome: "error", Failure: "provider_status", CapacityWaitMS: 5, GenerationMS: 40, Backend: "b1", Model: "m", CostUSD: &zero}
 	if err := e.st.AppendAttempt(ctx, jobs.AttemptParams{JobID: sub.JobID, Worker: "w1", Data: rateLimited.JSON()}); err != nil {
 		t.Fatal(err)
 	}
-	cost := 0.002
+	// The retry: answered in 120 ms, reported a second after the claim.
+	clk.Advance(900 * time.Millisecond)
 	answered := jobs.AttemptEvent{JobAttempt: 1, Generation: 1, Attempt: 2, Dispatched: true, StatusCode: 200,
 		Outcome: "success", GenerationMS: 120, Backend: "b2", Model: "m", CostUSD: &cost}
 	if _, err := e.st.Succeed(ctx, jobs.SucceedParams{JobID: sub.JobID, Worker: "w1", Output: "done", Model: "m", Backend: "b2",
@@ -205,11 +214,9 @@ func TestAdminJobTimeline(t *testing.T) {
 		t.Fatalf("%d %s", r.code, r.body)
 	}
 	var v struct {
-		Job      jobs.Job           `json:"job"`
 		Timeline []jobs.AttemptStep `json:"timeline"`
 		Response *admin.Answer      `json:"response"`
 		Cost     *float64           `json:"cost_usd"`
-		Thread   []admin.Turn       `json:"thread"`
 	}
 	r.decode(t, &v)
 	if len(v.Timeline) != 2 {
@@ -219,11 +226,23 @@ func TestAdminJobTimeline(t *testing.T) {
 	if first.StatusCode != 429 || first.Backend != "b1" || second.StatusCode != 200 || second.Backend != "b2" {
 		t.Errorf("timeline %+v", v.Timeline)
 	}
-	if got := first.EndedAt.Sub(first.StartedAt); got != 45*time.Millisecond {
-		t.Errorf("first call lasted %v, want its capacity wait and generation, 45ms", got)
+	for _, c := range []struct {
+		name      string
+		got, want time.Time
+	}{
+		{"first started", first.StartedAt, claimed.Add(55 * time.Millisecond)},
+		{"first ended", first.EndedAt, claimed.Add(100 * time.Millisecond)},
+		{"second started", second.StartedAt, claimed.Add(880 * time.Millisecond)},
+		{"second ended", second.EndedAt, claimed.Add(time.Second)},
+	} {
+		if !c.got.Equal(c.want) {
+			t.Errorf("%s at %v, want %v", c.name, c.got, c.want)
+		}
 	}
-	if second.StartedAt.Before(first.EndedAt) {
-		t.Errorf("the second call starts %v, before the first ended %v", second.StartedAt, first.EndedAt)
+	// Before the first: from the claim; before the second: the retry's
+	// delay, from the end of the first.
+	if first.WaitBeforeMS != 55 || second.WaitBeforeMS != 780 {
+		t.Errorf("waits before the calls %d ms and %d ms, want 55 and 780", first.WaitBeforeMS, second.WaitBeforeMS)
 	}
 	if v.Response == nil || v.Response.Output != "done" || v.Response.HTML == "" || v.Cost == nil || *v.Cost != cost {
 		t.Errorf("response %+v, cost %v", v.Response, v.Cost)
