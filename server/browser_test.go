@@ -273,9 +273,11 @@ func (e *browserEnv) pageState(tab context.Context) string {
 	// seconds.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(tab), 5*time.Second)
 	defer cancel()
+	// The dashboard has no compose box: its status and error instead.
 	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({
 		updates: document.body.dataset.updates,
-		error: document.getElementById('compose-error').textContent,
+		error: (document.getElementById('compose-error') || document.getElementById('error')).textContent,
+		status: document.getElementById('status')?.textContent,
 		prompts: [...document.querySelectorAll('li.prompt')].map(li => ({
 			class: li.className, question: li.querySelector('.question').textContent,
 			answer: li.querySelector('.answer').textContent.slice(0, 200)}))

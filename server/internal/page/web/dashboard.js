@@ -392,7 +392,7 @@ async function loadTokens() {
   fill($('tokens').tBodies[0], out.tokens.map((t) => h('tr', { dataset: { token: t.id } },
     h('th', { scope: 'row' }, t.id), h('td', {}, t.org_id), h('td', {}, t.user_id), h('td', {}, t.role),
     h('td', {}, fmtTime(t.created_at)), h('td', {}, t.revoked_at ? `revoked ${fmtTime(t.revoked_at)}` : 'valid'),
-    h('td', {}, t.revoked_at ? '' : revokeButton(t))));
+    h('td', {}, t.revoked_at ? '' : revokeButton(t)))));
 }
 
 // revokeButton asks once more before revoking: a revoked token cannot be
