@@ -297,11 +297,15 @@ async function loadJob(r) {
 
   const steps = d.timeline;
   $('job-timeline-empty').hidden = steps.length > 0;
-  const longest = Math.max(1, ...steps.map((s) => s.wait_before_ms + s.capacity_wait_ms + s.generation_ms));
+  // One time axis for every call: from the first wait to the last end, so
+  // the bars line up as on a clock and a retry's delay shows as the gap.
+  const t = (iso) => new Date(iso).getTime();
+  const t0 = Math.min(...steps.map((s) => t(s.started_at) - s.wait_before_ms));
+  const span = Math.max(1, ...steps.map((s) => t(s.ended_at) - t0));
   // Widths go through the CSSOM: the page's CSP refuses style attributes.
   const seg = (cls, ms, title) => {
     const el = h('span', { class: 'seg ' + cls, title });
-    el.style.width = `${(100 * ms) / longest}%`;
+    el.style.width = `${(100 * Math.max(0, ms)) / span}%`;
     return el;
   };
   $('job-timeline').replaceChildren(...steps.map((s) => {
@@ -319,6 +323,7 @@ async function loadJob(r) {
     ].filter(Boolean).join(' · ');
     return h('li', { class: failed ? 'step is-failed' : 'step', dataset: { status: s.status_code || 0, backend: s.backend || '' } },
       h('div', { class: 'bar', 'aria-hidden': 'true' },
+        seg('lead', t(s.started_at) - s.wait_before_ms - t0, ''),
         seg('wait', s.wait_before_ms, 'waiting (retry delay or queue)'),
         seg('capacity', s.capacity_wait_ms, 'capacity wait'),
         seg('gen', s.generation_ms, 'generation')),
