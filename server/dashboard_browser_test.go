@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -192,13 +191,7 @@ func testDashboardOverview(t *testing.T, e *browserEnv) {
 //
 //	PROMPTKIT_SCREENSHOTS=docs go test -run TestDashboardScreenshot ./server/
 func TestDashboardScreenshot(t *testing.T) {
-	dir := os.Getenv("PROMPTKIT_SCREENSHOTS")
-	if dir == "" {
-		t.Skip("set PROMPTKIT_SCREENSHOTS=docs to regenerate docs/dashboard.png")
-	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join("..", dir)
-	}
+	dir := screenshotDir(t)
 	e := newBrowserEnv(t, startBrowser(t))
 	ctx := context.Background()
 	// A morning's queue: three orgs, answers, failures, one org paused.
@@ -219,15 +212,7 @@ func TestDashboardScreenshot(t *testing.T) {
 		e.do(e.tab, "a desktop viewport", chromedp.EmulateViewport(1200, 800))
 		e.openDashboard(e.tab, view)
 		e.waitFor(e.tab, ready, ready)
-		h := eval[int64](e, e.tab, `document.documentElement.scrollHeight`)
-		e.do(e.tab, "a window the page's height", chromedp.EmulateViewport(1200, h), chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
-		shot, err := chromedp.Run(e.tab, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		e.capture(e.tab, filepath.Join(dir, name))
 	}
 	shoot("overview", "dashboard.png", `document.querySelectorAll('#orgs tbody tr').length === 4`)
 	shoot("job/"+s.JobID, "dashboard-job.png", `document.querySelectorAll('#job-timeline li.step').length === 2`)

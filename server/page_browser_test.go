@@ -293,13 +293,7 @@ func testPageIdlePolling(t *testing.T, e *browserEnv) {
 // PROMPTKIT_SCREENSHOTS is the folder to write to, relative to the
 // repository's root.
 func TestScreenshot(t *testing.T) {
-	dir := os.Getenv("PROMPTKIT_SCREENSHOTS")
-	if dir == "" {
-		t.Skip("set PROMPTKIT_SCREENSHOTS=docs to regenerate docs/screenshot.png")
-	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join("..", dir)
-	}
+	dir := screenshotDir(t)
 	browser := startBrowser(t)
 	e := newBrowserEnv(t, browser, envOptions{
 		engine: func(c *promptkit.Config) { c.TransientRetries = new(0) },
@@ -325,16 +319,36 @@ func TestScreenshot(t *testing.T) {
 	e.ask(e.tab, "And if I close the tab?")
 	e.waitFor(e.tab, "the follow-up's answer", whenPrompt("And if I close the tab?", settled))
 	e.do(e.tab, "typing a draft", chromedp.SendKeys(chromedp.CSS("#compose-text"), "What happens on a retry?"))
-	// The window as tall as the page: the whole thread in one picture.
-	h := eval[int64](e, e.tab, `document.documentElement.scrollHeight`)
-	e.do(e.tab, "a window the page's height", chromedp.EmulateViewport(1100, h), chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
-	shot, err := chromedp.Run(e.tab, chromedp.CaptureScreenshot())
+	e.capture(e.tab, filepath.Join(dir, "screenshot.png"))
+}
+
+// screenshotDir is where the screenshot tests write: PROMPTKIT_SCREENSHOTS,
+// relative to the repository's root. Without it they skip: they run only
+// when asked.
+func screenshotDir(t *testing.T) string {
+	dir := os.Getenv("PROMPTKIT_SCREENSHOTS")
+	if dir == "" {
+		t.Skip("set PROMPTKIT_SCREENSHOTS=docs to regenerate the README's pictures")
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join("..", dir)
+	}
+	return dir
+}
+
+// capture writes a PNG of the whole page in tab to path: the window made
+// as tall as the page, so it is one picture.
+func (e *browserEnv) capture(tab context.Context, path string) {
+	e.t.Helper()
+	w := eval[int64](e, tab, `window.innerWidth`)
+	h := eval[int64](e, tab, `document.documentElement.scrollHeight`)
+	e.do(tab, "a window the page's height", chromedp.EmulateViewport(w, h), chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	shot, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	path := filepath.Join(dir, "screenshot.png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Logf("wrote %s (%d bytes)", path, len(shot))
+	e.t.Logf("wrote %s (%d bytes)", path, len(shot))
 }

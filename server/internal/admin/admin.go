@@ -76,6 +76,16 @@ func orgScope(scopeOrg, org string) (string, error) {
 	return org, nil
 }
 
+// queryOrg is the org a listing reads: ?org= within the request's scope,
+// or the whole scope.
+func queryOrg(r *http.Request) (string, error) {
+	_, scopeOrg, err := scope(r)
+	if err != nil {
+		return "", err
+	}
+	return orgScope(scopeOrg, r.URL.Query().Get("org"))
+}
+
 // operator refuses any identity but an operator's.
 func operator(r *http.Request) (auth.Identity, error) {
 	id := auth.Of(r)

@@ -16,11 +16,7 @@ type TokenList struct {
 
 // Tokens answers GET /v1/admin/tokens (?org= narrows an operator's list).
 func (a *API) Tokens(w http.ResponseWriter, r *http.Request) error {
-	_, scopeOrg, err := scope(r)
-	if err != nil {
-		return err
-	}
-	org, err := orgScope(scopeOrg, r.URL.Query().Get("org"))
+	org, err := queryOrg(r)
 	if err != nil {
 		return err
 	}
@@ -115,11 +111,7 @@ type BatchList struct {
 // Batches answers GET /v1/admin/batches: batches, newest first, with
 // their progress. A batch's lines are its jobs: GET /v1/admin/jobs?batch=.
 func (a *API) Batches(w http.ResponseWriter, r *http.Request) error {
-	_, scopeOrg, err := scope(r)
-	if err != nil {
-		return err
-	}
-	org, err := orgScope(scopeOrg, r.URL.Query().Get("org"))
+	org, err := queryOrg(r)
 	if err != nil {
 		return err
 	}
