@@ -292,10 +292,18 @@ func TestAdminQueueControl(t *testing.T) {
 	if i := slices.IndexFunc(bl.Backends, func(b admin.BackendView) bool { return b.ID == backend }); i < 0 || !bl.Backends[i].Paused {
 		t.Errorf("backends %+v: want %s paused", bl.Backends, backend)
 	}
+	// Cancelling the running job loses the call it may have made: the
+	// ledger knows no backend for it, so it is counted apart.
+	if _, err := e.st.Cancel(ctx, jobs.CancelParams{JobID: acme.JobID}); err != nil {
+		t.Fatal(err)
+	}
 	e.call("POST", "/v1/admin/backends/"+backend+"/resume", "", nil)
 	e.call("GET", "/v1/admin/backends", "", nil).decode(t, &bl)
 	if i := slices.IndexFunc(bl.Backends, func(b admin.BackendView) bool { return b.ID == backend }); i < 0 || bl.Backends[i].Paused {
 		t.Errorf("backends %+v: want %s resumed", bl.Backends, backend)
+	}
+	if bl.LostCalls != 1 || slices.ContainsFunc(bl.Backends, func(b admin.BackendView) bool { return b.ID == "" }) {
+		t.Errorf("lost calls %d, backends %+v: want the lost call counted apart, with no backend named \"\"", bl.LostCalls, bl.Backends)
 	}
 
 	if _, err := e.st.ReportWorker(ctx, jobs.WorkerReport{Worker: "host/1/1", Host: "host", PID: 1, Running: 2}); err != nil {

@@ -43,6 +43,9 @@ type BackendView struct {
 type BackendList struct {
 	WindowSeconds int64         `json:"window_seconds"`
 	Backends      []BackendView `json:"backends"`
+	// LostCalls counts the calls of the window lost with a worker (or a
+	// cancelled running job): the ledger does not know their backend.
+	LostCalls int `json:"lost_calls"`
 }
 
 // Backends answers GET /v1/admin/backends.
@@ -94,10 +97,15 @@ func (a *API) Backends(w http.ResponseWriter, r *http.Request) error {
 			v.InFlight += p.Demand
 		}
 	}
+	out := BackendList{WindowSeconds: int64(win / time.Second)}
 	for _, b := range activity {
+		if b.Backend == "" {
+			out.LostCalls = b.Calls
+			continue
+		}
 		view(b.Backend).Recent = b
 	}
-	out := BackendList{WindowSeconds: int64(win / time.Second), Backends: make([]BackendView, 0, len(views))}
+	out.Backends = make([]BackendView, 0, len(views))
 	for _, v := range views {
 		if !v.RateLimitedUntil.After(now) {
 			v.RateLimitedUntil = time.Time{}

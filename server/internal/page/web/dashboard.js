@@ -358,7 +358,9 @@ async function loadBatches() {
 const sources = { configured: 'configured', 429: 'learned from 429s', headers: "provider's headers", '': 'unpaced' };
 async function loadBackends() {
   const out = await api('GET', '/v1/admin/backends');
-  $('backends-window').textContent = `Calls, 429s and errors: the last ${Math.round(out.window_seconds / 60)} minutes, every process. In flight: calls on the backend or waiting for it now.`;
+  $('backends-window').textContent = `Calls, 429s and errors: the last ${Math.round(out.window_seconds / 60)} minutes, every process` +
+    (out.lost_calls ? `, and ${out.lost_calls} calls lost with a worker, backend unknown` : '') +
+    '. In flight: calls on the backend or waiting for it now.';
   fill($('backends').tBodies[0], out.backends.map((b) => {
     const st = [];
     if (b.paused) st.push(h('span', { class: 'badge is-paused' }, 'paused'));
