@@ -292,7 +292,8 @@ type Store interface {
 	// the store's latest real write (Enqueue, EnqueueBatch, Claim,
 	// Heartbeat, Succeed, Requeue, Fail, AppendAttempt, Cancel, Retry,
 	// Reclaim, Archive, DeletePrompt, CreateToken, RevokeToken, CreateFile, DeleteFile,
-	// CreateBatch, MoveBatch, CancelBatch, FinishBatch, CancelBatchJobs)
+	// CreateBatch, MoveBatch, CancelBatch, FinishBatch, CancelBatchJobs,
+	// PauseOrg, HoldBackend, ReportWorker, DrainWorker)
 	// failed for a database reason less than 10 seconds ago on the store's
 	// clock, and no write has stored anything since; its error then names
 	// that write's error and wraps it. A database reason is any error but ErrNotClaimed,

@@ -122,10 +122,11 @@ type Scheduler struct {
 
 	// Sharing (share.go): peer is set once Share runs; news is closed to
 	// wake its loop.
-	shareMu sync.Mutex
-	peer    string
-	news    chan struct{}
-	shareOn atomic.Bool // peer is set
+	shareMu     sync.Mutex
+	peer        string
+	news        chan struct{}
+	newsPending bool        // a wake not yet taken by the loop
+	shareOn     atomic.Bool // peer is set
 }
 
 // gate is one backend's pause, pacing and permits.

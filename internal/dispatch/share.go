@@ -183,6 +183,7 @@ func (s *Scheduler) Share(ctx context.Context, sh Shared, opts ShareOptions) err
 		case <-ctx.Done():
 		case <-t.C:
 		case <-s.newsCh():
+			s.takeNews()
 		case _, ok := <-wake:
 			if !ok {
 				wake = nil // closed: the store is closing
@@ -282,15 +283,34 @@ func (sr *sharer) goodbye(ctx context.Context) {
 func (s *Scheduler) newsCh() <-chan struct{} {
 	s.shareMu.Lock()
 	defer s.shareMu.Unlock()
+	if s.newsPending {
+		// A wake came while the loop was not waiting (it was stepping,
+		// or its last channel had been closed): step again at once.
+		s.newsPending = false
+		return closedCh
+	}
 	if s.news == nil {
 		s.news = make(chan struct{})
 	}
 	return s.news
 }
 
-// wake makes the sharing loop run now, if there is one.
+// takeNews marks the pending wake taken: the loop woke on newsCh and
+// steps now, collecting whatever came before.
+func (s *Scheduler) takeNews() {
+	s.shareMu.Lock()
+	s.newsPending = false
+	s.shareMu.Unlock()
+}
+
+// closedCh is a closed channel: a wake already pending.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// wake makes the sharing loop run now, if there is one: at once when it
+// waits, else as soon as it next waits (a wake is never lost).
 func (s *Scheduler) wake() {
 	s.shareMu.Lock()
+	s.newsPending = true
 	if s.news != nil {
 		close(s.news)
 		s.news = nil
