@@ -68,6 +68,16 @@ func TestAdminScopes(t *testing.T) {
 			t.Errorf("member GET %s: %d, want 403", p, r.code)
 		}
 	}
+	for _, who := range []struct {
+		token    string
+		operator bool
+	}{{boss, false}, {op, true}} {
+		var o admin.Overview
+		e.call("GET", "/v1/admin/overview", who.token, nil).decode(t, &o)
+		if o.Operator != who.operator {
+			t.Errorf("overview: operator %v, want %v", o.Operator, who.operator)
+		}
+	}
 	if got := e.adminJobs(boss, ""); !sameSet(got, acme) {
 		t.Errorf("acme's admin sees %v, want acme's %v", got, acme)
 	}

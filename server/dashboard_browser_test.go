@@ -175,6 +175,7 @@ func testDashboardOverview(t *testing.T, e *browserEnv) {
 	e.queueLater("beta", "", 1)
 	e.openDashboard(e.tab, "overview")
 	e.waitFor(e.tab, "four queued", `document.querySelector('.tile.is-queued .n').textContent === '4'`)
+	e.waitFor(e.tab, "an operator's sections (local mode)", `document.body.dataset.operator === 'true' && !document.querySelector('nav a[data-view=backends]').hidden`)
 	org := func(o string) string { return `document.querySelector('#orgs tr[data-org=` + js(o) + `]')` }
 	e.waitFor(e.tab, "acme's row", org("acme")+` && `+org("acme")+`.children[1].textContent === '3'`)
 	e.do(e.tab, "pausing acme", chromedp.Click(chromedp.CSS(`#orgs tr[data-org=acme] button`)))

@@ -305,6 +305,7 @@ func printDetails(w io.Writer, d jobs.JobDetails, verbose bool) {
 	fmt.Fprintf(w, "prompt %s  org %s  user %s  created %s\n", j.PromptID, orDash(j.OrgID), orDash(j.CreatedBy), fmtTime(j.CreatedAt))
 	if j.ErrorKind != "" {
 		fmt.Fprintf(w, "error %s (%s): %s\n", j.ErrorKind, j.ErrorKind.Description(), j.ErrorMessage)
+		fmt.Fprintf(w, "what to do: %s\n", j.ErrorKind.Advice())
 	}
 	fmt.Fprintf(w, "cost %s\n", fmtCost(d.Cost))
 	if d.Response != nil {

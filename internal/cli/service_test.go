@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/pgtest"
+	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
@@ -249,7 +250,8 @@ func TestUnreachableProviderReadsAsSuch(t *testing.T) {
 		t.Fatalf("worker --once: %d %s", code, errOut)
 	}
 	code, out, _ = run(t, "jobs", "show", sub.JobID, "--database", db)
-	if code != 0 || !strings.Contains(out, "error transport (the provider could not be reached)") {
+	if code != 0 || !strings.Contains(out, "error transport (the provider could not be reached)") ||
+		!strings.Contains(out, "what to do: "+jobs.KindTransport.Advice()) {
 		t.Fatalf("jobs show: %d\n%s", code, out)
 	}
 	// A repeat with the key finds the failed job: --wait says how it ended.

@@ -128,6 +128,10 @@ type Overview struct {
 	ErrorRate  map[jobs.ErrorKind]float64 `json:"error_rate"`
 	LatencyP50 time.Duration              `json:"latency_p50_ns"`
 	LatencyP95 time.Duration              `json:"latency_p95_ns"`
+	// Operator says whether the caller sees every org and the backends
+	// and workers they share (an operator token, or local mode), or only
+	// its own org (an admin token).
+	Operator bool `json:"operator"`
 	// Orgs are the orgs with jobs, by ID, and whether their queue is
 	// paused.
 	Orgs []OrgView `json:"orgs"`
@@ -141,7 +145,7 @@ type OrgView struct {
 
 // Overview answers GET /v1/admin/overview.
 func (a *API) Overview(w http.ResponseWriter, r *http.Request) error {
-	_, org, err := scope(r)
+	id, org, err := scope(r)
 	if err != nil {
 		return err
 	}
@@ -158,7 +162,7 @@ func (a *API) Overview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("overview", err)
 	}
-	out := Overview{AsOf: now.UTC(), WindowSeconds: int64(win / time.Second), Counts: m.Counts, Finished: m.Finished,
+	out := Overview{AsOf: now.UTC(), Operator: id.Operator(), WindowSeconds: int64(win / time.Second), Counts: m.Counts, Finished: m.Finished,
 		ErrorRate: m.ErrorRate, LatencyP50: m.LatencyP50, LatencyP95: m.LatencyP95, Orgs: []OrgView{}}
 	seen := map[string]bool{}
 	for _, c := range m.OrgCounts {

@@ -105,8 +105,16 @@ setInterval(() => {
 const tileStates = ['queued', 'running', 'failed', 'succeeded', 'cancelled'];
 const stateWords = { queued: 'Queued', running: 'Running', failed: 'Failed', succeeded: 'Succeeded', cancelled: 'Cancelled', superseded: 'Retried' };
 
+// showScope hides what the caller may not see: an org's admin has no
+// Backends or Workers (they are every org's).
+function showScope(o) {
+  for (const v of ['backends', 'workers']) document.querySelector(`nav a[data-view=${v}]`).hidden = !o.operator;
+  document.body.dataset.operator = o.operator;
+}
+
 async function loadOverview() {
   const o = await api('GET', '/v1/admin/overview');
+  showScope(o);
   $('tiles').replaceChildren(...tileStates.map((s) => h('a', { class: 'tile is-' + s, href: '#jobs?state=' + s, dataset: { state: s } },
     h('span', { class: 'n' }, o.counts[s] ?? 0), h('span', { class: 'label' }, stateWords[s]))));
   const failed = Math.round(Object.values(o.error_rate || {}).reduce((a, b) => a + b, 0) * o.finished);
@@ -438,4 +446,5 @@ if (!localMode && !getToken()) {
   status('A token is needed.');
 } else {
   refresh();
+  if (current().view !== 'overview') api('GET', '/v1/admin/overview').then(showScope).catch(() => {});
 }
