@@ -28,22 +28,7 @@ func TestEventsAfterPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range [][]any{{0, 500, "", ""}, {0, 500, "org1", "u3"}, {0, 500, "", "u3"}, {4000, 500, "org1", "u3"}} {
-		rows, err := s.pool.Query(ctx, `EXPLAIN `+eventsAfterSQL, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(plan, "\n")
+		got := explain(t, s, eventsAfterSQL, args...)
 		if !strings.Contains(got, "Index Scan using job_events_pkey") || !strings.Contains(got, "Nested Loop") ||
 			strings.Contains(got, "Sort") || strings.Contains(got, "Hash") {
 			t.Errorf("EventsAfter%v plan:\n%s", args, got)
@@ -76,22 +61,7 @@ func TestUsageRangePlan(t *testing.T) {
 		{jobs.UsageParams{TokenID: "tok7", From: since}, "usage_ledger_token_at"},
 	} {
 		q, args := usageq.Query(c.p, usageDialect)
-		rows, err := s.pool.Query(ctx, `EXPLAIN `+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(plan, "\n")
+		got := explain(t, s, q, args...)
 		if !strings.Contains(got, c.index) || strings.Contains(got, "Seq Scan") {
 			t.Errorf("Usage(%+v) plan:\n%s", c.p, got)
 		}
@@ -124,22 +94,7 @@ func TestSubmittedPlan(t *testing.T) {
 		{qSubmittedOrg, []any{"org1", since, 59}, "Index Only Scan Backward using jobs_org_submitted_idx", false},
 		{qSubmittedToken, []any{"org1", since, 59, "u3", "tok3"}, "jobs_org_user_created_idx", true},
 	} {
-		rows, err := s.pool.Query(ctx, `EXPLAIN `+c.q, c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		got := strings.Join(plan, "\n")
+		got := explain(t, s, c.q, c.args...)
 		if !strings.Contains(got, c.index) || !c.sorted && strings.Contains(got, "Sort") || strings.Contains(got, "Seq Scan") {
 			t.Errorf("Submitted%v plan:\n%s", c.args, got)
 		}
