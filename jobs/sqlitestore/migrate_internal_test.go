@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,18 +22,7 @@ import (
 // uses its index.
 func TestMigrationProfileStoredOnce(t *testing.T) {
 	ctx := t.Context()
-	db, err := openWriter(filepath.Join(t.TempDir(), "jobs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 1); err != nil {
-		t.Fatal(err)
-	}
+	db, p := migratedTo(t, filepath.Join(t.TempDir(), "jobs.db"), 1)
 	if _, err := db.ExecContext(ctx, `
 		INSERT INTO prompts (id, org_id, created_by, profile, created_at) VALUES
 			('p1', 'o', 'u', '', 1), ('p2', 'o', 'u', 'mine', 1), ('p3', 'o', 'u', '', 1);
@@ -105,18 +95,7 @@ func TestCheckSchemaVersion(t *testing.T) {
 func TestMigrationTokensRequestHash(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "jobs.db")
-	db, err := openWriter(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 2); err != nil {
-		t.Fatal(err)
-	}
+	db, p := migratedTo(t, path, 2)
 	if _, err := db.ExecContext(ctx, `
 		INSERT INTO prompts (id, org_id, created_by, idempotency_key, created_at) VALUES ('p', 'o', 'u', 'k', 1);
 		INSERT INTO jobs (id, prompt_id, org_id, created_by, created_at, updated_at, available_at)
@@ -178,21 +157,7 @@ func TestQueryPlans(t *testing.T) {
 			"SEARCH u EXISTS USING COVERING INDEX usage_ledger_backend_job (backend=? AND job_id=?)"}},
 		{listSQL(jobs.JobFilter{Profile: "p"}), listArgs(jobs.JobFilter{Profile: "p"}), []string{"SCAN jobs USING INDEX jobs_created", "SEARCH p EXISTS USING INDEX sqlite_autoindex_prompts_1 (id=?)"}},
 	} {
-		rows, err := s.reader.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
-		got := strings.Join(plan, "; ")
+		got := queryPlan(t, s, c.q, c.args...)
 		for _, w := range c.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("plan of %s:\n%s\nwant %q", c.q, got, w)
@@ -237,18 +202,7 @@ func usageSQL(p jobs.UsageParams) string {
 func TestMigrationFairTagsBackfill(t *testing.T) {
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "jobs.db")
-	db, err := openWriter(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 8); err != nil {
-		t.Fatal(err)
-	}
+	db, p := migratedTo(t, path, 8)
 	if _, err := db.ExecContext(ctx, `
 		INSERT INTO prompts (id, org_id, created_by, created_at) VALUES ('p', 'a', 'u', 1);
 		INSERT INTO jobs (id, prompt_id, priority, org_id, created_by, created_at, updated_at, available_at) VALUES
@@ -305,10 +259,19 @@ func TestBackendActivityPlan(t *testing.T) {
 	}
 	defer s.Close()
 	q, args := usageq.ActivityQuery(time.Unix(1, 0), usageDialect)
-	rows, err := s.reader.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	if got := queryPlan(t, s, q, args...); !strings.Contains(got, "SEARCH usage_ledger USING INDEX usage_ledger_at (at>?)") {
+		t.Errorf("plan of %s:\n%s", q, got)
+	}
+}
+
+// queryPlan returns the details of q's EXPLAIN QUERY PLAN, joined by "; ".
+func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
 	var plan []string
 	for rows.Next() {
 		var id, parent, unused int
@@ -321,8 +284,24 @@ func TestBackendActivityPlan(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	rows.Close()
-	if got := strings.Join(plan, "; "); !strings.Contains(got, "SEARCH usage_ledger USING INDEX usage_ledger_at (at>?)") {
-		t.Errorf("plan of %s:\n%s", q, got)
+	return strings.Join(plan, "; ")
+}
+
+// migratedTo opens a database at path migrated up to version, and the
+// goose provider that moves it on; both close when the test ends.
+func migratedTo(t *testing.T, path string, version int64) (*sql.DB, *goose.Provider) {
+	t.Helper()
+	db, err := openWriter(path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { db.Close() })
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrationFS, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), version); err != nil {
+		t.Fatal(err)
+	}
+	return db, p
 }
