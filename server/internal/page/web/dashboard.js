@@ -69,10 +69,30 @@ const loaders = { overview: loadOverview, jobs: loadJobs, job: loadJob, batches:
 // Views that read again every pollMs while the tab is visible.
 const live = new Set(['overview', 'job', 'batches', 'backends', 'workers']);
 
-let loading = false;
+// refresh shows the view the address names. One runs at a time; one asked
+// for meanwhile (a click, an action, a poll) runs once the current one
+// ends, so the view always catches up with the last request.
+let loading = null; // the refresh in progress
+let again = false; // another was asked for meanwhile
 async function refresh() {
-  if (loading) return;
-  loading = true;
+  if (loading) {
+    again = true;
+    return loading;
+  }
+  loading = (async () => {
+    do {
+      again = false;
+      await show();
+    } while (again);
+  })();
+  try {
+    await loading;
+  } finally {
+    loading = null;
+  }
+}
+
+async function show() {
   const r = current();
   for (const v of views) $('view-' + v).hidden = v !== r.view;
   for (const a of document.querySelectorAll('nav a[data-view]')) {
@@ -88,8 +108,6 @@ async function refresh() {
     if (e.status === 401) return;
     showError(e);
     status('Not updated: ' + (e.message || 'error'));
-  } finally {
-    loading = false;
   }
 }
 
