@@ -79,10 +79,11 @@ func (a *API) Backends(w http.ResponseWriter, r *http.Request) error {
 		for id, p := range a.Engine.Pacing() {
 			v := view(id)
 			v.RequestsPerSecond, v.TokensPerMinute, v.Source = p.RequestsPerSecond, p.TokensPerMinute, p.Source
-			v.RateLimitedUntil, v.CooldownUntil, v.Unwell, v.Paused = p.PausedUntil, p.CooldownUntil, p.Unwell, p.Held
+			v.RateLimitedUntil, v.CooldownUntil, v.Unwell = p.PausedUntil, p.CooldownUntil, p.Unwell
 		}
 	}
 	now := a.Now()
+	// The store is where holds live: this engine's copy may lag it.
 	for _, s := range shared {
 		v := view(s.Backend)
 		v.Paused = s.Held
