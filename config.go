@@ -2,6 +2,7 @@ package promptkit
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/dispatch"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Config configures an Engine. Build it in code, or load backends and
@@ -138,7 +140,10 @@ type Profile struct {
 	// Sampling (Temperature, TopP, MaxTokens, Stop) is sent when set; a
 	// RunRequest may override each of them. Seed is a RunRequest's: a
 	// config file has no seed key, and one set here in code is the
-	// default of the profile's runs, like the others.
+	// default of the profile's runs, like the others. Extra (YAML extra:
+	// a mapping) holds further parameters sent as given, such as a
+	// self-hosted server's top_k or chat_template_kwargs; a run's extra
+	// parameters override the profile's by name.
 	Sampling `yaml:",inline"`
 	// System is sent as the first (system) message when non-empty.
 	System string `yaml:"system" json:"system,omitempty"`
@@ -303,6 +308,10 @@ func validateConfig(cfg *Config, source string) error {
 		}
 		if p.TopP != nil && (*p.TopP < 0 || *p.TopP > 1) {
 			return bad(f+".top_p", "must be between 0 and 1")
+		}
+		if err := pktype.CheckParams(p.Extra, ""); err != nil {
+			fe, _ := errors.AsType[*pktype.FieldError](err)
+			return bad(f+".extra."+fe.Field, "%s", fe.Reason)
 		}
 	}
 	if cfg.DefaultProfile != "" && !profiles[cfg.DefaultProfile] {

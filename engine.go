@@ -121,6 +121,13 @@ type RunRequest struct {
 	// (role tool, ToolCallID set), after the assistant message that made
 	// them (Message.ToolCalls).
 	ToolUse
+	// ResponseFormat, when set, is sent as the response_format instead of
+	// the one OutputSchema or JSONObject would make (unless the profile
+	// turns StructuredOutput off), as the caller wrote it: a schema's
+	// strict and description, a json_object's schema as some servers take
+	// it. It changes what is sent only: OutputSchema and JSONObject still
+	// say how the answer is checked.
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 	// TransientRetries overrides Config.TransientRetries for this run. Nil
 	// inherits the engine's value; zero disables retries; negative is
 	// ErrInvalidRequest. PrepareExecution freezes the effective value.
@@ -149,6 +156,12 @@ type RunRequest struct {
 	// through a long Retry-After. Defaults to false: waits are cancellable
 	// but never refused up front.
 	NoWaitPastDeadline bool `json:"no_wait_past_deadline,omitempty"`
+	// WaitDeadline, with NoWaitPastDeadline, also refuses a wait that
+	// would end after it, when it is sooner than ctx's deadline: a job
+	// queue sets the time the client waiting for the run stops waiting,
+	// without cutting short a call already made. Zero: ctx's deadline
+	// alone.
+	WaitDeadline time.Time `json:"wait_deadline,omitzero"`
 	// BeforeCall, if non-nil, is called before every provider call of the
 	// run (each transient retry and each repair included), before the
 	// call waits for its backend: an error ends the run with it (wrapped,
@@ -303,6 +316,8 @@ type plan struct {
 	price   *Price
 	retries uint64
 	noWait  bool
+	// waitDeadline is RunRequest.WaitDeadline.
+	waitDeadline time.Time
 	// observer is the run's observer; a prepared plan retains it until
 	// claimed or discarded.
 	observer ExecutionObserver
@@ -335,7 +350,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{profile: profile, group: group, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, subject: "ad-hoc request", onDelta: req.OnDelta,
+	p := &plan{profile: profile, group: group, validate: profile.Validate == nil || *profile.Validate, retries: retries, noWait: req.NoWaitPastDeadline, waitDeadline: req.WaitDeadline, subject: "ad-hoc request", onDelta: req.OnDelta,
 		beforeCall: req.BeforeCall}
 	if backendID != "" {
 		p.backend = e.backends[backendID]
@@ -391,6 +406,7 @@ func (e *Engine) resolve(req RunRequest) (*plan, error) {
 		ToolUse:   req.ToolUse,
 	}
 	if profile.StructuredOutput == nil || *profile.StructuredOutput {
+		p.request.ResponseFormat = req.ResponseFormat
 		switch {
 		case req.JSONObject:
 			p.request.JSONObject = true
@@ -529,6 +545,11 @@ func checkRequest(req RunRequest) error {
 		return bad("TopP must be between 0 and 1")
 	case req.MaxTokens != nil && *req.MaxTokens <= 0:
 		return bad("MaxTokens must be positive")
+	case len(req.ResponseFormat) > 0 && !isObject(req.ResponseFormat):
+		return bad("ResponseFormat must be a JSON object")
+	}
+	if err := pktype.CheckParams(req.Extra, "Extra."); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	for _, f := range []struct {
 		name string
@@ -542,6 +563,12 @@ func checkRequest(req RunRequest) error {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	return nil
+}
+
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && obj != nil
 }
 
 // schemaNamePattern is what OpenAI's response_format accepts as a name.
@@ -667,12 +694,14 @@ func hashRequest(r GenerateRequest) string {
 	type message struct {
 		Role, Content string
 		// Added later, so only when set (see canon).
-		ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-		ToolCallID string     `json:"tool_call_id,omitempty"`
+		ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
+		ToolCallID string          `json:"tool_call_id,omitempty"`
+		Parts      json.RawMessage `json:"parts,omitempty"`
+		Extra      pktype.Params   `json:"extra,omitempty"`
 	}
 	msgs := make([]message, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = message{m.Role, m.Content, m.ToolCalls, m.ToolCallID}
+		msgs[i] = message{m.Role, m.Content, m.ToolCalls, m.ToolCallID, m.Parts, m.Extra}
 	}
 	canon := struct {
 		Model       string          `json:"model"`
@@ -687,7 +716,10 @@ func hashRequest(r GenerateRequest) string {
 		Seed       *int64 `json:"seed,omitempty"`
 		JSONObject bool   `json:"json_object,omitempty"`
 		ToolUse
-	}{r.Model, msgs, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.OutputSchema, r.Seed, r.JSONObject, r.ToolUse}
+		ResponseFormat json.RawMessage `json:"response_format,omitempty"`
+		Extra          pktype.Params   `json:"extra,omitempty"`
+	}{r.Model, msgs, r.Temperature, r.TopP, r.MaxTokens, r.Stop, r.OutputSchema, r.Seed, r.JSONObject, r.ToolUse,
+		r.ResponseFormat, r.Extra}
 	b, _ := json.Marshal(canon) // cannot fail: plain values only
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -699,9 +731,12 @@ func cloneRequest(r GenerateRequest) GenerateRequest {
 	r.Messages = append([]Message(nil), r.Messages...)
 	for i, m := range r.Messages {
 		r.Messages[i].ToolCalls = slices.Clone(m.ToolCalls)
+		r.Messages[i].Parts = bytes.Clone(m.Parts)
+		r.Messages[i].Extra = m.Extra.Clone()
 	}
 	r.Sampling = r.Sampling.Clone()
 	r.OutputSchema = bytes.Clone(r.OutputSchema)
+	r.ResponseFormat = bytes.Clone(r.ResponseFormat)
 	r.ToolUse = r.ToolUse.Clone()
 	return r
 }
@@ -942,8 +977,11 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 			res.BackendID, res.Model = answered.backend, answered.model
 		}
 		res.Text = resp.Text
+		res.Reasoning = resp.Reasoning
 		res.ToolCalls = resp.ToolCalls
 		res.FinishReason = resp.FinishReason
+		res.Choices = resp.Choices
+		res.Raw = resp.Raw
 		res.Truncated = truncated(resp.FinishReason)
 		if resp.Model != "" {
 			res.Model = resp.Model
@@ -954,27 +992,50 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 			res.Validation = Validation{Status: ValidationSkipped}
 			break
 		}
-		doc, diags, err := e.validate(p.output, resp.Text)
-		if err != nil {
-			return nil, &opError{op: p.subject + ": validate output", cause: fmt.Errorf("%w: %w", ErrValidation, err)}
+		// Every choice is checked (a request's n asks for several); the
+		// first that fails is repaired, and the repair asks for them all
+		// again.
+		bad, diags := pktype.Choice{}, []string(nil)
+		choices := resp.AllChoices()
+		for i, c := range choices {
+			if len(c.ToolCalls) > 0 {
+				continue
+			}
+			doc, d, err := e.validate(p.output, c.Text)
+			if err != nil {
+				return nil, &opError{op: p.subject + ": validate output", cause: fmt.Errorf("%w: %w", ErrValidation, err)}
+			}
+			if i == 0 {
+				res.Output = doc
+			}
+			if len(d) > 0 {
+				bad, diags = c, d
+				if len(choices) > 1 {
+					for j := range diags {
+						diags[j] = fmt.Sprintf("choice %d: %s", c.Index, diags[j])
+					}
+				}
+				break
+			}
 		}
 		if len(diags) == 0 {
-			res.Output = doc
 			res.Validation = Validation{Status: ValidationValid}
 			break
 		}
+		res.Output = nil
 		repairsLeft := gen <= uint64(p.profile.RepairBudget)
-		if res.Truncated {
+		if truncated(bad.FinishReason) {
 			// A repair is sent with the same max_tokens: an answer that
 			// did not fit would be cut off again.
-			res.Validation = Validation{Status: ValidationInvalid, Errors: append(truncationNotes(p, resp.FinishReason, repairsLeft), diags...)}
+			res.Truncated = true
+			res.Validation = Validation{Status: ValidationInvalid, Errors: append(truncationNotes(p, bad.FinishReason, repairsLeft), diags...)}
 			break
 		}
 		res.Validation = Validation{Status: ValidationInvalid, Errors: diags}
 		if !repairsLeft {
 			break
 		}
-		req = repairRequest(p, resp.Text, diags)
+		req = repairRequest(p, bad.Text, diags)
 	}
 	t := rec.Totals()
 	res.Usage = Usage{TokenUsage: t.Usage, Known: rec.ObservedUsage().Usage().Known}
@@ -994,8 +1055,8 @@ func (e *Engine) execute(ctx context.Context, p *plan, rec *observe.Recorder) (*
 // cut off.
 func truncationNotes(p *plan, finishReason string, repairsLeft bool) []string {
 	limit := "the provider's default token limit (the profile sets no max_tokens)"
-	if p.request.MaxTokens != nil {
-		limit = fmt.Sprintf("max_tokens %d", *p.request.MaxTokens)
+	if n := p.request.OutputLimit(); n != nil {
+		limit = fmt.Sprintf("max_tokens %d", *n)
 	}
 	notes := []string{fmt.Sprintf("output was cut off at %s (finish_reason %q); raise the profile's max_tokens", limit, finishReason)}
 	if repairsLeft {
@@ -1039,7 +1100,8 @@ func repairRequest(p *plan, invalid string, diags []string) GenerateRequest {
 // error contract. answered is the backend that answered, and the model
 // sent there.
 func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen uint64, rec *observe.Recorder) (resp *GenerateResponse, answered member, err error) {
-	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec,
+	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait,
+		WaitDeadline: p.waitDeadline, Recorder: rec,
 		Before: p.beforeCall}
 	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
@@ -1110,7 +1172,7 @@ func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outc
 func estimateTokens(r GenerateRequest) int {
 	n := 0
 	for _, m := range r.Messages {
-		n += len(m.Content)
+		n += max(len(m.Content), len(m.Parts))
 		for _, c := range m.ToolCalls {
 			n += len(c.Function.Arguments)
 		}
@@ -1119,8 +1181,8 @@ func estimateTokens(r GenerateRequest) int {
 		n += len(t.Function.Description) + len(t.Function.Parameters)
 	}
 	n /= 4
-	if r.MaxTokens != nil {
-		n += *r.MaxTokens
+	if limit := r.OutputLimit(); limit != nil {
+		n += *limit * r.Choices()
 	}
 	return max(n, 1)
 }

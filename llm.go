@@ -22,10 +22,13 @@ type LLMClient interface {
 
 // Requests, their sampling parameters, responses and usage are pktype's.
 type (
-	Message            = pktype.Message
-	Sampling           = pktype.Sampling
-	GenerateRequest    = pktype.GenerateRequest
-	GenerateResponse   = pktype.GenerateResponse
+	Message          = pktype.Message
+	Sampling         = pktype.Sampling
+	GenerateRequest  = pktype.GenerateRequest
+	GenerateResponse = pktype.GenerateResponse
+	Choice           = pktype.Choice
+	// Params are extra request parameters sent as given (Sampling.Extra).
+	Params             = pktype.Params
 	TokenUsage         = pktype.TokenUsage
 	TokenUsagePresence = pktype.TokenUsagePresence
 	Usage              = pktype.Usage

@@ -24,8 +24,21 @@ type RunResult struct {
 	Model string `json:"model"`
 	// PromptHash identifies the rendered initial request (see PreparedRun).
 	PromptHash string `json:"prompt_hash"`
-	// Text is the final generation's text.
+	// Text is the final generation's text (its first choice's).
 	Text string `json:"text"`
+	// Reasoning is the final generation's reasoning, when the backend sent
+	// it apart from the text (reasoning_content: vLLM's and SGLang's
+	// reasoning parsers, DeepSeek, Qwen3).
+	Reasoning string `json:"reasoning,omitempty"`
+	// Choices are the final generation's choices when the request asked
+	// for several (an extra parameter n above 1); Text, Reasoning,
+	// ToolCalls and FinishReason are the first's. Each is checked like
+	// Text.
+	Choices []Choice `json:"choices,omitempty"`
+	// Raw is the final generation's answer as the backend sent it (see
+	// GenerateResponse.Raw): with what promptkit does not model, such as
+	// logprobs or system_fingerprint. Nil from an injected client.
+	Raw json.RawMessage `json:"raw,omitempty"`
 	// ToolCalls are the final generation's tool calls, when the model
 	// called tools (see RunRequest.ToolUse); Text may then be empty.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`

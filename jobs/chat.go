@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/promptkit/promptkit/pktype"
@@ -33,6 +35,10 @@ type ChatRequest struct {
 	ResponseFormat string          `json:"response_format,omitempty"`
 	SchemaName     string          `json:"schema_name,omitempty"`
 	Schema         json.RawMessage `json:"schema,omitempty"`
+	// Format is the response_format as the client wrote it, sent as such
+	// (see promptkit.RunRequest.ResponseFormat); ResponseFormat, Schema
+	// and SchemaName are what promptkit reads of it.
+	Format json.RawMessage `json:"format,omitempty"`
 	// ToolUse is the function tools the model may call, stored with the
 	// request so that every attempt, after a retry or a reclaim too,
 	// sends the same tools.
@@ -76,6 +82,14 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 		if err := checkText(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {
 			return c, err
 		}
+		if err := checkJSONText(fmt.Sprintf("messages[%d].content", i), m.Parts); err != nil {
+			return c, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(m.Extra)) {
+			if err := checkJSONText(fmt.Sprintf("messages[%d].%s", i, k), append([]byte(k), m.Extra[k]...)); err != nil {
+				return c, err
+			}
+		}
 		if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
 			// Encoded, a NUL anywhere in the calls is a \u0000 escape.
 			b, _ := json.Marshal(struct {
@@ -104,6 +118,14 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 			return c, err
 		}
 	}
+	if err := pktype.CheckParams(c.Extra, ""); err != nil {
+		return c, fieldInvalid(err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Extra)) {
+		if err := checkJSONText(k, append([]byte(k), c.Extra[k]...)); err != nil {
+			return c, err
+		}
+	}
 	if err := checkText("response_format.json_schema.name", c.SchemaName); err != nil {
 		return c, err
 	}
@@ -117,7 +139,10 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 			return c, invalidField("response_format.json_schema.schema", "%v", err)
 		}
 	}
-	if last := c.Messages[len(c.Messages)-1]; strings.TrimSpace(last.Content) == "" && last.Role != pktype.RoleTool && len(last.ToolCalls) == 0 {
+	if err := checkJSONText("response_format", c.Format); err != nil {
+		return c, err
+	}
+	if last := c.Messages[len(c.Messages)-1]; strings.TrimSpace(last.Content) == "" && len(last.Parts) == 0 && last.Role != pktype.RoleTool && len(last.ToolCalls) == 0 {
 		return c, invalid("chat: the last message is empty")
 	}
 	switch c.ResponseFormat {
@@ -188,4 +213,43 @@ func fieldInvalid(err error) error {
 		return invalidField(fe.Field, "%s", fe.Reason)
 	}
 	return invalid("chat: %v", err)
+}
+
+// AnswerBody is the form of a backend's answer object (a
+// chat.completion) that a store keeps (Response.Body): made storable as
+// SanitizeText makes text (no NUL, valid UTF-8), and without its first
+// choice's text and tool calls, which the response's Output and
+// ToolCalls hold; a null text stays, so that an answer of calls alone or
+// a refusal keeps its null content. Nil for none; an answer that is not
+// a JSON object is ErrInvalid.
+func AnswerBody(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	raw = sanitizeJSON(json.RawMessage(strings.ToValidUTF8(string(raw), "\uFFFD")))
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, invalid("the answer body is not a JSON object")
+	}
+	var choices []map[string]json.RawMessage
+	if json.Unmarshal(obj["choices"], &choices) != nil || len(choices) == 0 {
+		return raw, nil
+	}
+	first := 0
+	for i, c := range choices {
+		if strings.TrimSpace(string(c["index"])) == "0" {
+			first = i
+		}
+	}
+	var msg map[string]json.RawMessage
+	if json.Unmarshal(choices[first]["message"], &msg) != nil || msg == nil {
+		return raw, nil
+	}
+	if c, ok := msg["content"]; ok && string(c) != "null" {
+		delete(msg, "content")
+	}
+	delete(msg, "tool_calls")
+	choices[first]["message"], _ = json.Marshal(msg) // cannot fail: raw members
+	obj["choices"], _ = json.Marshal(choices)
+	return json.Marshal(obj)
 }

@@ -341,6 +341,9 @@ func (p SucceedParams) Normalize() (SucceedParams, error) {
 		p.ToolCalls = calls
 	}
 	p.Parsed = sanitizeJSON(p.Parsed)
+	if p.Body, err = AnswerBody(p.Body); err != nil {
+		return p, err
+	}
 	p.AttemptEvents, err = normalizeAttempts(p.AttemptEvents)
 	return p, err
 }
@@ -641,6 +644,14 @@ func (d TransitionData) JSON() json.RawMessage {
 // Its fields are in the order of their JSON names, so its encoding is
 // canonical (a submission's fingerprint encodes it with the request).
 type ExecutionOptions struct {
+	// Deadline, when set, is when the client waiting for the job's answer
+	// stops waiting (a chat completion's, from its SDK's timeout). No
+	// attempt is begun, and no backoff waited, that would end after it:
+	// a failure that would be retried later fails the job at once, so
+	// that the client gets promptkit's answer while it waits. A call
+	// already made is not cut short. It is not a submission's option
+	// (ParseExecutionOptions refuses it).
+	Deadline *time.Time `json:"deadline,omitempty"`
 	// Depth is how many ancestor prompts (parent_id) are sent as history;
 	// nil uses the worker's default, 0 sends none.
 	Depth *int `json:"depth,omitempty"`
@@ -791,4 +802,16 @@ func nullToNil(raw json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// Deadline is when the client waiting for j stops waiting
+// (ExecutionOptions.Deadline); ok is false when none waits with one, as
+// for a retry's job, which copies the options of the job it retries but
+// not its client.
+func (j Job) Deadline() (time.Time, bool) {
+	d := j.ExecutionOptions.Deadline
+	if d == nil || j.Supersedes != "" {
+		return time.Time{}, false
+	}
+	return *d, true
 }

@@ -499,6 +499,9 @@ type SucceedParams struct {
 	FinishReason string
 	// ToolCalls are the final generation's tool calls.
 	ToolCalls []pktype.ToolCall
+	// Body is the final generation's answer as the backend sent it
+	// (promptkit.RunResult.Raw); Normalize stores it as AnswerBody does.
+	Body json.RawMessage
 	// AttemptEvents are attempt events (each as AttemptParams.Data) recorded
 	// in the same transaction, before the transition's event, and only if
 	// the write takes effect: a worker writes a run's last attempt with

@@ -16,10 +16,16 @@ type Sampling struct {
 	// Seed asks the provider for deterministic sampling. It has no YAML
 	// key: a config file's profiles keep the keys they always had.
 	Seed *int64 `json:"seed,omitempty" yaml:"-"`
+	// Extra are further parameters sent as given (see Params):
+	// reasoning_effort, n, logprobs, a self-hosted server's top_k, ...
+	Extra Params `json:"extra,omitempty" yaml:"extra"`
 }
 
 // Or returns s with each parameter s leaves unset taken from base: a
-// run's overrides over a profile's defaults. Stop is unset when empty.
+// run's overrides over a profile's defaults. Stop is unset when empty; the
+// extra parameters are merged, s's over base's. A max_completion_tokens
+// in s's extra parameters replaces base's max_tokens: they say the same,
+// and a backend may refuse both at once.
 func (s Sampling) Or(base Sampling) Sampling {
 	out := Sampling{
 		Temperature: cmp.Or(s.Temperature, base.Temperature),
@@ -27,11 +33,40 @@ func (s Sampling) Or(base Sampling) Sampling {
 		MaxTokens:   cmp.Or(s.MaxTokens, base.MaxTokens),
 		Stop:        base.Stop,
 		Seed:        cmp.Or(s.Seed, base.Seed),
+		Extra:       s.Extra.Or(base.Extra),
 	}
 	if len(s.Stop) > 0 {
 		out.Stop = s.Stop
 	}
+	if _, ok := s.Extra[ParamMaxCompletionTokens]; ok && s.MaxTokens == nil {
+		out.MaxTokens = nil
+	}
 	return out
+}
+
+// ParamMaxCompletionTokens is OpenAI's newer name for max_tokens, kept as
+// an extra parameter so that it reaches the backend by that name.
+const ParamMaxCompletionTokens = "max_completion_tokens"
+
+// OutputLimit is the most tokens the answer may have: MaxTokens, or an
+// extra max_completion_tokens; nil when neither is set.
+func (s Sampling) OutputLimit() *int {
+	if s.MaxTokens != nil {
+		return s.MaxTokens
+	}
+	if n, ok := s.Extra.Int(ParamMaxCompletionTokens); ok {
+		return &n
+	}
+	return nil
+}
+
+// Choices is how many answers the request asks for (the extra parameter
+// n), at least 1.
+func (s Sampling) Choices() int {
+	if n, ok := s.Extra.Int("n"); ok && n > 1 {
+		return n
+	}
+	return 1
 }
 
 // Clone returns a deep copy, so that a holder of s cannot change the
@@ -43,6 +78,7 @@ func (s Sampling) Clone() Sampling {
 		MaxTokens:   clonePtr(s.MaxTokens),
 		Stop:        append([]string(nil), s.Stop...),
 		Seed:        clonePtr(s.Seed),
+		Extra:       s.Extra.Clone(),
 	}
 }
 

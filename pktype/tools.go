@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 )
@@ -216,6 +217,18 @@ func CheckMessages(msgs []Message) error {
 		if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
 			return fieldErr(p+".tool_calls", "belong to assistant messages only")
 		}
+		if len(m.Parts) > 0 && (len(bytes.TrimSpace(m.Parts)) == 0 || bytes.TrimSpace(m.Parts)[0] != '[' || !json.Valid(m.Parts)) {
+			return fieldErr(p+".content", "parts must be a JSON array")
+		}
+		for _, k := range slices.Sorted(maps.Keys(m.Extra)) {
+			switch k {
+			case "role", "content", "tool_calls", "tool_call_id":
+				return fieldErr(p+"."+k, "is a field promptkit sets itself, not an extra one")
+			}
+			if !json.Valid(m.Extra[k]) {
+				return fieldErr(p+"."+k, "is not a JSON value")
+			}
+		}
 		for j, c := range m.ToolCalls {
 			cp := fmt.Sprintf("%s.tool_calls[%d]", p, j)
 			switch {
@@ -243,7 +256,8 @@ func CheckMessages(msgs []Message) error {
 }
 
 // StreamDelta is a piece of an answer as the backend generates it (see
-// promptkit.RunRequest.OnDelta): text, or parts of tool calls.
+// promptkit.RunRequest.OnDelta): text, reasoning, or parts of tool calls,
+// of one of its choices.
 type StreamDelta struct {
 	// Generation and Attempt name the backend call the piece belongs to:
 	// a repair is a new generation, and a retried call a new attempt that
@@ -253,9 +267,18 @@ type StreamDelta struct {
 	Attempt    int `json:"attempt"`
 	// Index counts one call's pieces from 0, so that a reader can tell it
 	// missed one.
-	Index     int             `json:"index"`
+	Index int `json:"index"`
+	// Choice is the choice the piece belongs to, from 0 (a request's n
+	// asks for several).
+	Choice    int             `json:"choice,omitempty"`
 	Text      string          `json:"text,omitempty"`
+	Reasoning string          `json:"reasoning,omitempty"`
 	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+	// Raw is the backend's chunk the piece came in (a
+	// chat.completion.chunk, with this choice alone), for a relay that
+	// passes it on as the backend framed it: with what promptkit does not
+	// model, such as logprobs. Nil when unknown.
+	Raw json.RawMessage `json:"raw,omitempty"`
 }
 
 // ToolCallDelta is a piece of tool call Index of an answer: its first

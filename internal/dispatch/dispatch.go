@@ -346,11 +346,24 @@ type ticket struct {
 // pause may have begun meanwhile). tokens is the attempt's estimated token
 // cost for tokens-per-minute pacing and token budgets.
 func (s *Scheduler) acquire(ctx context.Context, backend string, tokens int, noWaitPastDeadline bool) (release func(), err error) {
-	t, err := s.acquireTicket(ctx, backend, tokens, noWaitPastDeadline)
+	t, err := s.acquireTicket(ctx, backend, tokens, waitLimit{refuse: noWaitPastDeadline})
 	return t.release, err
 }
 
-func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens int, noWaitPastDeadline bool) (ticket, error) {
+// waitLimit says which waits a caller refuses to make, failing at once
+// instead: with refuse, one that would end after ctx's deadline or, when
+// set, after until.
+type waitLimit struct {
+	refuse bool
+	until  time.Time
+}
+
+// past reports whether a wait ending at t is refused.
+func (w waitLimit) past(ctx context.Context, t time.Time) bool {
+	return w.refuse && (!w.until.IsZero() && t.After(w.until) || pastDeadline(ctx, t))
+}
+
+func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens int, limit waitLimit) (ticket, error) {
 	g := s.gates[backend]
 	if g == nil {
 		return ticket{release: func() {}}, nil
@@ -374,7 +387,7 @@ func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens in
 			continue
 		}
 		if d := g.pauseLeft(s.now()); d > 0 {
-			if until := g.until(); noWaitPastDeadline && pastDeadline(ctx, until) {
+			if until := g.until(); limit.past(ctx, until) {
 				return ticket{}, &CapacityError{What: "backend pause outlasts the deadline", NotBefore: until}
 			}
 			s.signalWait("backend pause")
@@ -414,7 +427,7 @@ func (s *Scheduler) acquireTicket(ctx context.Context, backend string, tokens in
 		if d > 0 {
 			// The provider's header budget is spent until its reset, or
 			// held by attempts in flight until one answers.
-			if until := now.Add(d); answered == nil && noWaitPastDeadline && pastDeadline(ctx, until) {
+			if until := now.Add(d); answered == nil && limit.past(ctx, until) {
 				return ticket{}, &CapacityError{What: "backend rate limit outlasts the deadline", NotBefore: until}
 			}
 			s.signalWait("backend budget")
@@ -568,8 +581,10 @@ type Sequence struct {
 	// pacing.
 	Tokens int
 	// NoWaitPastDeadline returns a failure at once, instead of waiting,
-	// when a retry wait or a backend pause would end after ctx's deadline.
+	// when a retry wait or a backend pause would end after ctx's deadline,
+	// or after WaitDeadline when that is set.
 	NoWaitPastDeadline bool
+	WaitDeadline       time.Time
 	// Before, if set, is called before each attempt, before a backend is
 	// chosen or waited for; its error ends the sequence, no call made.
 	Before func(context.Context) error
@@ -649,7 +664,7 @@ func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 		if out.NotBefore.After(until) {
 			until = out.NotBefore // the provider's minimum is never capped
 		}
-		if seq.NoWaitPastDeadline && pastDeadline(ctx, until) {
+		if seq.limit().past(ctx, until) {
 			return out // the caller comes back later, at out.NotBefore
 		}
 		start := now
@@ -659,6 +674,11 @@ func (s *Scheduler) Generate(ctx context.Context, seq Sequence) llm.Outcome {
 			return llm.Outcome{Err: err}
 		}
 	}
+}
+
+// limit is the waits seq refuses.
+func (seq Sequence) limit() waitLimit {
+	return waitLimit{refuse: seq.NoWaitPastDeadline, until: seq.WaitDeadline}
 }
 
 // pastDeadline reports whether t is after ctx's deadline.
@@ -696,7 +716,7 @@ func (s *Scheduler) attempt(ctx context.Context, seq Sequence, rt Route, probe b
 		defer s.enter(g)()
 	}
 	start := s.now()
-	tk, err := s.acquireTicket(ctx, rt.Backend, seq.Tokens, seq.NoWaitPastDeadline)
+	tk, err := s.acquireTicket(ctx, rt.Backend, seq.Tokens, seq.limit())
 	a.CapacityWait = s.now().Sub(start)
 	if err != nil {
 		return fail(err)

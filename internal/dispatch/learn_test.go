@@ -294,7 +294,7 @@ func TestHeaderBudgetCountsWhatIsInFlight(t *testing.T) {
 	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {}})
 	var tickets []ticket
 	for range 3 { // A, B and C in flight together
-		tk, err := s.acquireTicket(context.Background(), "b", 1, false)
+		tk, err := s.acquireTicket(context.Background(), "b", 1, waitLimit{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -362,7 +362,7 @@ func TestHeaderBudgetHeldInFlightWaitsForAnAnswer(t *testing.T) {
 	s := New(Config{Backends: map[string]Backend{"b": {}}, Now: c.Now, Jitter: jitterNone, Wait: c.Wait})
 	att, _ := outcomes(headerAnswer(c, llm.Budget{Known: true, Limit: 10, Remaining: 1, Reset: 10 * time.Second}, llm.Budget{}))
 	s.Generate(context.Background(), Sequence{Backend: "b", Generation: 1, Attempt: att})
-	inFlight, err := s.acquireTicket(context.Background(), "b", 1, false) // takes the last one
+	inFlight, err := s.acquireTicket(context.Background(), "b", 1, waitLimit{}) // takes the last one
 	if err != nil {
 		t.Fatal(err)
 	}

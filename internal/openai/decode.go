@@ -2,9 +2,11 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 
 	"github.com/promptkit/promptkit/internal/llm"
@@ -21,9 +23,9 @@ var (
 	errWrongType      = errors.New("field has the wrong JSON type")
 	errInvalidCount   = errors.New("token count is not a non-negative integer")
 	errNoChoices      = errors.New("choices missing or empty")
-	errNoMessage      = errors.New("choices[0].message missing")
-	errContentMissing = errors.New("choices[0].message.content is not a string")
-	errToolCall       = errors.New("choices[0].message.tool_calls has a call without an id or a function name")
+	errNoMessage      = errors.New("a choice's message is missing")
+	errContentMissing = errors.New("a choice's message.content is not a string, and the message holds nothing else")
+	errToolCall       = errors.New("a choice's message.tool_calls has a call without an id or a function name")
 )
 
 func malformed(cause error) error {
@@ -95,9 +97,17 @@ type wireEnvelope struct {
 }
 
 type wireChoice struct {
+	Index   *int `json:"index"`
 	Message *struct {
 		Content   json.RawMessage   `json:"content"`
 		ToolCalls []pktype.ToolCall `json:"tool_calls"`
+		// What an answer may hold instead of text: it then has null
+		// content.
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+		Reasoning        json.RawMessage `json:"reasoning"`
+		Refusal          json.RawMessage `json:"refusal"`
+		Audio            json.RawMessage `json:"audio"`
+		FunctionCall     json.RawMessage `json:"function_call"`
 	} `json:"message"`
 	FinishReason *string `json:"finish_reason"`
 }
@@ -140,37 +150,77 @@ func decode(body []byte) (*pktype.GenerateResponse, pktype.TokenUsage, pktype.To
 	if len(choices) == 0 {
 		return nil, u, p, malformed(errNoChoices)
 	}
-	c := choices[0]
-	if c.Message == nil {
-		return nil, u, p, malformed(errNoMessage)
+	out := make([]pktype.Choice, len(choices))
+	for i, c := range choices {
+		if out[i], err = decodeChoice(c, i); err != nil {
+			return nil, u, p, err
+		}
 	}
-	calls := c.Message.ToolCalls
+	slices.SortStableFunc(out, func(a, b pktype.Choice) int { return cmp.Compare(a.Index, b.Index) })
+	r := response(out, env.Model, u, p)
+	r.Raw = raw
+	return r, u, p, nil
+}
+
+// response is the answer of choices (sorted by index).
+func response(choices []pktype.Choice, model string, u pktype.TokenUsage, p pktype.TokenUsagePresence) *pktype.GenerateResponse {
+	c := choices[0]
+	r := &pktype.GenerateResponse{Text: c.Text, Reasoning: c.Reasoning, ToolCalls: c.ToolCalls, FinishReason: c.FinishReason,
+		Model: model, Usage: u, UsagePresence: &p}
+	if len(choices) > 1 {
+		r.Choices = choices
+	}
+	return r
+}
+
+// decodeChoice checks and reads one choice, the i-th of the answer.
+func decodeChoice(c wireChoice, i int) (pktype.Choice, error) {
+	out := pktype.Choice{Index: i}
+	if c.Index != nil {
+		out.Index = *c.Index
+	}
+	if c.Message == nil {
+		return out, malformed(errNoMessage)
+	}
+	m := c.Message
+	calls := m.ToolCalls
 	for i, tc := range calls {
 		if tc.ID == "" || tc.Function.Name == "" {
-			return nil, u, p, malformed(errToolCall)
+			return out, malformed(errToolCall)
 		}
 		if tc.Type == "" {
 			calls[i].Type = pktype.ToolTypeFunction // some backends leave the only type out
 		}
 	}
-	// An answer that only calls tools may have null (or no) content.
-	content := c.Message.Content
-	var text string
-	if len(calls) == 0 || (len(content) > 0 && string(content) != "null") {
-		if len(content) == 0 || content[0] != '"' {
-			return nil, u, p, malformed(errContentMissing)
+	out.ToolCalls = calls
+	out.Reasoning = cmp.Or(stringOf(m.ReasoningContent), stringOf(m.Reasoning))
+	// An answer that only calls tools, refuses, speaks or reasons may have
+	// null (or no) content; one that holds nothing at all is malformed.
+	content := m.Content
+	if len(content) > 0 && string(content) != "null" {
+		if content[0] != '"' || json.Unmarshal(content, &out.Text) != nil {
+			return out, malformed(errContentMissing)
 		}
-		if err := json.Unmarshal(content, &text); err != nil {
-			return nil, u, p, malformed(errContentMissing)
-		}
+	} else if len(calls) == 0 && out.Reasoning == "" && isNull(m.Refusal) && isNull(m.Audio) && isNull(m.FunctionCall) {
+		return out, malformed(errContentMissing)
 	}
-
-	r := &pktype.GenerateResponse{Text: text, ToolCalls: calls, Model: env.Model, Usage: u, UsagePresence: &p}
 	if c.FinishReason != nil {
-		r.FinishReason = *c.FinishReason
+		out.FinishReason = *c.FinishReason
 	}
-	return r, u, p, nil
+	return out, nil
 }
+
+// stringOf is raw's string, "" when raw is not one.
+func stringOf(raw json.RawMessage) string {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// isNull reports whether a member is absent or null.
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
 // singleObject returns the one JSON object body holds, and nothing
 // else: a chat answer, an embeddings answer, a stream's chunk.

@@ -104,12 +104,13 @@ type wireResponseFormat struct {
 }
 
 // wireRequest is OpenAI's chat completion request: the sampling
-// parameters have the same names on the wire as everywhere in promptkit.
+// parameters have the same names on the wire as everywhere in promptkit,
+// and the extra parameters (pktype.Params) are appended to it as given.
 type wireRequest struct {
 	Model    string        `json:"model"`
 	Messages []wireMessage `json:"messages"`
 	pktype.Sampling
-	ResponseFormat *wireResponseFormat `json:"response_format,omitempty"`
+	ResponseFormat json.RawMessage `json:"response_format,omitempty"`
 	pktype.ToolUse
 	// Only in a streaming request (PrepareStream): omitted otherwise, so
 	// a plain request's bytes do not change.
@@ -118,23 +119,62 @@ type wireRequest struct {
 }
 
 // wireMessage is a message as OpenAI takes it: an assistant message that
-// only calls tools has null content (some backends refuse "").
+// only calls tools has null content (some backends refuse ""), content
+// parts go as the caller sent them, and the message's extra fields are
+// appended.
 type wireMessage struct {
 	Role       string            `json:"role"`
-	Content    *string           `json:"content"`
+	Content    json.RawMessage   `json:"content"`
 	ToolCalls  []pktype.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string            `json:"tool_call_id,omitempty"`
+	extra      pktype.Params
 }
 
-func wireMessages(msgs []pktype.Message) []wireMessage {
+// MarshalJSON writes the message with its extra fields.
+func (m wireMessage) MarshalJSON() ([]byte, error) {
+	type plain wireMessage
+	b, err := marshal(plain(m))
+	if err != nil {
+		return nil, err
+	}
+	return m.extra.AppendObject(b), nil
+}
+
+func wireMessages(msgs []pktype.Message) ([]wireMessage, error) {
 	out := make([]wireMessage, len(msgs))
 	for i, m := range msgs {
-		out[i] = wireMessage{Role: m.Role, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
-		if m.Content != "" || len(m.ToolCalls) == 0 {
-			out[i].Content = &msgs[i].Content
+		out[i] = wireMessage{Role: m.Role, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, extra: m.Extra}
+		switch {
+		case len(m.Parts) > 0:
+			out[i].Content = m.Parts
+		case m.Content != "" || len(m.ToolCalls) == 0:
+			c, err := marshal(m.Content)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Content = c
+		default:
+			out[i].Content = json.RawMessage("null")
+		}
+		for _, k := range []string{"role", "content", "tool_calls", "tool_call_id"} {
+			if _, ok := m.Extra[k]; ok {
+				return nil, invalid("message %d has %s among its extra fields", i, k)
+			}
 		}
 	}
-	return out
+	return out, nil
+}
+
+// marshal encodes v as JSON without escaping HTML: prompts are not HTML,
+// so <, > and & stay byte-identical on the wire.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func invalid(format string, args ...any) error {
@@ -221,7 +261,7 @@ func endpointURL(base string, path ...string) (string, error) {
 }
 
 // encodeRequest encodes a chat request, with "stream": true and usage
-// asked for when stream is set.
+// asked for when stream is set. The extra parameters come last, as given.
 func encodeRequest(req pktype.GenerateRequest, stream bool) ([]byte, error) {
 	if req.Model == "" {
 		return nil, invalid("model is empty")
@@ -229,21 +269,30 @@ func encodeRequest(req pktype.GenerateRequest, stream bool) ([]byte, error) {
 	if len(req.Messages) == 0 {
 		return nil, invalid("no messages")
 	}
-	w := wireRequest{Model: req.Model, Messages: wireMessages(req.Messages), Sampling: req.Sampling, ToolUse: req.ToolUse}
-	if stream {
-		// Without include_usage a stream reports no usage at all.
-		w.Stream, w.StreamOptions = true, &wireStreamOptions{IncludeUsage: true}
+	if err := pktype.CheckParams(req.Extra, "extra "); err != nil {
+		return nil, invalid("%v", err)
 	}
 	for i, m := range req.Messages {
 		if m.Role == "" {
 			return nil, invalid("message %d has an empty role", i)
 		}
 	}
+	msgs, err := wireMessages(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	w := wireRequest{Model: req.Model, Messages: msgs, Sampling: req.Sampling, ToolUse: req.ToolUse}
+	w.Extra = nil // appended below
+	if stream {
+		// Without include_usage a stream reports no usage at all.
+		w.Stream, w.StreamOptions = true, &wireStreamOptions{IncludeUsage: true}
+	}
 	if req.JSONObject && len(req.OutputSchema) > 0 {
 		return nil, invalid("json_object and an output schema exclude each other")
 	}
+	var format *wireResponseFormat
 	if req.JSONObject {
-		w.ResponseFormat = &wireResponseFormat{Type: "json_object"}
+		format = &wireResponseFormat{Type: "json_object"}
 	}
 	if len(req.OutputSchema) > 0 {
 		if !json.Valid(req.OutputSchema) {
@@ -256,21 +305,26 @@ func encodeRequest(req pktype.GenerateRequest, stream bool) ([]byte, error) {
 		if !schemaNameRE.MatchString(name) {
 			return nil, invalid("schema name must match %s", schemaNameRE)
 		}
-		w.ResponseFormat = &wireResponseFormat{
+		format = &wireResponseFormat{
 			Type:       "json_schema",
 			JSONSchema: &wireJSONSchema{Name: name, Schema: req.OutputSchema},
 		}
 	}
-
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	// Prompts are not HTML; keep <, > and & byte-identical on the wire.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(w); err != nil {
+	switch {
+	case len(req.ResponseFormat) > 0:
+		if !json.Valid(req.ResponseFormat) {
+			return nil, invalid("response_format is not valid JSON")
+		}
+		w.ResponseFormat = req.ResponseFormat
+	case format != nil:
+		w.ResponseFormat, _ = json.Marshal(format) // cannot fail: valid JSON and strings
+	}
+	b, err := marshal(w)
+	if err != nil {
 		// e.g. a NaN temperature; the cause names no request content.
 		return nil, invalid("encoding request: %v", err)
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return req.Extra.AppendObject(b), nil
 }
 
 // Execute performs exactly one HTTP exchange. Each call builds a fresh

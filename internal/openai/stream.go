@@ -3,6 +3,7 @@ package openai
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +12,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit/internal/llm"
@@ -175,7 +175,9 @@ func errorStatus(obj json.RawMessage) int {
 	return http.StatusInternalServerError
 }
 
-// Streaming wire types: OpenAI's chat.completion.chunk.
+// Streaming wire types: OpenAI's chat.completion.chunk. Its members
+// are kept raw, so that the answer a stream makes holds every field the
+// backend sent, those promptkit does not model too.
 type (
 	wireChunk struct {
 		Object  string          `json:"object"`
@@ -183,13 +185,6 @@ type (
 		Choices json.RawMessage `json:"choices"`
 		Usage   json.RawMessage `json:"usage"`
 		Error   json.RawMessage `json:"error"`
-	}
-	wireChunkChoice struct {
-		Delta *struct {
-			Content   json.RawMessage     `json:"content"`
-			ToolCalls []wireToolCallDelta `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
 	}
 	wireToolCallDelta struct {
 		Index    *int   `json:"index"`
@@ -202,17 +197,32 @@ type (
 	}
 )
 
-// assembler joins a stream's chunks into one answer.
+// assembler joins a stream's chunks into one answer: the pieces it
+// passes on as they come, and at the end the answer and the
+// chat.completion object the chunks make (GenerateResponse.Raw).
 type assembler struct {
-	emit   func(pktype.StreamDelta)
-	pieces int
-	text   strings.Builder
-	calls  map[int]*pktype.ToolCall
-	last   int // the index of the call most recently added to
-	model  string
-	finish string
-	choice bool // some chunk had a choice
-	usage  *wireUsage
+	emit    func(pktype.StreamDelta)
+	pieces  int
+	choices map[int]*choiceAssembly
+	model   string
+	// top holds the chunks' other members (id, created,
+	// system_fingerprint, ...), the last non-null of each.
+	top   map[string]json.RawMessage
+	usage *wireUsage
+	// rawUsage is the last usage reported, as sent.
+	rawUsage json.RawMessage
+}
+
+// choiceAssembly is one choice of a streamed answer as its deltas built it.
+type choiceAssembly struct {
+	index int
+	calls map[int]*pktype.ToolCall
+	last  int // the index of the call most recently added to
+	// message holds the delta's members but its tool calls (content,
+	// reasoning, refusal, role, ...), merged (mergeMember); choice the
+	// choice's own members but its delta (finish_reason, logprobs, ...).
+	message map[string]json.RawMessage
+	choice  map[string]json.RawMessage
 }
 
 // decodeStream reads a chat completion streamed as Server-Sent Events
@@ -222,7 +232,7 @@ type assembler struct {
 // read error; a stream that ends before [DONE] is never a success. Usage
 // and presence are the last usage reported, also on failure.
 func decodeStream(r io.Reader, maxBytes int64, emit func(pktype.StreamDelta)) (*pktype.GenerateResponse, pktype.TokenUsage, pktype.TokenUsagePresence, error) {
-	a := &assembler{emit: emit, calls: map[int]*pktype.ToolCall{}, last: -1}
+	a := &assembler{emit: emit, choices: map[int]*choiceAssembly{}, top: map[string]json.RawMessage{}}
 	err := readEvents(r, maxBytes, a.event)
 	u, p := a.usage.resolve()
 	if err != nil {
@@ -319,6 +329,10 @@ func (a *assembler) event(data []byte) error {
 	if c.Object == "error" {
 		return &errorEvent{status: errorStatus(obj), data: bytes.Clone(obj), wrapped: true}
 	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &members); err != nil {
+		return malformed(errWrongType)
+	}
 	if len(c.Usage) > 0 && string(c.Usage) != "null" {
 		var u wireUsage
 		if err := json.Unmarshal(c.Usage, &u); err != nil {
@@ -328,47 +342,129 @@ func (a *assembler) event(data []byte) error {
 			return malformed(errWrongType)
 		}
 		a.usage = &u // the last report is the whole call's
+		a.rawUsage = bytes.Clone(c.Usage)
 	}
 	if a.model == "" {
 		a.model = c.Model
 	}
-	var choices []wireChunkChoice
+	for k, v := range members {
+		switch k {
+		case "choices", "usage", "object", "model":
+		default:
+			if !isNull(v) {
+				a.top[k] = bytes.Clone(v)
+			}
+		}
+	}
+	var choices []map[string]json.RawMessage
 	if len(c.Choices) > 0 && string(c.Choices) != "null" {
 		if err := json.Unmarshal(c.Choices, &choices); err != nil {
 			return malformed(errWrongType)
 		}
 	}
-	if len(choices) == 0 {
-		return nil // the usage chunk, or a keep-alive
+	for i, ch := range choices {
+		raw := obj
+		if len(choices) > 1 {
+			// The piece's chunk holds its own choice alone.
+			one := maps.Clone(members)
+			one["choices"], _ = json.Marshal([]map[string]json.RawMessage{ch}) // cannot fail: raw members
+			raw, _ = json.Marshal(one)
+		}
+		if err := a.choice(ch, i, raw); err != nil {
+			return err
+		}
 	}
-	a.choice = true
-	ch := choices[0]
-	if ch.FinishReason != nil {
-		a.finish = *ch.FinishReason
-	}
-	if ch.Delta == nil {
-		return nil
-	}
-	d := pktype.StreamDelta{}
-	if content := ch.Delta.Content; len(content) > 0 && string(content) != "null" {
-		if content[0] != '"' || json.Unmarshal(content, &d.Text) != nil {
+	return nil
+}
+
+// choice takes one choice of a chunk (the i-th), whose chunk is raw.
+func (a *assembler) choice(ch map[string]json.RawMessage, i int, raw []byte) error {
+	index := i
+	if v, ok := ch["index"]; ok && !isNull(v) {
+		if json.Unmarshal(v, &index) != nil || index < 0 {
 			return malformed(errWrongType)
 		}
 	}
-	a.text.WriteString(d.Text)
-	for _, tc := range ch.Delta.ToolCalls {
-		piece, err := a.toolCall(tc)
-		if err != nil {
-			return err
-		}
-		if piece.ID != "" || piece.Name != "" || piece.Arguments != "" {
-			d.ToolCalls = append(d.ToolCalls, piece)
+	c := a.choices[index]
+	if c == nil {
+		c = &choiceAssembly{index: index, calls: map[int]*pktype.ToolCall{}, last: -1,
+			message: map[string]json.RawMessage{}, choice: map[string]json.RawMessage{}}
+		a.choices[index] = c
+	}
+	for k, v := range ch {
+		switch k {
+		case "index", "delta":
+		case "finish_reason":
+			if !isNull(v) {
+				if v[0] != '"' {
+					return malformed(errWrongType)
+				}
+				c.choice[k] = bytes.Clone(v)
+			}
+		default:
+			mergeMember(c.choice, k, v)
 		}
 	}
-	if d.Text == "" && len(d.ToolCalls) == 0 {
-		return nil
+	d := pktype.StreamDelta{Choice: index}
+	delta := ch["delta"]
+	var members map[string]json.RawMessage
+	if !isNull(delta) {
+		if err := json.Unmarshal(delta, &members); err != nil || members == nil {
+			return malformed(errWrongType)
+		}
+	}
+	something := !isNull(ch["logprobs"])
+	for k, v := range members {
+		switch k {
+		case "tool_calls":
+			if isNull(v) {
+				continue
+			}
+			var calls []wireToolCallDelta
+			if err := json.Unmarshal(v, &calls); err != nil {
+				return malformed(errWrongType)
+			}
+			for _, tc := range calls {
+				piece, err := c.toolCall(tc)
+				if err != nil {
+					return err
+				}
+				if piece.ID != "" || piece.Name != "" || piece.Arguments != "" {
+					d.ToolCalls = append(d.ToolCalls, piece)
+				}
+			}
+		case "content", "reasoning_content", "reasoning":
+			if isNull(v) {
+				mergeMember(c.message, k, v)
+				continue
+			}
+			var s string
+			if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+				if k == "content" {
+					return malformed(errWrongType)
+				}
+				mergeMember(c.message, k, v) // a reasoning object, not text
+				something = true
+				continue
+			}
+			if k == "content" {
+				d.Text = s
+			} else {
+				d.Reasoning += s
+			}
+			mergeMember(c.message, k, v)
+		case "role":
+			mergeMember(c.message, k, v)
+		default:
+			mergeMember(c.message, k, v)
+			something = something || !isNull(v)
+		}
+	}
+	if d.Text == "" && d.Reasoning == "" && len(d.ToolCalls) == 0 && !something {
+		return nil // the role, an empty piece or the finish reason
 	}
 	d.Index = a.pieces
+	d.Raw = bytes.Clone(raw)
 	a.pieces++
 	if a.emit != nil {
 		a.emit(d)
@@ -376,30 +472,80 @@ func (a *assembler) event(data []byte) error {
 	return nil
 }
 
+// textMembers are the members whose pieces a stream sends in turn, to be
+// joined: the answer's text, its reasoning and refusal, a deprecated
+// function call's arguments, audio's data and transcript.
+var textMembers = map[string]bool{"content": true, "reasoning_content": true, "reasoning": true, "refusal": true,
+	"arguments": true, "data": true, "transcript": true}
+
+// mergeMember merges v, a chunk's member k, into m, where the earlier
+// chunks' are: the pieces of a text member are joined, arrays (logprobs'
+// content) appended to, objects merged member by member, and anything
+// else replaced by its latest non-null value.
+func mergeMember(m map[string]json.RawMessage, k string, v json.RawMessage) {
+	old, ok := m[k]
+	if isNull(v) {
+		if !ok {
+			m[k] = json.RawMessage("null") // sent, if only as null
+		}
+		return
+	}
+	if !ok || isNull(old) {
+		m[k] = bytes.Clone(v)
+		return
+	}
+	switch {
+	case old[0] == '"' && v[0] == '"' && textMembers[k]:
+		var a, b string
+		if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil {
+			m[k], _ = json.Marshal(a + b)
+			return
+		}
+	case old[0] == '[' && v[0] == '[':
+		var a, b []json.RawMessage
+		if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil {
+			m[k], _ = json.Marshal(append(a, b...))
+			return
+		}
+	case old[0] == '{' && v[0] == '{':
+		var a, b map[string]json.RawMessage
+		if json.Unmarshal(old, &a) == nil && json.Unmarshal(v, &b) == nil {
+			for bk, bv := range b {
+				mergeMember(a, bk, bv)
+			}
+			m[k], _ = json.Marshal(a)
+			return
+		}
+	case k == "role":
+		return // sent once; a repeat says the same
+	}
+	m[k] = bytes.Clone(v)
+}
+
 // toolCall joins one tool call piece into its call: the ID, type and
 // name once (a repeat must agree), the arguments appended. A piece
 // without an index (some backends leave it out) continues the last call
 // unless it starts a new one with another ID.
-func (a *assembler) toolCall(tc wireToolCallDelta) (pktype.ToolCallDelta, error) {
-	i := a.last
+func (c *choiceAssembly) toolCall(tc wireToolCallDelta) (pktype.ToolCallDelta, error) {
+	i := c.last
 	switch {
 	case tc.Index != nil:
 		i = *tc.Index
 		if i < 0 {
 			return pktype.ToolCallDelta{}, malformed(errToolCallIndex)
 		}
-	case i < 0 || (tc.ID != "" && a.calls[i].ID != "" && tc.ID != a.calls[i].ID):
-		i = len(a.calls)
-		for a.calls[i] != nil {
+	case i < 0 || (tc.ID != "" && c.calls[i].ID != "" && tc.ID != c.calls[i].ID):
+		i = len(c.calls)
+		for c.calls[i] != nil {
 			i++
 		}
 	}
-	c := a.calls[i]
-	if c == nil {
-		c = &pktype.ToolCall{}
-		a.calls[i] = c
+	call := c.calls[i]
+	if call == nil {
+		call = &pktype.ToolCall{}
+		c.calls[i] = call
 	}
-	a.last = i
+	c.last = i
 	piece := pktype.ToolCallDelta{Index: i, ID: tc.ID}
 	set := func(field *string, v string) bool {
 		if v == "" || *field == v {
@@ -411,34 +557,88 @@ func (a *assembler) toolCall(tc wireToolCallDelta) (pktype.ToolCallDelta, error)
 		*field = v
 		return true
 	}
-	if !set(&c.ID, tc.ID) || !set(&c.Type, tc.Type) {
+	if !set(&call.ID, tc.ID) || !set(&call.Type, tc.Type) {
 		return piece, malformed(errStreamToolCall)
 	}
 	if fn := tc.Function; fn != nil {
-		if !set(&c.Function.Name, fn.Name) {
+		if !set(&call.Function.Name, fn.Name) {
 			return piece, malformed(errStreamToolCall)
 		}
-		c.Function.Arguments += fn.Arguments
+		call.Function.Arguments += fn.Arguments
 		piece.Name, piece.Arguments = fn.Name, fn.Arguments
 	}
 	return piece, nil
 }
 
-// response is the assembled answer, checked as decode checks a whole one.
+// result is the choice as an answer's, checked as decode checks a whole
+// one, and its chat.completion choice object.
+func (c *choiceAssembly) result() (pktype.Choice, map[string]any, error) {
+	out := pktype.Choice{Index: c.index}
+	for _, i := range slices.Sorted(maps.Keys(c.calls)) {
+		call := *c.calls[i]
+		if call.ID == "" || call.Function.Name == "" {
+			return out, nil, malformed(errStreamToolCall)
+		}
+		if call.Type == "" {
+			call.Type = pktype.ToolTypeFunction // some backends leave the only type out
+		}
+		out.ToolCalls = append(out.ToolCalls, call)
+	}
+	out.Text = stringOf(c.message["content"])
+	out.Reasoning = cmp.Or(stringOf(c.message["reasoning_content"]), stringOf(c.message["reasoning"]))
+	out.FinishReason = stringOf(c.choice["finish_reason"])
+
+	msg := map[string]any{}
+	for k, v := range c.message {
+		msg[k] = v
+	}
+	if _, ok := msg["role"]; !ok {
+		msg["role"] = pktype.RoleAssistant
+	}
+	if _, ok := msg["content"]; !ok {
+		if len(out.ToolCalls) > 0 {
+			msg["content"] = nil
+		} else {
+			msg["content"] = ""
+		}
+	}
+	if len(out.ToolCalls) > 0 {
+		msg["tool_calls"] = out.ToolCalls
+	}
+	obj := map[string]any{"index": c.index, "message": msg, "logprobs": nil, "finish_reason": nil}
+	for k, v := range c.choice {
+		obj[k] = v
+	}
+	return out, obj, nil
+}
+
+// response is the assembled answer and its chat.completion object.
 func (a *assembler) response(u pktype.TokenUsage, p pktype.TokenUsagePresence) (*pktype.GenerateResponse, error) {
-	if !a.choice {
+	if len(a.choices) == 0 {
 		return nil, malformed(errNoChoices)
 	}
-	var calls []pktype.ToolCall
-	for _, i := range slices.Sorted(maps.Keys(a.calls)) {
-		c := *a.calls[i]
-		if c.ID == "" || c.Function.Name == "" {
-			return nil, malformed(errStreamToolCall)
+	var choices []pktype.Choice
+	var objs []map[string]any
+	for _, i := range slices.Sorted(maps.Keys(a.choices)) {
+		c, obj, err := a.choices[i].result()
+		if err != nil {
+			return nil, err
 		}
-		if c.Type == "" {
-			c.Type = pktype.ToolTypeFunction // some backends leave the only type out
-		}
-		calls = append(calls, c)
+		choices, objs = append(choices, c), append(objs, obj)
 	}
-	return &pktype.GenerateResponse{Text: a.text.String(), ToolCalls: calls, Model: a.model, FinishReason: a.finish, Usage: u, UsagePresence: &p}, nil
+	r := response(choices, a.model, u, p)
+	whole := map[string]any{}
+	for k, v := range a.top {
+		whole[k] = v
+	}
+	whole["object"], whole["model"], whole["choices"] = "chat.completion", a.model, objs
+	if a.rawUsage != nil {
+		whole["usage"] = a.rawUsage
+	}
+	raw, err := json.Marshal(whole)
+	if err != nil {
+		return nil, malformed(errWrongType)
+	}
+	r.Raw = raw
+	return r, nil
 }

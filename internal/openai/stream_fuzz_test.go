@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -34,8 +35,8 @@ func FuzzDecodeStream(f *testing.F) {
 			if d.Index != len(pieces) {
 				t.Fatalf("piece %d has index %d", len(pieces), d.Index)
 			}
-			if d.Text == "" && len(d.ToolCalls) == 0 {
-				t.Fatal("empty piece")
+			if len(d.Raw) == 0 || !json.Valid(d.Raw) {
+				t.Fatalf("piece %d has no chunk, or one that is not JSON", d.Index)
 			}
 			pieces = append(pieces, d)
 		})
@@ -80,23 +81,42 @@ func FuzzDecodeStream(f *testing.F) {
 		if resp.Usage != usage || resp.Presence() != presence {
 			t.Fatalf("response usage %+v differs from %+v", resp.Usage, usage)
 		}
-		var text strings.Builder
-		args := map[int]string{}
+		// Each choice's pieces join to that choice of the answer.
+		type joined struct {
+			text, reasoning string
+			args            map[int]string
+		}
+		byChoice := map[int]*joined{}
 		for _, p := range pieces {
-			text.WriteString(p.Text)
+			j := byChoice[p.Choice]
+			if j == nil {
+				j = &joined{args: map[int]string{}}
+				byChoice[p.Choice] = j
+			}
+			j.text += p.Text
+			j.reasoning += p.Reasoning
 			for _, c := range p.ToolCalls {
-				args[c.Index] += c.Arguments
+				j.args[c.Index] += c.Arguments
 			}
 		}
-		if text.String() != resp.Text {
-			t.Fatalf("pieces join to %q, answer is %q", text.String(), resp.Text)
+		if !json.Valid(resp.Raw) {
+			t.Fatalf("answer object is not JSON: %s", resp.Raw)
 		}
-		if len(args) != len(resp.ToolCalls) {
-			t.Fatalf("pieces name %d calls, answer has %d", len(args), len(resp.ToolCalls))
-		}
-		for _, c := range resp.ToolCalls {
-			if c.ID == "" || c.Function.Name == "" || c.Type == "" {
-				t.Fatalf("incomplete call %+v", c)
+		for _, c := range resp.AllChoices() {
+			j := byChoice[c.Index]
+			if j == nil {
+				j = &joined{args: map[int]string{}}
+			}
+			if j.text != c.Text || j.reasoning != c.Reasoning {
+				t.Fatalf("choice %d: pieces join to %q and %q, answer is %q and %q", c.Index, j.text, j.reasoning, c.Text, c.Reasoning)
+			}
+			if len(j.args) != len(c.ToolCalls) {
+				t.Fatalf("choice %d: pieces name %d calls, answer has %d", c.Index, len(j.args), len(c.ToolCalls))
+			}
+			for _, call := range c.ToolCalls {
+				if call.ID == "" || call.Function.Name == "" || call.Type == "" {
+					t.Fatalf("incomplete call %+v", call)
+				}
 			}
 		}
 	})

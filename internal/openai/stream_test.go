@@ -135,13 +135,25 @@ func TestStreamDeltasInOrder(t *testing.T) {
 	if out.Err != nil {
 		t.Fatalf("err = %v", out.Err)
 	}
+	// Each piece carries its chunk as the backend sent it.
+	for i, text := range []string{"Hello", ", ", "world"} {
+		if string(got[i].Raw) != chunkText(text) {
+			t.Errorf("piece %d raw = %s, want %s", i, got[i].Raw, chunkText(text))
+		}
+	}
 	want := []pktype.StreamDelta{{Index: 0, Text: "Hello"}, {Index: 1, Text: ", "}, {Index: 2, Text: "world"}}
-	if !reflect.DeepEqual(got, want) {
+	if got := stripRaw(got); !reflect.DeepEqual(got, want) {
 		t.Fatalf("pieces = %+v, want %+v", got, want)
 	}
 	full := pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true}
 	wantResp := &pktype.GenerateResponse{Text: "Hello, world", Model: "m1", FinishReason: "stop",
 		Usage: pktype.TokenUsage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}, UsagePresence: &full}
+	wantRaw := `{"choices":[{"finish_reason":"stop","index":0,"logprobs":null,"message":{"content":"Hello, world","role":"assistant"}}],` +
+		`"model":"m1","object":"chat.completion","usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
+	if string(out.Response.Raw) != wantRaw {
+		t.Errorf("raw = %s\nwant  %s", out.Response.Raw, wantRaw)
+	}
+	out.Response.Raw = nil
 	if !reflect.DeepEqual(out.Response, wantResp) {
 		t.Errorf("response = %+v, want %+v", out.Response, wantResp)
 	}
@@ -158,9 +170,9 @@ func TestStreamDeltasInOrder(t *testing.T) {
 
 // The same answer, streamed or not, decodes to the same response.
 func TestStreamMatchesDecode(t *testing.T) {
-	body := `{"model":"m1","choices":[{"message":{"role":"assistant","content":null,"tool_calls":[` +
+	body := `{"model":"m1","choices":[{"index":0,"logprobs":null,"message":{"role":"assistant","content":null,"tool_calls":[` +
 		`{"id":"c1","type":"function","function":{"name":"get","arguments":"{\"a\":1}"}},` +
-		`{"id":"c2","function":{"name":"put","arguments":"{}"}}]},"finish_reason":"tool_calls"}],` +
+		`{"id":"c2","type":"function","function":{"name":"put","arguments":"{}"}}]},"finish_reason":"tool_calls"}],` +
 		`"usage":{"prompt_tokens":4,"completion_tokens":0,"prompt_tokens_details":{"cached_tokens":null}}}`
 	want, err := Decode([]byte(body))
 	if err != nil {
@@ -180,6 +192,8 @@ func TestStreamMatchesDecode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("err = %v", err)
 	}
+	sameJSON(t, "streamed answer's choices", choicesOf(t, got.Raw), choicesOf(t, want.Raw))
+	got.Raw, want.Raw = nil, nil
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("streamed = %+v\nplain    = %+v", got, want)
 	}
@@ -192,8 +206,40 @@ func TestStreamMatchesDecode(t *testing.T) {
 		{Index: 2, ToolCalls: []pktype.ToolCallDelta{{Index: 0, Arguments: `{"a"`}, {Index: 1, Arguments: "{}"}}},
 		{Index: 3, ToolCalls: []pktype.ToolCallDelta{{Index: 0, ID: "c1", Arguments: ":1}"}}},
 	}
-	if !reflect.DeepEqual(pieces, wantPieces) {
+	if pieces := stripRaw(pieces); !reflect.DeepEqual(pieces, wantPieces) {
 		t.Errorf("pieces = %+v\nwant     %+v", pieces, wantPieces)
+	}
+}
+
+// stripRaw is pieces without their chunks, for comparing what they say.
+func stripRaw(pieces []pktype.StreamDelta) []pktype.StreamDelta {
+	out := make([]pktype.StreamDelta, len(pieces))
+	for i, d := range pieces {
+		d.Raw = nil
+		out[i] = d
+	}
+	return out
+}
+
+// choicesOf is the choices of a chat.completion object, decoded.
+func choicesOf(t *testing.T, raw []byte) any {
+	t.Helper()
+	var obj struct {
+		Choices any `json:"choices"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		t.Fatalf("answer %s: %v", raw, err)
+	}
+	return obj.Choices
+}
+
+// sameJSON fails unless got and want are the same JSON values.
+func sameJSON(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Errorf("%s = %s\nwant %s", what, g, w)
 	}
 }
 

@@ -137,27 +137,24 @@ func decodeInt(raw json.RawMessage, param string) (int64, error) {
 }
 
 // DecodeChat decodes an OpenAI chat completion request body. What
-// promptkit cannot honour (n > 1, audio, images, built-in tools, ...) is
-// a *RequestError naming the parameter, never silently dropped; so is a
-// parameter it does not know. Every error is a *RequestError. The chat
-// request comes normalized (jobs.ChatRequest.Normalize).
-//
-// Accepted and honoured: model, messages (roles system, developer — sent
-// as system —, user, assistant — with tool_calls, content then optional
-// — and tool, with tool_call_id; content a string or text parts, joined
-// with a newline), temperature, top_p, max_tokens and
-// max_completion_tokens, stop, seed, response_format (text, json_object,
-// json_schema), tools (function tools), tool_choice, parallel_tool_calls,
-// stream and stream_options.include_usage. Accepted and
-// not stored: user and metadata (returned in ChatParams), safety_identifier
-// and prompt_cache_key (hints for OpenAI's own abuse monitoring and
-// cache). Accepted when they ask for the default only: n 1, store false,
-// logprobs false, top_logprobs 0, presence_penalty and frequency_penalty
-// 0, logit_bias {}, modalities ["text"], service_tier auto or default. A
-// null value is an unset parameter.
+// promptkit models is checked (model, messages, temperature, top_p,
+// max_tokens, stop, seed, response_format, tools, tool_choice,
+// parallel_tool_calls, stream, stream_options, and n, which must be a
+// whole number from 1 to MaxChoices); every other parameter is kept as
+// sent, in the chat request's extra parameters, to reach the backend
+// unchanged: n, logprobs, reasoning_effort, presence_penalty, a
+// self-hosted server's top_k, and any parameter promptkit does not know.
+// response_format is kept as written too (Chat.Format), beside what
+// promptkit reads of it to check the answer. A JSON null is an unset
+// parameter, not sent. Every error is a *RequestError naming the
+// parameter. The chat request comes normalized
+// (jobs.ChatRequest.Normalize).
 func DecodeChat(body []byte) (ChatParams, error) {
 	return decodeChat(body, "")
 }
+
+// MaxChoices bounds a chat request's n, OpenAI's limit.
+const MaxChoices = 128
 
 // decodeChat decodes a chat request whose parameters are named with
 // prefix ("body." in a batch line).
@@ -170,6 +167,7 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 	}
 	var maxTokens, maxCompletion *int
 	var streamOptions json.RawMessage
+	extra := pktype.Params{}
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		raw := m[key]
 		p := prefix + key
@@ -205,7 +203,8 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 				if key == "max_tokens" {
 					maxTokens = &v
 				} else {
-					maxCompletion = &v
+					// Sent by this name: some models refuse max_tokens.
+					maxCompletion, extra[key] = &v, compact(raw)
 				}
 			}
 		case "stop":
@@ -216,13 +215,9 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 				out.Chat.Seed = &n
 			}
 		case "response_format":
-			err = decodeResponseFormat(raw, p, &out.Chat)
-		case "user":
-			out.User, err = decodeString(raw, p)
-		case "safety_identifier", "prompt_cache_key":
-			_, err = decodeString(raw, p)
-		case "metadata":
-			out.Metadata, err = DecodeMetadata(raw, p)
+			if err = decodeResponseFormat(raw, p, &out.Chat); err == nil {
+				out.Chat.Format = compact(raw)
+			}
 		case "stream":
 			out.Stream, err = decodeBool(raw, p)
 		case "stream_options":
@@ -236,8 +231,14 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 			if b, err = decodeBool(raw, p); err == nil {
 				out.Chat.ParallelToolCalls = &b
 			}
+		case "n":
+			var n int64
+			if n, err = decodeInt(raw, p); err == nil && (n < 1 || n > MaxChoices) {
+				err = reqErr(p, CodeInvalidValue, "%s must be from 1 to %d.", p, MaxChoices)
+			}
+			extra[key] = compact(raw)
 		default:
-			err = refused(key, raw, p)
+			extra[key] = compact(raw)
 		}
 		if err != nil {
 			return out, err
@@ -254,8 +255,8 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 			"max_tokens and max_completion_tokens differ; send one of them.")
 	}
 	out.Chat.MaxTokens = maxTokens
-	if maxCompletion != nil {
-		out.Chat.MaxTokens = maxCompletion
+	if len(extra) > 0 {
+		out.Chat.Extra = extra
 	}
 	if streamOptions != nil {
 		if !out.Stream {
@@ -273,7 +274,11 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 		// pktype's limits) is reported on that parameter; the checks above
 		// leave one it does not name: an empty last message.
 		if ie, ok := errors.AsType[*jobs.InvalidError](err); ok && ie.Field != "" {
-			return out, reqErr(prefix+ie.Field, CodeInvalidValue, "%s%s %s.", prefix, ie.Field, ie.Reason)
+			field := ie.Field
+			if !paramName.MatchString(field) {
+				field = "?" // an extra parameter's own name, which may be anything
+			}
+			return out, reqErr(prefix+field, CodeInvalidValue, "%s%s %s.", prefix, field, ie.Reason)
 		}
 		return out, reqErr(fmt.Sprintf("%smessages[%d].content", prefix, len(out.Chat.Messages)-1), CodeInvalidValue,
 			"The last message must not be empty.")
@@ -282,75 +287,15 @@ func decodeChat(body []byte, prefix string) (ChatParams, error) {
 	return out, nil
 }
 
-// refused is the error for a parameter promptkit does not honour, or nil
-// when its value asks only for what promptkit does anyway.
-func refused(key string, raw json.RawMessage, p string) error {
-	switch key {
-	case "n":
-		n, err := decodeInt(raw, p)
-		if err != nil || n == 1 {
-			return err
-		}
-		return reqErr(p, CodeUnsupportedValue, "n must be 1: promptkit answers with one choice per request.")
-	case "store":
-		b, err := decodeBool(raw, p)
-		if err != nil || !b {
-			return err
-		}
-		return reqErr(p, CodeUnsupportedValue, "store: true is not supported: promptkit keeps every request as a job, but not for OpenAI's evals or distillation.")
-	case "logprobs":
-		b, err := decodeBool(raw, p)
-		if err != nil || !b {
-			return err
-		}
-		return reqErr(p, CodeUnsupportedValue, "logprobs is not supported by promptkit.")
-	case "top_logprobs":
-		n, err := decodeInt(raw, p)
-		if err != nil || n == 0 {
-			return err
-		}
-		return reqErr(p, CodeUnsupportedParameter, "top_logprobs is not supported by promptkit.")
-	case "presence_penalty", "frequency_penalty":
-		f, err := decodeNumber(raw, p, -2, 2)
-		if err != nil || f == 0 {
-			return err
-		}
-		return reqErr(p, CodeUnsupportedParameter, "%s is not supported by promptkit; leave it unset or 0.", p)
-	case "logit_bias":
-		m, err := object(raw, p)
-		if err != nil || len(m) == 0 {
-			return err
-		}
-		return reqErr(p, CodeUnsupportedParameter, "logit_bias is not supported by promptkit.")
-	case "modalities":
-		var mods []string
-		if err := json.Unmarshal(raw, &mods); err != nil {
-			return invalidType(p, "an array of strings")
-		}
-		for i, m := range mods {
-			if m != "text" {
-				return reqErr(fmt.Sprintf("%s[%d]", p, i), CodeUnsupportedValue, "promptkit answers with text only; modalities may only hold \"text\".")
-			}
-		}
-		return nil
-	case "service_tier":
-		s, err := decodeString(raw, p)
-		if err != nil || s == "auto" || s == "default" {
-			return err
-		}
-		return reqErr(p, CodeUnsupportedValue, "service_tier may only be auto or default: promptkit sets priority with the X-Promptkit-Priority header.")
-	case "functions", "function_call":
-		return reqErr(p, CodeUnsupportedParameter, "%s (deprecated by OpenAI) is not supported: send tools and tool_choice instead.", p)
-	case "audio":
-		return reqErr(p, CodeUnsupportedParameter, "audio is not supported: promptkit answers with text only.")
-	case "prediction":
-		return reqErr(p, CodeUnsupportedParameter, "prediction (predicted outputs) is not supported by promptkit.")
-	case "web_search_options":
-		return reqErr(p, CodeUnsupportedParameter, "web_search_options is not supported: promptkit does not search the web.")
-	case "reasoning_effort", "verbosity":
-		return reqErr(p, CodeUnsupportedParameter, "%s is not supported by promptkit; choose a profile or model instead.", p)
+// compact is raw without insignificant space: an extra parameter as it
+// is stored and sent. raw must be valid JSON (a member of a decoded
+// object is).
+func compact(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return bytes.Clone(raw)
 	}
-	return unknownKey(p[:len(p)-len(key)], key)
+	return b.Bytes()
 }
 
 // decodeMessages decodes the conversation.
@@ -409,24 +354,12 @@ func decodeMessage(m map[string]json.RawMessage, mp string) (pktype.Message, err
 		return msg, reqErr(mp+".role", CodeInvalidValue, "%s.role must be system, developer, user, assistant or tool.", mp)
 	}
 	content, hasContent := m["content"]
+	extra := pktype.Params{}
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		raw := m[key]
 		p := mp + "." + key
 		switch key {
 		case "role", "content":
-		case "name":
-			switch {
-			case isNull(raw):
-			case role == "tool":
-				// The called function's name, which some clients
-				// (LangChain) send with a result: the call's id already
-				// says which call it answers.
-				if _, err := decodeString(raw, p); err != nil {
-					return msg, err
-				}
-			default:
-				return msg, reqErr(p, CodeUnsupportedParameter, "%s is not supported: promptkit sends messages without participant names.", p)
-			}
 		case "tool_calls":
 			if isNull(raw) {
 				break
@@ -447,35 +380,82 @@ func decodeMessage(m map[string]json.RawMessage, mp string) (pktype.Message, err
 			if msg.ToolCallID, err = decodeString(raw, p); err != nil {
 				return msg, err
 			}
-		case "function_call":
-			if !isNull(raw) {
-				return msg, reqErr(p, CodeUnsupportedParameter, "%s (deprecated by OpenAI) is not supported: send tool_calls instead.", p)
-			}
-		case "refusal", "audio":
-			if !isNull(raw) {
-				return msg, reqErr(p, CodeUnsupportedParameter, "%s is not supported by promptkit.", p)
-			}
 		default:
-			return msg, unknownKey(mp+".", key)
+			// A participant's name, an earlier answer's refusal or
+			// reasoning_content, ...: sent as given.
+			if !isNull(raw) {
+				extra[key] = compact(raw)
+			}
 		}
+	}
+	if len(extra) > 0 {
+		msg.Extra = extra
 	}
 	if msg.Role == pktype.RoleTool && msg.ToolCallID == "" {
 		return msg, reqErr(mp+".tool_call_id", CodeMissingParameter, "%s.tool_call_id is required.", mp)
 	}
 	if !hasContent || isNull(content) {
-		if len(msg.ToolCalls) > 0 {
-			return msg, nil // an assistant message that only calls tools
+		if len(msg.ToolCalls) > 0 || msg.Role == pktype.RoleAssistant && len(extra) > 0 {
+			return msg, nil // an assistant message that only calls tools, refuses, ...
 		}
 		return msg, reqErr(mp+".content", CodeMissingParameter, "%s.content is required.", mp)
 	}
-	msg.Content, err = decodeParts(content, mp+".content", "text")
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		msg.Content = s
+		return msg, nil
+	}
+	msg.Content, err = decodeContentParts(content, mp+".content")
+	if err == nil {
+		msg.Parts = compact(content)
+	}
 	return msg, err
 }
 
+// decodeContentParts checks a chat message's content parts (an array of
+// objects, each with a type; a text part's text a string) and returns
+// their text, the text parts' joined with a newline. Parts of other types
+// (images, audio, files, ...) are the backend's to read.
+func decodeContentParts(raw json.RawMessage, p string) (string, error) {
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", invalidType(p, "a string or an array of content parts")
+	}
+	var texts []string
+	for j, r := range parts {
+		pp := fmt.Sprintf("%s[%d]", p, j)
+		part, err := object(r, pp)
+		if err != nil {
+			return "", err
+		}
+		typ, err := required(part, "type", pp+".type")
+		if err != nil {
+			return "", err
+		}
+		t, err := decodeString(typ, pp+".type")
+		if err != nil {
+			return "", err
+		}
+		if t != "text" {
+			continue
+		}
+		textRaw, err := required(part, "text", pp+".text")
+		if err != nil {
+			return "", err
+		}
+		text, err := decodeString(textRaw, pp+".text")
+		if err != nil {
+			return "", err
+		}
+		texts = append(texts, text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
 // decodeParts reads content: a string, or an array of text parts of type
-// want ("text" in chat, "input_text" or "output_text" in the Responses
-// API), joined with a newline. An output_text part may carry the
-// annotations it was answered with when it has none.
+// want ("input_text" or "output_text" in the Responses API), joined with
+// a newline. An output_text part may carry the annotations it was
+// answered with when it has none.
 func decodeParts(raw json.RawMessage, p, want string) (string, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
@@ -554,6 +534,13 @@ func decodeStop(raw json.RawMessage, p string) ([]string, error) {
 // schemaName is OpenAI's rule for a json_schema name.
 var schemaName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
+// decodeResponseFormat reads what promptkit checks of a response_format
+// into c: text; json_object (the answer must be a JSON object; a schema
+// beside it, as instructor's JSON_SCHEMA mode sends it, goes to the
+// backend only); json_schema with a name and a schema (the answer is
+// validated and repaired against it). Any other member, and any other
+// type (a self-hosted server's own), is the backend's to read: the
+// format is sent as written.
 func decodeResponseFormat(raw json.RawMessage, p string, c *jobs.ChatRequest) error {
 	m, err := object(raw, p)
 	if err != nil {
@@ -567,26 +554,14 @@ func decodeResponseFormat(raw json.RawMessage, p string, c *jobs.ChatRequest) er
 	if err != nil {
 		return err
 	}
-	for _, key := range slices.Sorted(maps.Keys(m)) {
-		v := m[key]
-		switch {
-		case key == "type":
-		case key == "json_schema" && typ == "json_schema":
-		case isNull(v):
-		default:
-			return unknownKey(p+".", key)
-		}
-	}
 	switch typ {
-	case "text":
-		c.ResponseFormat = jobs.FormatText
-		return nil
 	case "json_object":
 		c.ResponseFormat = jobs.FormatJSONObject
 		return nil
 	case "json_schema":
 	default:
-		return reqErr(p+".type", CodeInvalidValue, "%s.type must be text, json_object or json_schema.", p)
+		c.ResponseFormat = jobs.FormatText
+		return nil
 	}
 	sp := p + ".json_schema"
 	sraw, ok := m["json_schema"]
@@ -597,21 +572,21 @@ func decodeResponseFormat(raw json.RawMessage, p string, c *jobs.ChatRequest) er
 	if err != nil {
 		return err
 	}
-	_, err = decodeJSONSchema(s, sp, "", c)
+	_, err = decodeJSONSchema(s, sp, c)
 	return err
 }
 
-// decodeJSONSchema reads a json_schema format's members (name, schema,
-// strict, description; and skip, a key its caller reads) into c, which
-// it makes FormatJSONSchema: chat's response_format.json_schema and the
-// Responses API's text.format alike. strict is returned as sent: promptkit
-// validates (and repairs) the answer against the schema whatever it says.
-func decodeJSONSchema(s map[string]json.RawMessage, sp, skip string, c *jobs.ChatRequest) (strict *bool, err error) {
+// decodeJSONSchema reads a json_schema format's name, schema and strict
+// into c, which it makes FormatJSONSchema: chat's
+// response_format.json_schema and the Responses API's text.format alike.
+// strict is returned as sent: promptkit validates (and repairs) the
+// answer against the schema whatever it says. Other members
+// (description, ...) are the backend's.
+func decodeJSONSchema(s map[string]json.RawMessage, sp string, c *jobs.ChatRequest) (strict *bool, err error) {
 	for _, key := range slices.Sorted(maps.Keys(s)) {
 		v := s[key]
 		kp := sp + "." + key
 		switch key {
-		case skip:
 		case "name":
 			name, err := decodeString(v, kp)
 			if err != nil {
@@ -634,12 +609,6 @@ func decodeJSONSchema(s map[string]json.RawMessage, sp, skip string, c *jobs.Cha
 				}
 				strict = &b
 			}
-		case "description":
-			if !isNull(v) {
-				return nil, reqErr(kp, CodeUnsupportedParameter, "%s is not supported: promptkit sends the schema and its name only.", kp)
-			}
-		default:
-			return nil, unknownKey(sp+".", key)
 		}
 	}
 	if c.SchemaName == "" {
@@ -686,6 +655,11 @@ func decodeStreamOptions(raw json.RawMessage, p string) (bool, error) {
 		case isNull(v):
 		case key == "include_usage":
 			if include, err = decodeBool(v, p+"."+key); err != nil {
+				return false, err
+			}
+		case key == "include_obfuscation":
+			// Padding against length side channels: promptkit adds none.
+			if _, err := decodeBool(v, p+"."+key); err != nil {
 				return false, err
 			}
 		default:

@@ -37,19 +37,31 @@ func TestDecodeChatFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	temp, topP, maxTok, seed := 0.5, 0.9, 64, int64(7)
+	// Every parameter promptkit does not model is kept as sent (without
+	// insignificant space), to reach the backend unchanged.
+	extra := pktype.Params{}
+	for k, v := range map[string]string{
+		"max_completion_tokens": `64`, "user": `"u-1"`, "metadata": `{"k":"v"}`, "n": `1`, "store": `false`,
+		"logprobs": `false`, "top_logprobs": `0`, "presence_penalty": `0`, "frequency_penalty": `0`, "logit_bias": `{}`,
+		"modalities": `["text"]`, "service_tier": `"auto"`, "safety_identifier": `"s"`, "prompt_cache_key": `"c"`,
+	} {
+		extra[k] = json.RawMessage(v)
+	}
 	want := openaiapi.ChatParams{
 		Model: "fast",
 		Chat: jobs.ChatRequest{
 			Messages: []pktype.Message{
 				{Role: "system", Content: "Be brief."},
-				{Role: "user", Content: "Hello\nthere"},
+				{Role: "user", Content: "Hello\nthere", Parts: json.RawMessage(`[{"type":"text","text":"Hello"},{"type":"text","text":"there"}]`)},
 				{Role: "assistant", Content: "Hi."},
 				{Role: "user", Content: "Name a colour."},
 			},
-			Sampling:       pktype.Sampling{Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"END"}, Seed: &seed},
+			Sampling: pktype.Sampling{Temperature: &temp, TopP: &topP, MaxTokens: &maxTok, Stop: []string{"END"}, Seed: &seed,
+				Extra: extra},
 			ResponseFormat: jobs.FormatJSONSchema, SchemaName: "colour", Schema: json.RawMessage(`{"type": "object"}`),
+			Format: json.RawMessage(`{"type":"json_schema","json_schema":{"name":"colour","strict":true,"schema":{"type":"object"}}}`),
 		},
-		Stream: true, IncludeUsage: true, User: "u-1", Metadata: map[string]string{"k": "v"},
+		Stream: true, IncludeUsage: true,
 	}
 	want.Chat, _ = want.Chat.Normalize() // a decoded chat comes checked
 	if !reflect.DeepEqual(got, want) {
@@ -83,8 +95,8 @@ func TestDecodeChatTools(t *testing.T) {
 		Messages: []pktype.Message{
 			{Role: "user", Content: "Weather in Paris and Lyon?"},
 			{Role: "assistant", ToolCalls: []pktype.ToolCall{call("call_1", "Paris"), call("call_2", "Lyon")}},
-			{Role: "tool", ToolCallID: "call_1", Content: "21 C"},
-			{Role: "tool", ToolCallID: "call_2", Content: "18 C"},
+			{Role: "tool", ToolCallID: "call_1", Content: "21 C", Extra: pktype.Params{"name": json.RawMessage(`"weather"`)}},
+			{Role: "tool", ToolCallID: "call_2", Content: "18 C", Parts: json.RawMessage(`[{"type":"text","text":"18 C"}]`)},
 		},
 		ToolUse: pktype.ToolUse{
 			Tools: []pktype.Tool{{Type: "function", Function: pktype.ToolFunction{Name: "weather", Description: "Weather now.", Strict: new(true),
@@ -135,38 +147,17 @@ func TestDecodeChatRefuses(t *testing.T) {
 	for _, c := range []struct {
 		body, param, code string
 	}{
-		// What promptkit does not support.
-		{`{` + base + `,"n":2}`, "n", openaiapi.CodeUnsupportedValue},
+		// What promptkit cannot send on: a tool that is not a function, a
+		// deprecated function message, an n it does not take.
+		{`{` + base + `,"n":0}`, "n", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"n":129}`, "n", openaiapi.CodeInvalidValue},
+		{`{` + base + `,"stream":true,"stream_options":{"include_everything":true}}`, "stream_options.include_everything", openaiapi.CodeUnknownParameter},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":1}]}]}`, "messages[0].content[0].text", openaiapi.CodeInvalidType},
+		{`{"model":"m","messages":[{"role":"user","content":["` + secret + `"]}]}`, "messages[0].content[0]", openaiapi.CodeInvalidType},
 		{`{` + base + `,"tools":[{"type":"web_search","function":{"name":"f"}}]}`, "tools[0].type", openaiapi.CodeUnsupportedValue},
-		{`{` + base + `,"functions":[]}`, "functions", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"function_call":"none"}`, "function_call", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"audio":{"voice":"alloy","format":"mp3"}}`, "audio", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"modalities":["text","audio"]}`, "modalities[1]", openaiapi.CodeUnsupportedValue},
-		{`{` + base + `,"logit_bias":{"50256":-100}}`, "logit_bias", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"logprobs":true}`, "logprobs", openaiapi.CodeUnsupportedValue},
-		{`{` + base + `,"top_logprobs":3}`, "top_logprobs", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"prediction":{"type":"content","content":"x"}}`, "prediction", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"web_search_options":{}}`, "web_search_options", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"reasoning_effort":"low"}`, "reasoning_effort", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"verbosity":"low"}`, "verbosity", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"presence_penalty":0.5}`, "presence_penalty", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"frequency_penalty":-1}`, "frequency_penalty", openaiapi.CodeUnsupportedParameter},
-		{`{` + base + `,"store":true}`, "store", openaiapi.CodeUnsupportedValue},
-		{`{` + base + `,"service_tier":"flex"}`, "service_tier", openaiapi.CodeUnsupportedValue},
-		{`{` + base + `,"unknown_thing":1}`, "unknown_thing", openaiapi.CodeUnknownParameter},
-		{`{` + base + `,"` + secret + ` x":1}`, "?", openaiapi.CodeUnknownParameter},
-		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + secret + `"}}]}]}`, "messages[0].content[0].type", openaiapi.CodeUnsupportedValue},
-		{`{"model":"m","messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":"x"},{"type":"input_audio","input_audio":{}}]}]}`, "messages[1].content[1].type", openaiapi.CodeUnsupportedValue},
-		{`{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{}}]}]}`, "messages[0].content[0].type", openaiapi.CodeUnsupportedValue},
-		{`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{}}]}]}`, "messages[0].content[0].cache_control", openaiapi.CodeUnknownParameter},
 		{`{"model":"m","messages":[{"role":"tool","content":"x","tool_call_id":"c"}]}`, "messages[0].tool_call_id", openaiapi.CodeInvalidValue},
 		{`{"model":"m","messages":[{"role":"function","content":"x"}]}`, "messages[0].role", openaiapi.CodeUnsupportedValue},
-		{`{"model":"m","messages":[{"role":"user","content":"x","name":"bob"}]}`, "messages[0].name", openaiapi.CodeUnsupportedParameter},
 		{`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"user","content":"x"}]}`, "messages[0].tool_calls[0].type", openaiapi.CodeMissingParameter},
-		{`{"model":"m","messages":[{"role":"assistant","content":"x","audio":{"id":"a"}},{"role":"user","content":"x"}]}`, "messages[0].audio", openaiapi.CodeUnsupportedParameter},
-		{`{"model":"m","messages":[{"role":"assistant","content":"x","refusal":"no"},{"role":"user","content":"x"}]}`, "messages[0].refusal", openaiapi.CodeUnsupportedParameter},
-		{`{"model":"m","messages":[{"role":"user","content":"x","extra":1}]}`, "messages[0].extra", openaiapi.CodeUnknownParameter},
-		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{},"description":"d"}}}`, "response_format.json_schema.description", openaiapi.CodeUnsupportedParameter},
 
 		// Malformed tools and tool messages.
 		{`{` + base + `,"tools":[{"type":"function","function":{"name":"` + secret + ` !"}}]}`, "tools[0].function.name", openaiapi.CodeInvalidValue},
@@ -212,18 +203,13 @@ func TestDecodeChatRefuses(t *testing.T) {
 		{`{` + base + `,"stop":7}`, "stop", openaiapi.CodeInvalidType},
 		{`{` + base + `,"seed":1.5}`, "seed", openaiapi.CodeInvalidType},
 		{`{` + base + `,"n":"two"}`, "n", openaiapi.CodeInvalidType},
-		{`{` + base + `,"response_format":{"type":"yaml"}}`, "response_format.type", openaiapi.CodeInvalidValue},
 		{`{` + base + `,"response_format":{}}`, "response_format.type", openaiapi.CodeMissingParameter},
 		{`{` + base + `,"response_format":{"type":"json_schema"}}`, "response_format.json_schema", openaiapi.CodeMissingParameter},
 		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"schema":{}}}}`, "response_format.json_schema.name", openaiapi.CodeMissingParameter},
 		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"bad name","schema":{}}}}`, "response_format.json_schema.name", openaiapi.CodeInvalidValue},
 		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"n"}}}`, "response_format.json_schema.schema", openaiapi.CodeMissingParameter},
 		{`{` + base + `,"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":[]}}}`, "response_format.json_schema.schema", openaiapi.CodeInvalidType},
-		{`{` + base + `,"response_format":{"type":"text","json_schema":{}}}`, "response_format.json_schema", openaiapi.CodeUnknownParameter},
-		{`{` + base + `,"metadata":{"k":1}}`, "metadata", openaiapi.CodeInvalidType},
-		{`{` + base + `,"metadata":{"` + strings.Repeat("k", 65) + `":"v"}}`, "metadata", openaiapi.CodeInvalidValue},
 		{`{` + base + `,"stream_options":{"include_usage":true}}`, "stream_options", openaiapi.CodeInvalidValue},
-		{`{` + base + `,"stream":true,"stream_options":{"include_obfuscation":true}}`, "stream_options.include_obfuscation", openaiapi.CodeUnknownParameter},
 		{`{` + base + `,"stream":"yes"}`, "stream", openaiapi.CodeInvalidType},
 		{`{` + base, "", openaiapi.CodeInvalidJSON},
 		{`[]`, "", openaiapi.CodeInvalidJSON},
@@ -276,9 +262,9 @@ func TestParseBatchLine(t *testing.T) {
 
 	for _, c := range []struct{ line, param, code string }{
 		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}}`, "body.stream", openaiapi.CodeUnsupportedValue},
-		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"n":3}}`, "body.n", openaiapi.CodeUnsupportedValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"hi"}],"n":0}}`, "body.n", openaiapi.CodeInvalidValue},
 		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[{"role":"user","content":"hi"}]}}`, "body.model", openaiapi.CodeMissingParameter},
-		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}}`, "body.messages[0].content[0].type", openaiapi.CodeUnsupportedValue},
+		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":[{"image_url":{}}]}]}}`, "body.messages[0].content[0].type", openaiapi.CodeMissingParameter},
 		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":[]}`, "body", openaiapi.CodeInvalidType},
 		{`{"custom_id":"a","method":"POST","url":"/v1/chat/completions"}`, "body", openaiapi.CodeMissingParameter},
 		{`{"custom_id":1,"method":"POST","url":"/v1/chat/completions","body":{}}`, "custom_id", openaiapi.CodeInvalidType},

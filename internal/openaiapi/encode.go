@@ -3,7 +3,10 @@ package openaiapi
 import (
 	"cmp"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
@@ -77,36 +80,98 @@ func NewModel(id string) Model {
 
 // Completion is the chat.completion of a succeeded job: id "chatcmpl-" +
 // job id, created = the response's time, model = the model that answered.
-// The content is the answer's text (its parsed JSON instead when the text
-// itself is not JSON but a checked JSON answer was parsed from it), null
-// when the model only called tools; tool_calls are the model's calls;
+// Every choice and member the backend sent is there as it sent it
+// (jobs.Response.Body): reasoning_content, logprobs,
+// system_fingerprint, more choices for n, ... The first choice's content
+// is the answer's text (its parsed JSON instead when the text itself is
+// not JSON but a checked JSON answer was parsed from it), null when the
+// model only called tools; its tool_calls are the model's calls; its
 // finish_reason is the provider's, when it sent none "tool_calls" for an
-// answer with calls and "stop" otherwise; usage is present only when the
-// provider reported the prompt and completion counts.
+// answer with calls and "stop" otherwise. usage is present only when the
+// provider reported the prompt and completion counts, and counts every
+// generation the answer took (repairs too), with the backend's details.
 func Completion(j jobs.Job, r jobs.Response) ChatCompletion {
-	content := r.Output
-	if len(r.Parsed) > 0 && !json.Valid([]byte(r.Output)) {
-		content = string(r.Parsed)
+	body := members(r.Body)
+	var raws []json.RawMessage
+	_ = json.Unmarshal(body["choices"], &raws)
+	c := ChatCompletion{ID: "chatcmpl-" + j.ID, Object: "chat.completion", Created: r.CreatedAt.Unix(), Model: r.Model,
+		Extra: except(body, "id", "object", "created", "model", "choices", "usage")}
+	first := Choice{Message: Message{Role: pktype.RoleAssistant}}
+	for _, raw := range raws {
+		ch := bodyChoice(members(raw))
+		if ch.Index == 0 {
+			first = ch
+			continue
+		}
+		c.Choices = append(c.Choices, ch)
 	}
-	msg := Message{Role: pktype.RoleAssistant, Content: &content, ToolCalls: r.ToolCalls}
+	content := AnswerText(r)
+	msg := &first.Message
+	msg.Content, msg.ToolCalls = &content, r.ToolCalls
 	finish := cmp.Or(r.FinishReason, "stop")
 	if len(r.ToolCalls) > 0 {
 		finish = cmp.Or(r.FinishReason, "tool_calls")
-		if content == "" {
-			msg.Content = nil
+	}
+	if content == "" && (len(r.ToolCalls) > 0 || string(msg.Extra["content"]) == "null") {
+		msg.Content = nil
+	}
+	delete(msg.Extra, "content")
+	first.FinishReason = finish
+	c.Choices = append([]Choice{first}, c.Choices...)
+	c.Usage = usageOf(r.Usage, body["usage"])
+	return c
+}
+
+// members is a JSON object's members; nil for anything else.
+func members(raw json.RawMessage) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// except is m without keys, as extra members; nil when none is left.
+func except(m map[string]json.RawMessage, keys ...string) pktype.Params {
+	out := pktype.Params{}
+	for k, v := range m {
+		if !slices.Contains(keys, k) {
+			out[k] = v
 		}
 	}
-	return ChatCompletion{
-		ID: "chatcmpl-" + j.ID, Object: "chat.completion", Created: r.CreatedAt.Unix(), Model: r.Model,
-		Choices: []Choice{{Message: msg, FinishReason: finish}},
-		Usage:   usageOf(r.Usage),
+	if len(out) == 0 {
+		return nil
 	}
+	return out
+}
+
+// bodyChoice is a choice of a stored answer's body as the backend sent
+// it; a null content stays among the message's extra members, for
+// Completion to tell it from an empty text.
+func bodyChoice(m map[string]json.RawMessage) Choice {
+	ch := Choice{Logprobs: m["logprobs"], Extra: except(m, "index", "message", "logprobs", "finish_reason")}
+	_ = json.Unmarshal(m["index"], &ch.Index)
+	_ = json.Unmarshal(m["finish_reason"], &ch.FinishReason)
+	ch.FinishReason = cmp.Or(ch.FinishReason, "stop")
+	msg := members(m["message"])
+	ch.Message = Message{Role: pktype.RoleAssistant, Extra: except(msg, "role", "content", "tool_calls")}
+	var content *string
+	if json.Unmarshal(msg["content"], &content) == nil && content != nil {
+		ch.Message.Content = content
+	} else if c, ok := msg["content"]; ok {
+		ch.Message.Extra = ch.Message.Extra.Or(pktype.Params{"content": c})
+	}
+	_ = json.Unmarshal(msg["tool_calls"], &ch.Message.ToolCalls)
+	return ch
 }
 
 // usageOf is OpenAI's usage for what the provider reported, nil unless it
 // reported the prompt and completion counts: an unknown count is never
-// sent as a number. A missing total is their sum.
-func usageOf(u pktype.Usage) *Usage {
+// sent as a number. A missing total is their sum. raw is the backend's
+// own usage object, whose other members (the counts' details) are kept,
+// with the cached and reasoning counts promptkit summed over the
+// answer's generations.
+func usageOf(u pktype.Usage, raw json.RawMessage) *Usage {
 	if !u.Known.PromptTokens || !u.Known.CompletionTokens {
 		return nil
 	}
@@ -114,7 +179,24 @@ func usageOf(u pktype.Usage) *Usage {
 	if u.Known.TotalTokens {
 		total = u.TotalTokens
 	}
-	return &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total}
+	m := members(raw)
+	extra := except(m, "prompt_tokens", "completion_tokens", "total_tokens")
+	detail := func(key, count string, n int) {
+		d := members(m[key])
+		if d == nil {
+			d = map[string]json.RawMessage{}
+		}
+		d[count], _ = json.Marshal(n)
+		b, _ := json.Marshal(d) // cannot fail: raw members
+		extra = extra.Or(pktype.Params{key: b})
+	}
+	if u.Known.CachedTokens {
+		detail("prompt_tokens_details", "cached_tokens", u.CachedTokens)
+	}
+	if u.Known.ReasoningTokens {
+		detail("completion_tokens_details", "reasoning_tokens", u.ReasoningTokens)
+	}
+	return &Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: total, Extra: extra}
 }
 
 // ChatCompletionChunk is OpenAI's chat.completion.chunk object.
@@ -130,32 +212,44 @@ type ChatCompletionChunk struct {
 	// usage.
 	Usage     *Usage `json:"-"`
 	WithUsage bool   `json:"-"`
+	// Extra are the answer's other members (system_fingerprint, ...).
+	Extra pktype.Params `json:"-"`
 }
 
-// MarshalJSON writes usage as Usage and WithUsage say.
+// MarshalJSON writes usage as Usage and WithUsage say, and the extra
+// members.
 func (c ChatCompletionChunk) MarshalJSON() ([]byte, error) {
 	type plain ChatCompletionChunk
 	if !c.WithUsage {
-		return json.Marshal(plain(c))
+		return withExtra(plain(c), c.Extra)
 	}
-	return json.Marshal(struct {
+	return withExtra(struct {
 		plain
 		Usage *Usage `json:"usage"`
-	}{plain(c), c.Usage})
+	}{plain(c), c.Usage}, c.Extra)
 }
 
 // ChunkChoice is one choice of a chunk.
 type ChunkChoice struct {
-	Index        int     `json:"index"`
-	Delta        Delta   `json:"delta"`
-	FinishReason *string `json:"finish_reason"`
+	Index        int             `json:"index"`
+	Delta        Delta           `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs,omitempty"`
+	FinishReason *string         `json:"finish_reason"`
 }
 
-// Delta is a chunk's part of the answer message.
+// Delta is a chunk's part of the answer message: Extra are its other
+// members (a piece of reasoning_content, a refusal, ...).
 type Delta struct {
 	Role      string          `json:"role,omitempty"`
 	Content   *string         `json:"content,omitempty"`
 	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+	Extra     pktype.Params   `json:"-"`
+}
+
+// MarshalJSON writes d with its extra members.
+func (d Delta) MarshalJSON() ([]byte, error) {
+	type plain Delta
+	return withExtra(plain(d), d.Extra)
 }
 
 // ToolCallDelta is a chunk's part of a tool call: the first part of call
@@ -174,30 +268,22 @@ type FunctionDelta struct {
 	Arguments string `json:"arguments,omitempty"`
 }
 
-// Chunks is a finished completion as stream chunks: the role, the
-// content (left out when empty), each tool call whole, the finish reason
-// and, with includeUsage, a chunk with no choices and the usage.
+// Chunks is a finished completion as stream chunks: for each choice, the
+// role, the message's other members (its reasoning, a refusal, ...), the
+// content (left out when empty) with the choice's logprobs, each tool
+// call whole, and the finish reason; then, with includeUsage, a chunk
+// with no choices and the usage.
 func Chunks(c ChatCompletion, includeUsage bool) []ChatCompletionChunk {
-	base := ChatCompletionChunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model, WithUsage: includeUsage}
-	with := func(ch ChunkChoice) ChatCompletionChunk {
-		out := base
-		out.Choices = []ChunkChoice{ch}
-		return out
+	base := ChatCompletionChunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model, WithUsage: includeUsage,
+		Extra: c.Extra}
+	var out []ChatCompletionChunk
+	for _, ch := range c.Choices {
+		for _, cc := range ChoiceChunks(ch, Sent{}) {
+			chunk := base
+			chunk.Choices = []ChunkChoice{cc}
+			out = append(out, chunk)
+		}
 	}
-	var msg Message
-	finish := "stop"
-	if len(c.Choices) > 0 {
-		msg, finish = c.Choices[0].Message, c.Choices[0].FinishReason
-	}
-	empty := ""
-	out := []ChatCompletionChunk{with(ChunkChoice{Delta: Delta{Role: pktype.RoleAssistant, Content: &empty}})}
-	if msg.Content != nil && *msg.Content != "" {
-		out = append(out, with(ChunkChoice{Delta: Delta{Content: msg.Content}}))
-	}
-	for i, c := range msg.ToolCalls {
-		out = append(out, with(ChunkChoice{Delta: Delta{ToolCalls: []ToolCallDelta{{Index: i, ID: c.ID, Type: c.Type, Function: FunctionDelta(c.Function)}}}}))
-	}
-	out = append(out, with(ChunkChoice{FinishReason: &finish}))
 	if includeUsage {
 		last := base
 		last.Choices = []ChunkChoice{}
@@ -205,6 +291,112 @@ func Chunks(c ChatCompletion, includeUsage bool) []ChatCompletionChunk {
 		out = append(out, last)
 	}
 	return out
+}
+
+// Sent is what a stream already sent of one choice: whether it began
+// (its role went out), the pieces of each text member of its message
+// joined (content, reasoning_content, refusal, ...), and its tool calls
+// as far as each went, arguments joined.
+type Sent struct {
+	Started bool
+	Text    map[string]string
+	Calls   []pktype.ToolCall
+}
+
+// Continues reports whether ch begins with what was sent of it: each
+// text member with its pieces, each call with its id, name and the
+// arguments sent. A stream that sent something else must not splice the
+// stored answer onto it.
+func (s Sent) Continues(ch Choice) bool {
+	msg := ch.Message
+	for k, sent := range s.Text {
+		if !strings.HasPrefix(textMember(msg, k), sent) {
+			return false
+		}
+	}
+	if len(s.Calls) > len(msg.ToolCalls) {
+		return false
+	}
+	for i, c := range s.Calls {
+		m := msg.ToolCalls[i]
+		if c.ID != m.ID || c.Function.Name != m.Function.Name || !strings.HasPrefix(m.Function.Arguments, c.Function.Arguments) {
+			return false
+		}
+	}
+	return true
+}
+
+// textMember is a message's text member k: its content, or an extra
+// member that is a string ("" when it is not one).
+func textMember(m Message, k string) string {
+	if k == "content" {
+		if m.Content == nil {
+			return ""
+		}
+		return *m.Content
+	}
+	var s string
+	_ = json.Unmarshal(m.Extra[k], &s)
+	return s
+}
+
+// ChoiceChunks are the chunk choices that send what is left of ch after
+// sent (which must continue it, Sent.Continues): the role and, unless
+// text, the message's other members, when the choice has not begun; the
+// rest of each text member (the choice's logprobs with the content,
+// when nothing of it was sent); the calls' rest; the finish reason.
+func ChoiceChunks(ch Choice, sent Sent) []ChunkChoice {
+	var out []ChunkChoice
+	one := func(d Delta) { out = append(out, ChunkChoice{Index: ch.Index, Delta: d}) }
+	msg := ch.Message
+	if !sent.Started {
+		empty := ""
+		one(Delta{Role: pktype.RoleAssistant, Content: &empty})
+	}
+	var extra pktype.Params
+	for _, k := range slices.Sorted(maps.Keys(msg.Extra)) {
+		v := msg.Extra[k]
+		var s string
+		switch {
+		case k == "content":
+		case json.Unmarshal(v, &s) == nil:
+			if rest := s[min(len(sent.Text[k]), len(s)):]; rest != "" {
+				extra = extra.Or(pktype.Params{k: mustJSON(rest)})
+			}
+		case !sent.Started:
+			extra = extra.Or(pktype.Params{k: v}) // annotations, audio, ...
+		}
+	}
+	if len(extra) > 0 {
+		one(Delta{Extra: extra})
+	}
+	if content := textMember(msg, "content"); len(content) > len(sent.Text["content"]) {
+		rest := content[len(sent.Text["content"]):]
+		one(Delta{Content: &rest})
+		if sent.Text["content"] == "" {
+			out[len(out)-1].Logprobs = ch.Logprobs
+		}
+	}
+	for i, c := range msg.ToolCalls {
+		d := ToolCallDelta{Index: i, ID: c.ID, Type: c.Type, Function: FunctionDelta(c.Function)}
+		if i < len(sent.Calls) {
+			done := sent.Calls[i].Function.Arguments
+			if c.Function.Arguments == done {
+				continue
+			}
+			d = ToolCallDelta{Index: i, Function: FunctionDelta{Arguments: c.Function.Arguments[len(done):]}}
+		}
+		one(Delta{ToolCalls: []ToolCallDelta{d}})
+	}
+	finish := ch.FinishReason
+	out = append(out, ChunkChoice{Index: ch.Index, FinishReason: &finish})
+	return out
+}
+
+// mustJSON is a string's JSON.
+func mustJSON(s string) json.RawMessage {
+	b, _ := json.Marshal(s) // cannot fail: a string
+	return b
 }
 
 // JobError is the HTTP status and error body for a job that ended

@@ -10,6 +10,8 @@
 package openaiapi
 
 import (
+	"encoding/json"
+
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
 )
@@ -47,8 +49,6 @@ type ChatParams struct {
 	// stream_options.include_usage.
 	Stream       bool
 	IncludeUsage bool
-	User         string
-	Metadata     map[string]string
 }
 
 // BatchLine is one line of a batch input file.
@@ -79,36 +79,85 @@ type Target struct {
 	Options jobs.ExecutionOptions
 }
 
-// ChatCompletion is OpenAI's chat.completion object.
+// ChatCompletion is OpenAI's chat.completion object. Extra are the
+// answer's other members as the backend sent them (system_fingerprint,
+// service_tier, ...), written after the others.
 type ChatCompletion struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Created int64    `json:"created"`
-	Model   string   `json:"model"`
-	Choices []Choice `json:"choices"`
-	Usage   *Usage   `json:"usage,omitempty"`
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []Choice      `json:"choices"`
+	Usage   *Usage        `json:"usage,omitempty"`
+	Extra   pktype.Params `json:"-"`
 }
 
-// Choice is one choice of a completion.
+// MarshalJSON writes c with its extra members.
+func (c ChatCompletion) MarshalJSON() ([]byte, error) {
+	type plain ChatCompletion
+	return withExtra(plain(c), c.Extra)
+}
+
+// Choice is one choice of a completion: its logprobs (null when none)
+// and other members (Extra) as the backend sent them.
 type Choice struct {
-	Index        int     `json:"index"`
-	Message      Message `json:"message"`
-	FinishReason string  `json:"finish_reason"`
+	Index        int             `json:"index"`
+	Message      Message         `json:"message"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+	Extra        pktype.Params   `json:"-"`
+}
+
+// MarshalJSON writes c with its extra members, logprobs null when none.
+func (c Choice) MarshalJSON() ([]byte, error) {
+	type plain Choice
+	if len(c.Logprobs) == 0 {
+		c.Logprobs = json.RawMessage("null")
+	}
+	return withExtra(plain(c), c.Extra)
 }
 
 // Message is an answer message: content is null when the model only
-// called tools.
+// called tools; Extra holds what else the backend sent in it (its
+// reasoning_content, refusal, annotations, ...).
 type Message struct {
 	Role      string            `json:"role"`
 	Content   *string           `json:"content"`
-	Refusal   *string           `json:"refusal"`
 	ToolCalls []pktype.ToolCall `json:"tool_calls,omitempty"`
+	Extra     pktype.Params     `json:"-"`
+}
+
+// MarshalJSON writes m with its extra members; refusal is null when the
+// backend sent none, as OpenAI's is.
+func (m Message) MarshalJSON() ([]byte, error) {
+	type plain Message
+	if _, ok := m.Extra["refusal"]; !ok {
+		m.Extra = m.Extra.Or(pktype.Params{"refusal": json.RawMessage("null")})
+	}
+	return withExtra(plain(m), m.Extra)
 }
 
 // Usage is OpenAI's usage object, present only when the backend
-// reported the counts.
+// reported the counts. Extra are its other members (the details of
+// prompt and completion tokens, ...).
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens     int           `json:"prompt_tokens"`
+	CompletionTokens int           `json:"completion_tokens"`
+	TotalTokens      int           `json:"total_tokens"`
+	Extra            pktype.Params `json:"-"`
+}
+
+// MarshalJSON writes u with its extra members.
+func (u Usage) MarshalJSON() ([]byte, error) {
+	type plain Usage
+	return withExtra(plain(u), u.Extra)
+}
+
+// withExtra is v's JSON with extra's members after its own.
+func withExtra(v any, extra pktype.Params) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return extra.AppendObject(b), nil
 }

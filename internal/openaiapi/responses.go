@@ -3,6 +3,7 @@ package openaiapi
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"regexp"
@@ -46,6 +47,11 @@ const (
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
 	ItemReference          = "item_reference"
+	// ItemReasoning is an earlier answer's reasoning, which a client that
+	// keeps no state sends back. It is taken and not sent: a chat backend
+	// takes no reasoning back (DeepSeek's refuses it), so the model
+	// reasons afresh.
+	ItemReasoning = "reasoning"
 )
 
 // Item is one input item, in promptkit's words: a message (Role, Text),
@@ -98,6 +104,7 @@ func DecodeResponses(body []byte) (ResponsesParams, error) {
 	}
 	var streamOptions json.RawMessage
 	hasInput := false
+	extra := pktype.Params{}
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		raw := m[key]
 		if isNull(raw) {
@@ -146,7 +153,7 @@ func DecodeResponses(body []byte) (ResponsesParams, error) {
 				out.Chat.ParallelToolCalls = &b
 			}
 		case "text":
-			err = decodeTextConfig(raw, key, &out)
+			err = decodeTextConfig(raw, key, &out, extra)
 		case "stream":
 			out.Stream, err = decodeBool(raw, key)
 		case "stream_options":
@@ -165,38 +172,36 @@ func DecodeResponses(body []byte) (ResponsesParams, error) {
 		case "metadata":
 			out.Chat.Metadata, err = DecodeMetadata(raw, key)
 		case "user":
-			out.User, err = decodeString(raw, key)
-		case "safety_identifier", "prompt_cache_key", "prompt_cache_retention":
-			_, err = decodeString(raw, key)
+			// Echoed on the object, and sent as chat's user.
+			if out.User, err = decodeString(raw, key); err == nil {
+				extra[key] = compact(raw)
+			}
 		case "truncation":
 			var s string
 			if s, err = decodeString(raw, key); err == nil && s != "disabled" {
 				err = reqErr(key, CodeUnsupportedValue, "truncation must be disabled: promptkit sends the whole conversation and never drops part of it.")
 			}
 		case "include":
-			var list []string
-			if json.Unmarshal(raw, &list) != nil {
-				err = invalidType(key, "an array of strings")
-			} else if len(list) > 0 {
-				err = reqErr(key+"[0]", CodeUnsupportedValue, "include is not supported: promptkit's answers hold text and function calls only.")
-			}
+			err = decodeInclude(raw, key, extra)
 		case "top_logprobs":
+			// Chat's logprobs with as many alternatives.
 			var n int64
-			if n, err = decodeInt(raw, key); err == nil && n != 0 {
-				err = reqErr(key, CodeUnsupportedParameter, "top_logprobs is not supported by promptkit.")
-			}
-		case "service_tier":
-			var s string
-			if s, err = decodeString(raw, key); err == nil && s != "auto" && s != "default" {
-				err = reqErr(key, CodeUnsupportedValue, "service_tier may only be auto or default: promptkit sets priority with the X-Promptkit-Priority header.")
+			if n, err = decodeInt(raw, key); err == nil && n > 0 {
+				extra[key], extra["logprobs"] = compact(raw), json.RawMessage("true")
 			}
 		case "reasoning":
-			err = decodeReasoning(raw, key)
+			err = decodeReasoning(raw, key, extra)
 		default:
 			if why, ok := refusedResponsesParams[key]; ok {
 				err = reqErr(key, CodeUnsupportedParameter, "%s is not supported: %s.", key, why)
-			} else {
+			} else if pktype.Modeled(key) {
+				// Chat's name of what the Responses API names otherwise
+				// (max_tokens), or does not have (seed, stop).
 				err = unknownKey("", key)
+			} else {
+				// Sent as given, by the same name in chat (service_tier,
+				// prompt_cache_key, a self-hosted server's top_k, ...).
+				extra[key] = compact(raw)
 			}
 		}
 		if err != nil {
@@ -208,6 +213,9 @@ func DecodeResponses(body []byte) (ResponsesParams, error) {
 		return out, reqErr("model", CodeMissingParameter, "model is required.")
 	case !hasInput:
 		return out, reqErr("input", CodeMissingParameter, "input is required.")
+	}
+	if len(extra) > 0 {
+		out.Chat.Extra = extra
 	}
 	if streamOptions != nil {
 		if !out.Stream {
@@ -236,19 +244,59 @@ func DecodeResponses(body []byte) (ResponsesParams, error) {
 	return out, nil
 }
 
-// decodeReasoning accepts a reasoning object that sets nothing; any value
-// asks for a reasoning model's controls, which promptkit does not pass.
-func decodeReasoning(raw json.RawMessage, p string) error {
+// decodeReasoning reads the reasoning object: its effort is sent as chat's
+// reasoning_effort; a summary (or the older generate_summary) is
+// accepted, but a chat backend makes none: the answer's reasoning item
+// holds the reasoning itself, when the backend sends it.
+func decodeReasoning(raw json.RawMessage, p string, extra pktype.Params) error {
 	m, err := object(raw, p)
 	if err != nil {
 		return err
 	}
 	for _, key := range slices.Sorted(maps.Keys(m)) {
-		if !isNull(m[key]) {
-			if !paramName.MatchString(key) {
-				return reqErr(p, CodeUnsupportedParameter, "reasoning is not supported: choose a profile or model instead.")
+		v, kp := m[key], p+"."+key
+		switch {
+		case isNull(v):
+		case key == "effort":
+			if _, err := decodeString(v, kp); err != nil {
+				return err
 			}
-			return reqErr(p+"."+key, CodeUnsupportedParameter, "reasoning is not supported: choose a profile or model instead.")
+			extra["reasoning_effort"] = compact(v)
+		case key == "summary" || key == "generate_summary":
+			if _, err := decodeString(v, kp); err != nil {
+				return err
+			}
+		default:
+			return unknownKey(p+".", key)
+		}
+	}
+	return nil
+}
+
+// includeLogprobs and includeEncryptedReasoning are the include values
+// promptkit answers: the first asks chat's logprobs, the second is taken
+// (a client that keeps no state asks for it) though there is never any
+// encrypted reasoning to return.
+const (
+	includeLogprobs           = "message.output_text.logprobs"
+	includeEncryptedReasoning = "reasoning.encrypted_content"
+)
+
+// decodeInclude reads include: the values above; any other asks for the
+// output of a built-in tool promptkit does not have.
+func decodeInclude(raw json.RawMessage, p string, extra pktype.Params) error {
+	var list []string
+	if json.Unmarshal(raw, &list) != nil {
+		return invalidType(p, "an array of strings")
+	}
+	for i, v := range list {
+		switch v {
+		case includeLogprobs:
+			extra["logprobs"] = json.RawMessage("true")
+		case includeEncryptedReasoning:
+		default:
+			return reqErr(fmt.Sprintf("%s[%d]", p, i), CodeUnsupportedValue,
+				"%s may hold only %s and %s: promptkit has no built-in tools.", p, includeLogprobs, includeEncryptedReasoning)
 		}
 	}
 	return nil
@@ -301,6 +349,7 @@ var itemKeys = map[string][]string{
 	ItemFunctionCall:       {"call_id", "name", "arguments", "id", "status", "namespace", "async"},
 	ItemFunctionCallOutput: {"call_id", "output", "id", "status"},
 	ItemReference:          {"id"},
+	ItemReasoning:          {"id", "summary", "content", "encrypted_content", "status"},
 }
 
 // functionName is OpenAI's rule for a function's name (pktype.ToolUse's).
@@ -322,7 +371,7 @@ func decodeItem(m map[string]json.RawMessage, p string) (Item, error) {
 	keys, ok := itemKeys[it.Type]
 	if !ok {
 		return it, reqErr(p+".type", CodeUnsupportedValue,
-			"%s.type must be message, function_call, function_call_output or item_reference: promptkit has no built-in tools or reasoning items.", p)
+			"%s.type must be message, function_call, function_call_output, reasoning or item_reference: promptkit has no built-in tools.", p)
 	}
 	for _, key := range slices.Sorted(maps.Keys(m)) {
 		if key != "type" && !slices.Contains(keys, key) {
@@ -404,6 +453,8 @@ func decodeItem(m map[string]json.RawMessage, p string) (Item, error) {
 			return it, reqErr(p+".output", CodeMissingParameter, "%s.output is required.", p)
 		}
 		it.Text, err = decodeParts(raw, p+".output", "input_text")
+	case ItemReasoning:
+		// Not sent (see ItemReasoning); the members are the client's.
 	case ItemReference:
 		if it.ID, err = str("id", true); err == nil && it.ID == "" {
 			err = reqErr(p+".id", CodeInvalidValue, "%s.id must not be empty.", p)
@@ -440,8 +491,9 @@ func flatFunction(m map[string]json.RawMessage, p string) (string, error) {
 	return name, nil
 }
 
-// decodeTextConfig reads text: {format, verbosity}.
-func decodeTextConfig(raw json.RawMessage, p string, out *ResponsesParams) error {
+// decodeTextConfig reads text: {format, verbosity}; verbosity is sent
+// as chat's.
+func decodeTextConfig(raw json.RawMessage, p string, out *ResponsesParams, extra pktype.Params) error {
 	m, err := object(raw, p)
 	if err != nil {
 		return err
@@ -455,7 +507,10 @@ func decodeTextConfig(raw json.RawMessage, p string, out *ResponsesParams) error
 				return err
 			}
 		case key == "verbosity":
-			return reqErr(kp, CodeUnsupportedParameter, "%s is not supported by promptkit; choose a profile or model instead.", kp)
+			if _, err := decodeString(v, kp); err != nil {
+				return err
+			}
+			extra[key] = compact(v)
 		default:
 			return unknownKey(p+".", key)
 		}
@@ -464,8 +519,9 @@ func decodeTextConfig(raw json.RawMessage, p string, out *ResponsesParams) error
 }
 
 // decodeTextFormat reads text.format: {type: text}, {type: json_object}
-// or {type: json_schema, name, schema, strict}: Responses' flat form of
-// chat's response_format.
+// or {type: json_schema, name, schema, strict, description}: Responses'
+// flat form of chat's response_format, which is sent (Chat.Format)
+// nested as chat nests it, with every member as written.
 func decodeTextFormat(raw json.RawMessage, p string, out *ResponsesParams) error {
 	m, err := object(raw, p)
 	if err != nil {
@@ -491,13 +547,23 @@ func decodeTextFormat(raw json.RawMessage, p string, out *ResponsesParams) error
 		if typ == "json_object" {
 			c.ResponseFormat = jobs.FormatJSONObject
 		}
+		c.Format = compact(raw)
 		return nil
 	case "json_schema":
 	default:
 		return reqErr(p+".type", CodeInvalidValue, "%s.type must be text, json_object or json_schema.", p)
 	}
-	out.Strict, err = decodeJSONSchema(m, p, "type", c) // strict is echoed
-	return err
+	if out.Strict, err = decodeJSONSchema(m, p, c); err != nil { // strict is echoed
+		return err
+	}
+	schema := maps.Clone(m)
+	delete(schema, "type")
+	c.Format, _ = json.Marshal(struct {
+		Type       string                     `json:"type"`
+		JSONSchema map[string]json.RawMessage `json:"json_schema"`
+	}{typ, schema}) // cannot fail: members of a decoded object
+	c.Format = compact(c.Format)
+	return nil
 }
 
 // responsesField names a chat request's field (as jobs and pktype name
@@ -558,6 +624,8 @@ func (p ResponsesParams) Conversation(prev []pktype.Message, items []Item) (jobs
 			msgs = append(msgs, pktype.Message{Role: pktype.RoleTool, ToolCallID: it.CallID, Content: it.Text})
 			origin = append(origin, it.Param)
 			joinable = false
+		case ItemReasoning:
+			// Not sent (see ItemReasoning).
 		default:
 			return c, reqErr(it.Param, CodeInvalidValue, "%s could not be resolved.", it.Param)
 		}

@@ -297,7 +297,7 @@ func callItem(id, status string, c pktype.ToolCall, args string) OutputItem {
 // reported the prompt and completion counts (never a number for a count
 // it did not report).
 func responseUsage(u pktype.Usage) *ResponseUsage {
-	cu := usageOf(u)
+	cu := usageOf(u, nil)
 	if cu == nil {
 		return nil
 	}

@@ -41,9 +41,9 @@ var finishSQL = named(`
 		SELECT * FROM unnest($id::text[], $worker::text[], $state::text[], $inc::int[], $available::timestamptz[],
 			$kind::text[], $message::text[], $data::text[], $output::text[], $parsed::text[], $model::text[],
 			$usage::text[], $response::text[], $finish_reason::text[], $tool_calls::text[], $attempts::text[],
-			$backend::text[])
+			$backend::text[], $body::text[])
 			WITH ORDINALITY AS u(id, worker, state, inc, available, kind, message, data, output, parsed, model,
-				usage, response, finish_reason, tool_calls, attempts, backend, ord)
+				usage, response, finish_reason, tool_calls, attempts, backend, body, ord)
 	), done AS (
 		UPDATE jobs SET
 			state = u.state,
@@ -63,7 +63,7 @@ var finishSQL = named(`
 		-- The call's own columns come along, so no later CTE joins u again
 		-- (the generic plan's row estimates would make that a nested loop).
 		RETURNING jobs.*, u.ord, u.data, u.output, u.parsed, u.model, u.usage, u.finish_reason, u.tool_calls,
-			u.attempts, u.backend
+			u.attempts, u.backend, u.body
 	), att AS (
 		SELECT jobs.*, u.ord, u.data FROM u JOIN jobs ON jobs.id = u.id
 		WHERE u.state = '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
@@ -75,9 +75,9 @@ var finishSQL = named(`
 		-- The response IDs cannot collide: each job is running and locked
 		-- by this transaction, so the insert cannot wait under the lock.
 		INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at, finish_reason,
-			tool_calls, backend)
+			tool_calls, backend, body)
 		SELECT response_id, prompt_id, id, output, parsed::json, model, usage::json, $now::timestamptz, finish_reason,
-			tool_calls::json, backend
+			tool_calls::json, backend, body::json
 		FROM done WHERE state = 'succeeded'
 	), ev AS (
 		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
@@ -112,7 +112,7 @@ var finishSQL = named(`
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
-	"usage", "response", "finish_reason", "tool_calls", "attempts", "backend", "now", "schema",
+	"usage", "response", "finish_reason", "tool_calls", "attempts", "backend", "body", "now", "schema",
 	"call_ord", "call_model", "call_backend", "call_in", "call_out", "call_cached", "call_cost",
 	"call_status", "call_outcome", "call_failure")
 
@@ -164,6 +164,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		finishReason, backend   = make([]string, n), make([]string, n)
 		data, parsed, usage     = make([]*string, n), make([]*string, n), make([]*string, n)
 		toolCalls, attempts     = make([]*string, n), make([]*string, n)
+		body                    = make([]*string, n)
 		response                = make([]*string, n)
 		inc                     = make([]int, n)
 		avail                   = make([]*time.Time, n)
@@ -177,7 +178,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		id[i], worker[i], state[i], kind[i], message[i] = w.JobID, w.Worker, string(w.To), string(w.Kind), w.Message
 		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
 		inc[i], response[i], finishReason[i], toolCalls[i] = w.Attempts, r.response, w.FinishReason, rawPtr(w.ToolCalls)
-		attempts[i], backend[i] = attemptsArray(w.AttemptEvents), w.Backend
+		attempts[i], backend[i], body[i] = attemptsArray(w.AttemptEvents), w.Backend, rawPtr(w.Body)
 		if w.To == jobs.Queued {
 			avail[i] = &now
 			if !w.AvailableAt.IsZero() {
@@ -186,7 +187,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
-		usage, response, finishReason, toolCalls, attempts, backend, now, b.schema,
+		usage, response, finishReason, toolCalls, attempts, backend, body, now, b.schema,
 		c.ord, c.model, c.backend, c.in, c.out, c.cached, c.cost, c.status, c.outcome, c.failure), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int

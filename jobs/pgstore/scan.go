@@ -148,15 +148,18 @@ func scanPrompt(row pgx.Row) (jobs.Prompt, error) {
 }
 
 const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed::text, r.model, r.usage::text, r.created_at,
-	r.finish_reason, r.tool_calls::text, r.backend`
+	r.finish_reason, r.tool_calls::text, r.backend, r.body::text`
 
 func scanResponse(row pgx.Row) (jobs.Response, error) {
 	var (
-		r                    jobs.Response
-		parsed, usage, calls []byte
+		r                          jobs.Response
+		parsed, usage, calls, body []byte
 	)
-	if err := row.Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed, &r.Model, &usage, &r.CreatedAt, &r.FinishReason, &calls, &r.Backend); err != nil {
+	if err := row.Scan(&r.ID, &r.PromptID, &r.JobID, &r.Output, &parsed, &r.Model, &usage, &r.CreatedAt, &r.FinishReason, &calls, &r.Backend, &body); err != nil {
 		return jobs.Response{}, err
+	}
+	if body != nil {
+		r.Body = json.RawMessage(body)
 	}
 	if err := jobs.DecodeToolCalls(calls, &r); err != nil {
 		return jobs.Response{}, err

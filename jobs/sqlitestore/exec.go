@@ -98,7 +98,7 @@ var (
 			updated_at = ?7
 		WHERE id = ?8 AND state = 'running' AND worker_claim = ?9 RETURNING ` + jobCols)
 	qInsertResponse = wq(`INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at,
-		finish_reason, tool_calls, backend) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		finish_reason, tool_calls, backend, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qJobForUpdate = wq(`SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`)
 	qCancel       = wq(`UPDATE jobs SET state = 'cancelled', finished_at = ?1, updated_at = ?1
 		WHERE id = ?2 AND state IN ('queued', 'running') RETURNING ` + jobCols)
@@ -550,7 +550,7 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 	}
 	if f.To == jobs.Succeeded {
 		if _, err := w.exec(qInsertResponse, responseID, promptID, f.JobID, f.Output, nullBytes(f.Parsed),
-			f.Model, string(f.Usage), w.now, f.FinishReason, nullBytes(f.ToolCalls), f.Backend); err != nil {
+			f.Model, string(f.Usage), w.now, f.FinishReason, nullBytes(f.ToolCalls), f.Backend, nullBytes(f.Body)); err != nil {
 			return jobs.Job{}, fmt.Errorf("insert response: %w", err)
 		}
 	}

@@ -637,7 +637,7 @@ func scanPrompt(r scanner) (jobs.Prompt, error) {
 
 // responseCols is the column list scanResponse reads, of responses r.
 const responseCols = `r.id, r.prompt_id, r.job_id, r.output, r.parsed, r.model, r.usage, r.created_at, r.finish_reason,
-	r.tool_calls, r.backend`
+	r.tool_calls, r.backend, r.body`
 
 // scanResponse reads one row of responseCols.
 func scanResponse(r scanner) (jobs.Response, error) {
@@ -646,12 +646,16 @@ func scanResponse(r scanner) (jobs.Response, error) {
 		parsed    sql.NullString
 		usage     string
 		calls     []byte
+		body      []byte
 		createdAt int64
 	)
 	err := r.Scan(&resp.ID, &resp.PromptID, &resp.JobID, &resp.Output, &parsed,
-		&resp.Model, &usage, &createdAt, &resp.FinishReason, &calls, &resp.Backend)
+		&resp.Model, &usage, &createdAt, &resp.FinishReason, &calls, &resp.Backend, &body)
 	if err != nil {
 		return jobs.Response{}, err
+	}
+	if len(body) > 0 {
+		resp.Body = json.RawMessage(body)
 	}
 	if err := jobs.DecodeToolCalls(calls, &resp); err != nil {
 		return jobs.Response{}, err

@@ -168,7 +168,7 @@ func Request(p jobs.Prompt, opts jobs.ExecutionOptions) (promptkit.RunRequest, e
 	req := promptkit.RunRequest{Text: p.Text, PromptID: p.PromptRef, ProfileID: p.Profile,
 		Model: opts.Model, Backend: opts.PreferProvider}
 	if c := p.Chat; c != nil {
-		req.Messages, req.Sampling, req.ToolUse = c.Messages, c.Sampling, c.ToolUse
+		req.Messages, req.Sampling, req.ToolUse, req.ResponseFormat = c.Messages, c.Sampling, c.ToolUse, c.Format
 		switch c.ResponseFormat {
 		case jobs.FormatJSONObject:
 			req.JSONObject = true
@@ -237,6 +237,10 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.
 	req.NoWaitPastDeadline = true
+	if d, ok := j.Deadline(); ok {
+		// On the wall clock, as the engine's waits are (see settle).
+		req.WaitDeadline = time.Now().Add(d.Sub(w.cfg.Now()))
+	}
 	req.BeforeCall = w.laterCalls(j)
 	runCtx, stop := context.WithTimeout(ctx, w.cfg.JobTimeout)
 	defer stop()

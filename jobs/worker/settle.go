@@ -42,11 +42,15 @@ func (wr write) attempts() int {
 // settle decides, from a job and what became of its attempt, the store
 // write that finishes the attempt: the jobs package's failure policy
 // applied by worker at now. It does no I/O.
+// msgPastDeadline ends the message of a job failed rather than retried
+// after its client's deadline.
+const msgPastDeadline = "; not retried: the next attempt would start after the client stops waiting"
+
 func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(time.Duration) time.Duration) write {
 	succeed := func(res *promptkit.RunResult) write {
 		return write{op: opSucceed, jobID: j.ID, succeed: jobs.SucceedParams{JobID: j.ID, Worker: worker,
 			Output: res.Text, Parsed: res.Output, Model: res.Model, Backend: res.BackendID, Usage: res.Usage, FinishReason: res.FinishReason, ToolCalls: res.ToolCalls,
-			AttemptEvents: o.attempts}}
+			Body: res.Raw, AttemptEvents: o.attempts}}
 	}
 	requeue := func(at time.Time, kind jobs.ErrorKind, msg string, handback bool) write {
 		return write{op: opRequeue, jobID: j.ID, requeue: jobs.RequeueParams{JobID: j.ID, Worker: worker,
@@ -75,9 +79,15 @@ func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(tim
 	case o.err == nil:
 		return succeed(o.res)
 	}
+	// A job whose client stops waiting at a deadline is not put back to
+	// run after it: the client gets this failure now, not its own timeout.
+	late := func(at time.Time) bool { d, ok := j.Deadline(); return ok && at.After(d) }
 	if nb, ok := promptkit.NotBefore(o.err); ok && errors.Is(o.err, promptkit.ErrCapacity) {
 		// The backend is paused by the provider past this job's deadline:
 		// nothing was sent, so no attempt is spent.
+		if late(onClock(nb)) {
+			return fail(jobs.KindRateLimit, "backend paused by the provider's Retry-After"+msgPastDeadline)
+		}
 		return requeue(onClock(nb), jobs.KindRateLimit, "backend paused by the provider's Retry-After", true)
 	}
 	f := jobs.Classify(o.err)
@@ -85,7 +95,11 @@ func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(tim
 		f.RetryAfter = onClock(f.RetryAfter)
 	}
 	if f.Kind.Retryable() && j.Attempt < j.MaxAttempts {
-		return requeue(jobs.Backoff(f, j.Attempt, now, jitter), f.Kind, o.err.Error(), false)
+		at := jobs.Backoff(f, j.Attempt, now, jitter)
+		if late(at) {
+			return fail(f.Kind, o.err.Error()+msgPastDeadline)
+		}
+		return requeue(at, f.Kind, o.err.Error(), false)
 	}
 	return fail(f.Kind, o.err.Error())
 }

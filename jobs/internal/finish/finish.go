@@ -44,6 +44,8 @@ type Write struct {
 	// ToolCalls is the JSON of the final generation's tool calls, nil
 	// when there are none.
 	ToolCalls json.RawMessage
+	// Body is the answer's body (jobs.Response.Body), nil when none.
+	Body json.RawMessage
 	// AttemptEvents are attempt events recorded before a transition's event,
 	// in the same transaction (jobs.SucceedParams.Attempts).
 	AttemptEvents []json.RawMessage
@@ -69,7 +71,7 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 		}
 	}
 	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded, Output: p.Output, Parsed: p.Parsed,
-		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, Backend: p.Backend, ToolCalls: calls, AttemptEvents: p.AttemptEvents,
+		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, Backend: p.Backend, ToolCalls: calls, Body: p.Body, AttemptEvents: p.AttemptEvents,
 		Calls: jobs.UsageCalls(p.AttemptEvents...)}, nil
 }
 
