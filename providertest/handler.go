@@ -121,6 +121,39 @@ func WithReplyPrefix(prefix string) Option {
 	return func(h *Handler) { h.replyPrefix = prefix; h.replyPrefixSet = true }
 }
 
+// WithReasoning makes the fake answer like a reasoning model served by
+// vLLM with a reasoning parser (or DeepSeek's and Qwen3's APIs): every
+// default reply carries reasoning (see Response.Reasoning), "Thinking
+// about: " followed by the first words of the last user message, and
+// usage reports its words as completion_tokens_details.reasoning_tokens
+// and half the prompt tokens, rounded down, as
+// prompt_tokens_details.cached_tokens. A request's own switch wins: vLLM's
+// "chat_template_kwargs": {"enable_thinking": false} turns reasoning off,
+// and {"enable_thinking": true} or any "reasoning_effort" turns it on
+// without this option. Defaults to off.
+func WithReasoning() Option {
+	return func(h *Handler) { h.reasoning = true }
+}
+
+// WithStatus makes every chat-completions and embeddings request, in
+// any order and whatever its body, answer the HTTP status code with
+// OpenAI's error body, for example for 503
+//
+//	{"error":{"message":"The server is overloaded (providertest --status).","type":"server_error","param":null,"code":null}}
+//
+// with "type" as for Status replies (server_error for 5xx). It takes
+// precedence over the script (which stays queued) and the rate limiters,
+// waits for no latency, and is counted in Stats.Requests only; models
+// requests are answered as usual. Codes outside 400 to 599 leave it off.
+// Defaults to off.
+func WithStatus(code int) Option {
+	return func(h *Handler) {
+		if code >= 400 && code <= 599 {
+			h.failStatus = code
+		}
+	}
+}
+
 // WithMaxRecorded keeps only the n most recent requests for Requests, so a
 // long-running fake does not grow without bound; Count and Stats still
 // count every request. Values of 0 or less keep all. Defaults to 0.
@@ -203,6 +236,8 @@ type Handler struct {
 	// replyPrefix starts default text replies when replyPrefixSet.
 	replyPrefix    string
 	replyPrefixSet bool
+	reasoning      bool // WithReasoning
+	failStatus     int  // WithStatus; 0 for none
 
 	mu          sync.Mutex
 	script      []Response
@@ -390,7 +425,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a = h.arrive(rec, r)
 		var dflt *Response
 		if parseErr == nil {
-			dflt = defaultResponse(chat, h.prefix())
+			dflt = defaultResponse(chat, h.prefix(), h.thinks(chat))
 		}
 		out = h.respond(r.Context(), a, parseErr, func(rs *Response) *reply { return h.build(rs, chat, dl) }, dflt)
 	}
@@ -458,6 +493,8 @@ func (h *Handler) arrive(rec Request, r *http.Request) admission {
 	switch {
 	case answersPOST(path) && r.Method != http.MethodPost:
 		a.decided = h.notAllowedLocked(r.Method, http.MethodPost)
+	case answersPOST(path) && h.failStatus != 0:
+		a.decided = &reply{status: h.failStatus, body: forcedError(h.failStatus)}
 	case answersPOST(path):
 		v := h.limitLocked(rec)
 		a.limits = v.header
@@ -709,34 +746,46 @@ func (h *Handler) build(rs *Response, chat *chatRequest, dl delivery) *reply {
 	id := h.nextID
 	h.mu.Unlock()
 
+	choices := rs.choices()
+	fingerprint := ""
+	for _, c := range choices {
+		if c.Reasoning != "" {
+			fingerprint = reasoningFingerprint
+		}
+	}
+	shape := choiceShape{logprobs: dl.logprobs, top: dl.topLogprobs, extended: dl.logprobs || len(choices) > 1 || fingerprint != ""}
 	if dl.stream {
 		out.events = streamEvents(streamSpec{
 			id:           "chatcmpl-" + strconv.Itoa(id),
 			model:        model,
+			fingerprint:  fingerprint,
 			created:      h.clock().Unix(),
-			text:         rs.Text,
-			toolCalls:    rs.ToolCalls,
-			usage:        renderUsage(rs.Usage, promptWords, rs.Text),
+			choices:      choices,
+			shape:        shape,
+			usage:        renderUsage(rs.Usage, promptWords, choices),
 			omitChoices:  rs.omitChoices,
 			includeUsage: dl.includeUsage,
 		})
 		return out
 	}
 	env := envelope{
-		ID:      "chatcmpl-" + strconv.Itoa(id),
-		Object:  "chat.completion",
-		Created: h.clock().Unix(),
-		Model:   model,
-		Usage:   renderUsage(rs.Usage, promptWords, rs.Text),
+		ID:                "chatcmpl-" + strconv.Itoa(id),
+		Object:            "chat.completion",
+		Created:           h.clock().Unix(),
+		Model:             model,
+		SystemFingerprint: fingerprint,
+		Usage:             renderUsage(rs.Usage, promptWords, choices),
 	}
 	if !rs.omitChoices {
-		msg := wireMessage{Role: "assistant", Content: &rs.Text, ToolCalls: rs.ToolCalls}
-		if rs.Text == "" && len(rs.ToolCalls) > 0 {
-			msg.Content = nil // as OpenAI answers a turn that only calls tools
+		for i, c := range choices {
+			msg := wireMessage{Role: "assistant", ReasoningContent: c.Reasoning, Content: &c.Text, ToolCalls: c.ToolCalls}
+			if c.Text == "" && len(c.ToolCalls) > 0 {
+				msg.Content = nil // as OpenAI answers a turn that only calls tools
+			}
+			env.Choices = append(env.Choices, choice{Index: i, Message: msg, Logprobs: shape.content(c.Text), FinishReason: c.finishReason()})
 		}
-		env.Choices = []choice{{Message: msg, FinishReason: rs.finishReason()}}
 	}
-	out.body, _ = json.Marshal(env) // only strings, ints and valid raw JSON
+	out.body, _ = json.Marshal(env) // only strings, ints, finite floats and valid raw JSON
 	return out
 }
 
@@ -781,12 +830,50 @@ func (h *Handler) prefix() string {
 	return DefaultReplyPrefix
 }
 
-// defaultResponse is the default responder's answer: a call of a tool
-// when the request offers tools and has no tool results yet (the tool
+// reasoningPrefix starts the reasoning of default replies in reasoning
+// mode, and reasoningFingerprint is the system_fingerprint of answers
+// with reasoning.
+const (
+	reasoningPrefix      = "Thinking about: "
+	reasoningFingerprint = "fp_providertest"
+)
+
+// thinks reports whether the default reply to chat carries reasoning:
+// the request's own switch, else WithReasoning.
+func (h *Handler) thinks(chat *chatRequest) bool {
+	if chat.thinking != nil {
+		return *chat.thinking
+	}
+	return h.reasoning
+}
+
+// defaultResponse is the default responder's answer: chat.n choices
+// (defaultChoice), with reasoning when reasoning is set.
+func defaultResponse(chat *chatRequest, prefix string, reasoning bool) *Response {
+	first := defaultChoice(chat, prefix, reasoning, 0)
+	r := &Response{Text: first.Text, ToolCalls: first.ToolCalls, Reasoning: first.Reasoning}
+	for i := 1; i < chat.n; i++ {
+		r.MoreChoices = append(r.MoreChoices, defaultChoice(chat, prefix, reasoning, i))
+	}
+	return r
+}
+
+// defaultChoice is choice i of the default answer: a call of a tool when
+// the request offers tools and has no tool results yet (the tool
 // tool_choice names, else the first; never with tool_choice none), with
-// arguments valid against the tool's parameters schema; otherwise
-// defaultContent.
-func defaultResponse(chat *chatRequest, prefix string) *Response {
+// arguments valid against the tool's parameters schema, as call
+// "call_<i+1>"; otherwise defaultContent. Choices after the first differ
+// by a " (choice i)" suffix on their text and reasoning, so a client can
+// tell them apart.
+func defaultChoice(chat *chatRequest, prefix string, reasoning bool, i int) Choice {
+	suffix := ""
+	if i > 0 {
+		suffix = " (choice " + strconv.Itoa(i) + ")"
+	}
+	var c Choice
+	if reasoning {
+		c.Reasoning = strings.TrimSpace(reasoningPrefix+summary(chat.messages)) + suffix
+	}
 	if t, ok := toolToCall(chat); ok {
 		args := "{}"
 		if t.Function.Parameters != nil {
@@ -794,10 +881,12 @@ func defaultResponse(chat *chatRequest, prefix string) *Response {
 				args = string(b)
 			}
 		}
-		r := CallTool(t.Function.Name, args)
-		return &r
+		c.ToolCalls = CallTool(t.Function.Name, args).ToolCalls
+		c.ToolCalls[0].ID = "call_" + strconv.Itoa(i+1)
+		return c
 	}
-	return &Response{Text: defaultContent(chat, prefix)}
+	c.Text = defaultContent(chat, prefix, suffix)
+	return c
 }
 
 // toolToCall is the tool the default responder calls, if any.
@@ -821,9 +910,11 @@ func toolToCall(chat *chatRequest) (tool, bool) {
 	return chat.tools[0], true
 }
 
-// defaultContent is the default responder's assistant content.
-func defaultContent(chat *chatRequest, prefix string) string {
-	text := strings.TrimSpace(prefix + summary(chat.messages))
+// defaultContent is the default responder's assistant content, its text
+// ending in suffix: a JSON document for a JSON response_format (with a
+// schema, one valid against it, the same for every choice), else text.
+func defaultContent(chat *chatRequest, prefix, suffix string) string {
+	text := strings.TrimSpace(prefix+summary(chat.messages)) + suffix
 	switch chat.responseFormat.Type {
 	case "json_schema":
 		if s := chat.responseFormat.JSONSchema.Schema; s != nil {
@@ -834,6 +925,13 @@ func defaultContent(chat *chatRequest, prefix string) string {
 		}
 		fallthrough // no usable schema: any JSON object will do
 	case "json_object":
+		// A schema beside "type" counts for json_object only, not for a
+		// json_schema format that fell through.
+		if s := chat.responseFormat.Schema; s != nil && chat.responseFormat.Type == "json_object" {
+			if b, err := json.Marshal(exampleFor(s)); err == nil {
+				return string(b)
+			}
+		}
 		b, _ := json.Marshal(map[string]string{"reply": text})
 		return string(b)
 	}

@@ -12,6 +12,10 @@ import (
 	"github.com/promptkit/promptkit/pktype"
 )
 
+// MaxChoices is the largest "n" the fake answers; larger ones get a 400
+// naming "n".
+const MaxChoices = 8
+
 // chatRequest is the part of a valid chat-completions body the default
 // responder needs.
 type chatRequest struct {
@@ -20,6 +24,11 @@ type chatRequest struct {
 	responseFormat responseFormat
 	tools          []tool
 	toolChoice     json.RawMessage
+	// n is how many choices to answer with, 1 to MaxChoices.
+	n int
+	// thinking is the request's own reasoning switch (rawRequest.thinking);
+	// nil leaves it to WithReasoning.
+	thinking *bool
 }
 
 // tool is an offered function tool as the default responder reads it.
@@ -36,6 +45,9 @@ type responseFormat struct {
 	JSONSchema struct {
 		Schema any `json:"schema"`
 	} `json:"json_schema"`
+	// Schema is a json_object format's schema, as instructor's JSON_SCHEMA
+	// mode sends it and vLLM honours it.
+	Schema any `json:"schema"`
 }
 
 // delivery is how a request wants its reply delivered. It is read
@@ -44,6 +56,8 @@ type responseFormat struct {
 type delivery struct {
 	stream       bool // "stream": true
 	includeUsage bool // "stream_options": {"include_usage": true}
+	logprobs     bool // "logprobs": true
+	topLogprobs  int  // "top_logprobs", 0 to MaxTopLogprobs
 }
 
 // requestError is a 400 the default responder sends: OpenAI's message,
@@ -77,6 +91,10 @@ type rawRequest struct {
 	Audio          json.RawMessage `json:"audio"`
 	Modalities     json.RawMessage `json:"modalities"`
 	Logprobs       json.RawMessage `json:"logprobs"`
+	TopLogprobs    json.RawMessage `json:"top_logprobs"`
+	// The reasoning switches of OpenAI and of vLLM's chat templates.
+	ReasoningEffort    json.RawMessage `json:"reasoning_effort"`
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 }
 
 type rawMessage struct {
@@ -109,6 +127,13 @@ func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest,
 	if json.Unmarshal(raw.StreamOptions, &opts) == nil {
 		_ = json.Unmarshal(opts.IncludeUsage, &dl.includeUsage)
 	}
+	_ = json.Unmarshal(raw.Logprobs, &dl.logprobs) // lenient, as stream
+	if dl.logprobs {
+		var top float64
+		if json.Unmarshal(raw.TopLogprobs, &top) == nil {
+			dl.topLogprobs = int(min(max(top, 0), MaxTopLogprobs))
+		}
+	}
 	if present(raw.ResponseFormat) {
 		rec.ResponseFormat = raw.ResponseFormat
 	}
@@ -132,7 +157,7 @@ func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest,
 	case msgErr != nil || len(msgs) == 0:
 		return rec, nil, dl, &requestError{message: "'messages' must be a non-empty array", param: "messages", code: "invalid_request"}
 	}
-	chat = &chatRequest{model: model, messages: rec.Messages, toolChoice: raw.ToolChoice}
+	chat = &chatRequest{model: model, messages: rec.Messages, toolChoice: raw.ToolChoice, n: 1, thinking: raw.thinking()}
 	if rec.ResponseFormat != nil {
 		if err := json.Unmarshal(rec.ResponseFormat, &chat.responseFormat); err != nil {
 			return rec, nil, dl, &requestError{message: "'response_format' is not a valid object", param: "response_format", code: "invalid_request"}
@@ -140,6 +165,11 @@ func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest,
 	}
 	if err := raw.check(msgs); err != nil {
 		return rec, nil, dl, err
+	}
+	if present(raw.N) {
+		var n float64
+		_ = json.Unmarshal(raw.N, &n) // check made sure it is an integer
+		chat.n = int(max(n, 1))       // OpenAI refuses n < 1; the fake has always answered one choice
 	}
 	if present(raw.Tools) {
 		if json.Unmarshal(raw.Tools, &chat.tools) != nil {
@@ -157,8 +187,7 @@ func parseRequest(r *http.Request, body []byte) (rec Request, chat *chatRequest,
 }
 
 // check refuses, as OpenAI refuses a bad request, what the fake cannot
-// honour: rather than answer as if it had (one choice for "n": 2), it
-// says so.
+// honour: rather than answer as if it had (text for "audio"), it says so.
 func (raw *rawRequest) check(msgs []rawMessage) error {
 	if present(raw.Stream) && !isBool(raw.Stream) {
 		return invalidType("stream", "a boolean")
@@ -177,9 +206,9 @@ func (raw *rawRequest) check(msgs []rawMessage) error {
 		if json.Unmarshal(raw.N, &n) != nil || n != math.Trunc(n) {
 			return invalidType("n", "an integer")
 		}
-		if n > 1 {
-			return unsupported("n", "unsupported_value",
-				"providertest answers with one choice: 'n' greater than 1 is not supported (got %s).", raw.N)
+		if n > MaxChoices {
+			return unsupported("n", "integer_above_max_value",
+				"Invalid 'n': integer above maximum value. Expected a value <= %d, but got %s instead.", MaxChoices, raw.N)
 		}
 	}
 	for _, p := range []struct {
@@ -203,9 +232,20 @@ func (raw *rawRequest) check(msgs []rawMessage) error {
 	if json.Unmarshal(raw.Modalities, &modalities) == nil && slices.Contains(modalities, "audio") {
 		return unsupported("modalities", "unsupported_value", "providertest answers with text only: the 'audio' modality is not supported.")
 	}
+	// top_logprobs without logprobs has always been accepted and ignored.
 	var logprobs bool
-	if json.Unmarshal(raw.Logprobs, &logprobs) == nil && logprobs {
-		return unsupported("logprobs", "unsupported_value", "providertest does not report log probabilities: 'logprobs' is not supported.")
+	if json.Unmarshal(raw.Logprobs, &logprobs) == nil && logprobs && present(raw.TopLogprobs) {
+		var top float64
+		switch {
+		case json.Unmarshal(raw.TopLogprobs, &top) != nil || top != math.Trunc(top):
+			return invalidType("top_logprobs", "an integer")
+		case top < 0:
+			return unsupported("top_logprobs", "integer_below_min_value",
+				"Invalid 'top_logprobs': integer below minimum value. Expected a value >= 0, but got %s instead.", raw.TopLogprobs)
+		case top > MaxTopLogprobs:
+			return unsupported("top_logprobs", "integer_above_max_value",
+				"Invalid 'top_logprobs': integer above maximum value. Expected a value <= %d, but got %s instead.", MaxTopLogprobs, raw.TopLogprobs)
+		}
 	}
 	for i, m := range msgs {
 		var parts []contentPart
@@ -218,6 +258,26 @@ func (raw *rawRequest) check(msgs []rawMessage) error {
 					"providertest reads text only: content parts of type '%s' are not supported.", p.Type)
 			}
 		}
+	}
+	return nil
+}
+
+// thinking is the request's own reasoning switch: off with vLLM's
+// chat_template_kwargs {"enable_thinking": false} (Qwen3's switch), on
+// with {"enable_thinking": true} or any string reasoning_effort; nil when
+// the request says nothing. Other values are ignored, as unknown
+// parameters are.
+func (raw *rawRequest) thinking() *bool {
+	var kwargs struct {
+		EnableThinking *bool `json:"enable_thinking"`
+	}
+	if json.Unmarshal(raw.ChatTemplateKwargs, &kwargs) == nil && kwargs.EnableThinking != nil {
+		return kwargs.EnableThinking
+	}
+	var effort string
+	if present(raw.ReasoningEffort) && json.Unmarshal(raw.ReasoningEffort, &effort) == nil {
+		on := true
+		return &on
 	}
 	return nil
 }

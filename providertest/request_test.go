@@ -16,8 +16,8 @@ func TestUnsupportedRejected(t *testing.T) {
 		param      string // "" means the request is accepted
 		code       string
 	}{
-		{"n 2", `{"model":"m","n":2,` + user + `}`, "n", "unsupported_value"},
-		{"n 2 streamed", `{"model":"m","n":2,"stream":true,` + user + `}`, "n", "unsupported_value"},
+		{"n 9", `{"model":"m","n":9,` + user + `}`, "n", "integer_above_max_value"},
+		{"n 9 streamed", `{"model":"m","n":9,"stream":true,` + user + `}`, "n", "integer_above_max_value"},
 		{"n string", `{"model":"m","n":"2",` + user + `}`, "n", "invalid_type"},
 		{"n fraction", `{"model":"m","n":1.5,` + user + `}`, "n", "invalid_type"},
 		{"tools", `{"model":"m","tools":[{"type":"function","function":{"name":"f"}}],` + user + `}`, "", ""},
@@ -28,7 +28,9 @@ func TestUnsupportedRejected(t *testing.T) {
 		{"function_call", `{"model":"m","function_call":"auto",` + user + `}`, "function_call", "unsupported_parameter"},
 		{"audio", `{"model":"m","audio":{"voice":"alloy","format":"wav"},` + user + `}`, "audio", "unsupported_parameter"},
 		{"audio modality", `{"model":"m","modalities":["text","audio"],` + user + `}`, "modalities", "unsupported_value"},
-		{"logprobs", `{"model":"m","logprobs":true,` + user + `}`, "logprobs", "unsupported_value"},
+		{"top_logprobs above 20", `{"model":"m","logprobs":true,"top_logprobs":21,` + user + `}`, "top_logprobs", "integer_above_max_value"},
+		{"top_logprobs negative", `{"model":"m","logprobs":true,"top_logprobs":-1,` + user + `}`, "top_logprobs", "integer_below_min_value"},
+		{"top_logprobs string", `{"model":"m","logprobs":true,"top_logprobs":"3",` + user + `}`, "top_logprobs", "invalid_type"},
 		{"image part", `{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"what is this"},{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`, "messages[1].content[1].type", "unsupported_value"},
 		{"audio part", `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AA==","format":"wav"}}]}]}`, "messages[0].content[0].type", "unsupported_value"},
 		{"stream not bool", `{"model":"m","stream":"yes",` + user + `}`, "stream", "invalid_type"},
@@ -39,6 +41,8 @@ func TestUnsupportedRejected(t *testing.T) {
 
 		// Still accepted.
 		{"n 1", `{"model":"m","n":1,` + user + `}`, "", ""},
+		{"logprobs", `{"model":"m","logprobs":true,"top_logprobs":20,` + user + `}`, "", ""},
+		{"top_logprobs without logprobs", `{"model":"m","top_logprobs":99,` + user + `}`, "", ""},
 		{"nulls", `{"model":"m","n":null,"tools":null,"tool_choice":null,"stream":null,"stream_options":null,"logprobs":null,"audio":null,` + user + `}`, "", ""},
 		{"sampling options", `{"model":"m","temperature":0.2,"top_p":0.9,"max_tokens":50,"max_completion_tokens":50,"stop":["x"],"seed":1,"user":"u","presence_penalty":0,"frequency_penalty":0,"metadata":{"a":"b"},"store":false,` + user + `}`, "", ""},
 		{"logprobs false", `{"model":"m","logprobs":false,` + user + `}`, "", ""},

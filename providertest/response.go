@@ -3,6 +3,7 @@ package providertest
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,12 +34,23 @@ type Response struct {
 	// null. A stream carries each call in delta.tool_calls chunks: the id,
 	// type and name first, then the arguments in pieces. Defaults to none.
 	ToolCalls []pktype.ToolCall
+	// Reasoning is the generated answer's reasoning, sent as vLLM's
+	// reasoning parser sends it: message.reasoning_content beside the
+	// content, or, streamed, delta.reasoning_content pieces of about one
+	// word each before the content deltas. An answer with reasoning also
+	// carries "system_fingerprint". Defaults to "" (no reasoning_content).
+	Reasoning string
+	// MoreChoices are the generated answer's choices after the first
+	// (which Text, ToolCalls and Reasoning make), with indexes 1, 2, ...;
+	// a stream interleaves their chunks. Defaults to none: one choice.
+	MoreChoices []Choice
 	// Usage says how the "usage" object of a generated 2xx body is
 	// rendered. Defaults to UsageFull with counts computed from word counts.
 	// A stream reports usage only when the request sets
 	// stream_options.include_usage, in a final chunk with empty "choices"
 	// (UsageNull sends that chunk with "usage": null; UsageAbsent sends no
-	// such chunk, as a server that ignores include_usage would).
+	// such chunk, as a server that ignores include_usage would). Computed
+	// counts cover every choice, and reasoning when there is any.
 	Usage Usage
 	// Delay is waited before replying, after any WithLatency delay. It ends
 	// early when the request's context ends. Defaults to 0.
@@ -60,7 +72,10 @@ const (
 	// total_tokens, prompt_tokens_details.cached_tokens and
 	// completion_tokens_details.reasoning_tokens. When every count is zero,
 	// plausible counts are computed from whitespace word counts of the
-	// request messages and the reply text. It is the default.
+	// request messages and the reply's choices: completion tokens are the
+	// words of every choice's text and reasoning, and with reasoning
+	// reasoning_tokens are its words and cached_tokens half the prompt
+	// tokens, rounded down. It is the default.
 	UsageFull UsageMode = iota
 	// UsageAbsent omits the "usage" key.
 	UsageAbsent
@@ -104,9 +119,28 @@ func CallTool(name, arguments string) Response {
 		Function: pktype.FunctionCall{Name: name, Arguments: arguments}}}}
 }
 
-// finishReason is a generated answer's finish_reason.
-func (r *Response) finishReason() string {
-	if len(r.ToolCalls) > 0 {
+// Choice is one choice of a generated answer beyond the first (see
+// Response.MoreChoices); its fields mean what Response's of the same name
+// do.
+type Choice struct {
+	// Text is the choice's assistant content. Defaults to "".
+	Text string
+	// ToolCalls are the choice's tool calls; its finish_reason is then
+	// "tool_calls" and, without Text, its content null. Defaults to none.
+	ToolCalls []pktype.ToolCall
+	// Reasoning is the choice's reasoning_content. Defaults to "".
+	Reasoning string
+}
+
+// choices lists every choice of a generated answer, the first made of
+// Text, ToolCalls and Reasoning.
+func (r *Response) choices() []Choice {
+	return append([]Choice{{Text: r.Text, ToolCalls: r.ToolCalls, Reasoning: r.Reasoning}}, r.MoreChoices...)
+}
+
+// finishReason is a generated choice's finish_reason.
+func (c Choice) finishReason() string {
+	if len(c.ToolCalls) > 0 {
 		return "tool_calls"
 	}
 	return "stop"
@@ -164,22 +198,27 @@ func (r *Response) status() int {
 // makes bodies readable in test failures.
 type (
 	envelope struct {
-		ID      string          `json:"id"`
-		Object  string          `json:"object"`
-		Created int64           `json:"created"`
-		Model   string          `json:"model"`
-		Choices []choice        `json:"choices,omitempty"`
-		Usage   json.RawMessage `json:"usage,omitempty"`
+		ID                string          `json:"id"`
+		Object            string          `json:"object"`
+		Created           int64           `json:"created"`
+		Model             string          `json:"model"`
+		SystemFingerprint string          `json:"system_fingerprint,omitempty"`
+		Choices           []choice        `json:"choices,omitempty"`
+		Usage             json.RawMessage `json:"usage,omitempty"`
 	}
 	choice struct {
-		Index        int         `json:"index"`
-		Message      wireMessage `json:"message"`
-		FinishReason string      `json:"finish_reason"`
+		Index   int         `json:"index"`
+		Message wireMessage `json:"message"`
+		// Logprobs is nil to omit the key, as answers without the newer
+		// features always have (see choiceShape).
+		Logprobs     json.RawMessage `json:"logprobs,omitempty"`
+		FinishReason string          `json:"finish_reason"`
 	}
 	wireMessage struct {
-		Role      string            `json:"role"`
-		Content   *string           `json:"content"`
-		ToolCalls []pktype.ToolCall `json:"tool_calls,omitempty"`
+		Role             string            `json:"role"`
+		ReasoningContent string            `json:"reasoning_content,omitempty"`
+		Content          *string           `json:"content"`
+		ToolCalls        []pktype.ToolCall `json:"tool_calls,omitempty"`
 	}
 	fullUsage struct {
 		PromptTokens            int           `json:"prompt_tokens"`
@@ -205,13 +244,22 @@ type (
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
 		Param   *string `json:"param"` // null when no single parameter is at fault
-		Code    string  `json:"code"`
+		Code    *string `json:"code"`  // null for WithStatus answers
 	}
 )
 
 // renderUsage encodes u; nil means the key is omitted. promptWords is the
-// request's word count, used when counts must be computed.
-func renderUsage(u Usage, promptWords int, text string) json.RawMessage {
+// request's word count, used with the choices' words when counts must be
+// computed: completion tokens are the words of every choice's text and
+// reasoning; with reasoning, the reasoning words are reported as
+// reasoning_tokens and half the prompt (rounded down) as cached_tokens, as
+// a reasoning model behind a prefix cache would.
+func renderUsage(u Usage, promptWords int, choices []Choice) json.RawMessage {
+	completion, reasoning := 0, 0
+	for _, c := range choices {
+		completion += countWords(c.Text) + countWords(c.Reasoning)
+		reasoning += countWords(c.Reasoning)
+	}
 	var v any
 	switch u.Mode {
 	case UsageAbsent:
@@ -222,13 +270,16 @@ func renderUsage(u Usage, promptWords int, text string) json.RawMessage {
 		v = fullUsage{}
 	case UsagePartial:
 		if u.PromptTokens == 0 && u.CompletionTokens == 0 {
-			u.PromptTokens, u.CompletionTokens = promptWords, countWords(text)
+			u.PromptTokens, u.CompletionTokens = promptWords, completion
 		}
 		v = partialUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 	default: // UsageFull and unknown modes
 		if u == (Usage{Mode: u.Mode}) {
-			u.PromptTokens, u.CompletionTokens = promptWords, countWords(text)
+			u.PromptTokens, u.CompletionTokens = promptWords, completion
 			u.TotalTokens = u.PromptTokens + u.CompletionTokens
+			if reasoning > 0 {
+				u.ReasoningTokens, u.CachedTokens = reasoning, promptWords/2
+			}
 		}
 		v = fullUsage{
 			PromptTokens:            u.PromptTokens,
@@ -248,11 +299,14 @@ func errorJSON(message, typ, code string) []byte {
 }
 
 // paramErrorJSON renders an OpenAI-style error body naming the request
-// parameter at fault; an empty param renders as null.
+// parameter at fault; an empty param or code renders as null.
 func paramErrorJSON(message, typ, param, code string) []byte {
-	e := errorBody{Message: message, Type: typ, Code: code}
+	e := errorBody{Message: message, Type: typ}
 	if param != "" {
 		e.Param = &param
+	}
+	if code != "" {
+		e.Code = &code
 	}
 	b, _ := json.Marshal(errorEnvelope{Error: e})
 	return b
@@ -262,10 +316,19 @@ func paramErrorJSON(message, typ, param, code string) []byte {
 // what real providers send closely enough for client error handling.
 func statusError(code int) []byte {
 	msg := strings.ToLower(http.StatusText(code))
-	if msg == "" {
+	switch {
+	case code == http.StatusTooManyRequests:
+		msg = "rate limit exceeded"
+	case msg == "":
 		msg = "error"
 	}
-	typ, c := "invalid_request_error", "invalid_request"
+	typ, c := errorKind(code)
+	return errorJSON(msg, typ, c)
+}
+
+// errorKind is the OpenAI error type and code for a status.
+func errorKind(code int) (typ, c string) {
+	typ, c = "invalid_request_error", "invalid_request"
 	switch {
 	case code == http.StatusUnauthorized:
 		typ, c = "authentication_error", "invalid_api_key"
@@ -274,11 +337,27 @@ func statusError(code int) []byte {
 	case code == http.StatusNotFound:
 		typ, c = "not_found_error", "not_found"
 	case code == http.StatusTooManyRequests:
-		msg, typ, c = "rate limit exceeded", "rate_limit_error", "rate_limit_exceeded"
+		typ, c = "rate_limit_error", "rate_limit_exceeded"
 	case code >= 500:
 		typ, c = "server_error", "server_error"
 	}
-	return errorJSON(msg, typ, c)
+	return typ, c
+}
+
+// forcedError is the body of a WithStatus answer: OpenAI's error with
+// "code": null, saying where the failure came from.
+func forcedError(code int) []byte {
+	msg := http.StatusText(code)
+	switch {
+	case code == http.StatusServiceUnavailable:
+		msg = "The server is overloaded"
+	case code == http.StatusTooManyRequests:
+		msg = "Rate limit reached"
+	case msg == "":
+		msg = "Error " + strconv.Itoa(code)
+	}
+	typ, _ := errorKind(code)
+	return errorJSON(msg+" (providertest --status).", typ, "")
 }
 
 // countWords counts whitespace-separated words: the fake's token estimate.

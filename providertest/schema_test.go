@@ -141,28 +141,36 @@ func TestExampleForPicksNiceValues(t *testing.T) {
 }
 
 // TestDefaultResponderSchemas runs every schema through the HTTP path, as
-// a client requesting structured output would.
+// a client requesting structured output would: as OpenAI's json_schema,
+// and as the json_object with a "schema" that instructor's JSON_SCHEMA
+// mode sends to vLLM.
 func TestDefaultResponderSchemas(t *testing.T) {
 	srv := httptest.NewServer(NewHandler())
 	defer srv.Close()
-	for _, tc := range schemaCases {
-		t.Run(tc.name, func(t *testing.T) {
-			body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"go"}],"response_format":{"type":"json_schema","json_schema":{"name":"out","schema":%s}}}`, tc.schema)
-			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			var env struct {
-				Choices []struct {
-					Message struct{ Content string }
+	formats := map[string]string{
+		"json_schema": `{"type":"json_schema","json_schema":{"name":"out","schema":%s}}`,
+		"json_object": `{"type":"json_object","schema":%s}`,
+	}
+	for format, tmpl := range formats {
+		for _, tc := range schemaCases {
+			t.Run(format+"/"+tc.name, func(t *testing.T) {
+				body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"go"}],"response_format":%s}`, fmt.Sprintf(tmpl, tc.schema))
+				resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if err := json.Unmarshal(raw, &env); err != nil || len(env.Choices) != 1 {
-				t.Fatalf("status %d body %s", resp.StatusCode, raw)
-			}
-			validate(t, compile(t, tc.schema), env.Choices[0].Message.Content)
-		})
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var env struct {
+					Choices []struct {
+						Message struct{ Content string }
+					}
+				}
+				if err := json.Unmarshal(raw, &env); err != nil || len(env.Choices) != 1 {
+					t.Fatalf("status %d body %s", resp.StatusCode, raw)
+				}
+				validate(t, compile(t, tc.schema), env.Choices[0].Message.Content)
+			})
+		}
 	}
 }

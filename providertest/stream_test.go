@@ -266,9 +266,9 @@ func TestStreamErrorsAreJSON(t *testing.T) {
 		t.Errorf("rate limited: %d Retry-After %q Content-Type %q", r.status, r.header.Get("Retry-After"), r.header.Get("Content-Type"))
 	}
 	clock.Advance(2 * time.Second)
-	r = post(t, url, `{"model":"m","stream":true,"n":2,"messages":[{"role":"user","content":"x"}]}`)
+	r = post(t, url, `{"model":"m","stream":true,"n":9,"messages":[{"role":"user","content":"x"}]}`)
 	if r.status != 400 || r.header.Get("Content-Type") != "application/json" {
-		t.Errorf("n=2 stream: %d %q, want a 400 JSON error", r.status, r.header.Get("Content-Type"))
+		t.Errorf("n=9 stream: %d %q, want a 400 JSON error", r.status, r.header.Get("Content-Type"))
 	}
 }
 

@@ -170,7 +170,7 @@ func TestFakeProviderModels(t *testing.T) {
 
 	// What the fake cannot honour is refused, naming the parameter.
 	resp, err := http.Post(url+"/chat/completions", "application/json",
-		strings.NewReader(`{"model":"gpt-4o-mini","n":2,"messages":[{"role":"user","content":"hi"}]}`))
+		strings.NewReader(`{"model":"gpt-4o-mini","n":9,"messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestFakeProviderModels(t *testing.T) {
 	var bad struct{ Error struct{ Type, Param string } }
 	if err := json.NewDecoder(resp.Body).Decode(&bad); err != nil || resp.StatusCode != 400 ||
 		bad.Error.Type != "invalid_request_error" || bad.Error.Param != "n" {
-		t.Errorf("n=2: %d %+v (%v)", resp.StatusCode, bad, err)
+		t.Errorf("n=9: %d %+v (%v)", resp.StatusCode, bad, err)
 	}
 }
 
@@ -193,5 +193,118 @@ func TestFakeProviderDefaultModel(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"id":"providertest"`) {
 		t.Errorf("GET /models: %d %s", resp.StatusCode, b)
+	}
+}
+
+// With --reasoning the fake answers as vLLM's reasoning parser does:
+// streamed reasoning_content before the content, and reasoning tokens in
+// the usage; a request's enable_thinking false turns it off.
+func TestFakeProviderReasoning(t *testing.T) {
+	t.Parallel()
+	url := startFakeProvider(t, "--reasoning")
+	body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"why is the sky blue"}]}`
+	resp, err := http.Post(url+"/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var (
+		reasoning, content strings.Builder
+		fingerprint        string
+		usage              struct {
+			CompletionTokens        int `json:"completion_tokens"`
+			CompletionTokensDetails struct {
+				ReasoningTokens int `json:"reasoning_tokens"`
+			} `json:"completion_tokens_details"`
+		}
+	)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			SystemFingerprint string `json:"system_fingerprint"`
+			Choices           []struct {
+				Delta struct {
+					Content          string `json:"content"`
+					ReasoningContent string `json:"reasoning_content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Usage *json.RawMessage `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		fingerprint = c.SystemFingerprint
+		for _, ch := range c.Choices {
+			if ch.Delta.ReasoningContent != "" && content.Len() > 0 {
+				t.Errorf("reasoning %q after content %q", ch.Delta.ReasoningContent, content.String())
+			}
+			reasoning.WriteString(ch.Delta.ReasoningContent)
+			content.WriteString(ch.Delta.Content)
+		}
+		if c.Usage != nil && string(*c.Usage) != "null" {
+			if err := json.Unmarshal(*c.Usage, &usage); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if reasoning.String() != "Thinking about: why is the sky blue" || content.String() != "Fake provider reply: why is the sky blue" || fingerprint != "fp_providertest" {
+		t.Errorf("reasoning %q content %q system_fingerprint %q", reasoning.String(), content.String(), fingerprint)
+	}
+	if usage.CompletionTokens != 7+8 || usage.CompletionTokensDetails.ReasoningTokens != 7 {
+		t.Errorf("usage %+v, want 15 completion tokens of which 7 reasoning", usage)
+	}
+
+	resp, err = http.Post(url+"/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","chat_template_kwargs":{"enable_thinking":false},"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || strings.Contains(string(b), "reasoning_content") {
+		t.Errorf("enable_thinking false: %d %s", resp.StatusCode, b)
+	}
+}
+
+// With --status the fake answers every chat and embeddings request with
+// that status, as a backend that is down does; /v1/models still answers.
+func TestFakeProviderStatus(t *testing.T) {
+	t.Parallel()
+	url := startFakeProvider(t, "--status", "503")
+	want := `{"error":{"message":"The server is overloaded (providertest --status).","type":"server_error","param":null,"code":null}}`
+	for _, path := range []string{"/chat/completions", "/embeddings"} {
+		resp, err := http.Post(url+path, "application/json", strings.NewReader(`{"model":"m","input":"x","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || string(b) != want {
+			t.Errorf("POST %s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	resp, err := http.Get(url + "/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /models: %d", resp.StatusCode)
+	}
+}
+
+func TestFakeProviderStatusOutOfRange(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"200", "600", "-1"} {
+		if code, _, stderr := run(t, "fake-provider", "--addr", "127.0.0.1:0", "--status", v); code != 2 || !strings.Contains(stderr, "--status") {
+			t.Errorf("--status %s: exit %d, stderr %q; want a usage error", v, code, stderr)
+		}
 	}
 }
