@@ -330,7 +330,8 @@ func validateConfig(cfg *Config, source string) error {
 		for _, v := range []struct {
 			name  string
 			value float64
-		}{{"input_per_million", p.Input}, {"output_per_million", p.Output}, {"cached_input_per_million", p.CachedInput}} {
+		}{{"input_per_million", p.Input}, {"output_per_million", p.Output}, {"cached_input_per_million", p.CachedInput},
+			{"reasoning_per_million", p.Reasoning}} {
 			if v.value < 0 || math.IsNaN(v.value) || math.IsInf(v.value, 0) {
 				return bad(f+"."+v.name, "must be a non-negative number")
 			}

@@ -14,7 +14,8 @@ import (
 )
 
 // costEngine runs profile "default" (model "priced") and "other" (model
-// "unpriced") against srv, with a price for "priced" only.
+// "unpriced") against srv, with a price for "priced" only, reasoning
+// priced apart.
 func costEngine(t *testing.T, srv *providertest.Server) *promptkit.Engine {
 	t.Helper()
 	eng, err := promptkit.New(promptkit.Config{
@@ -23,7 +24,7 @@ func costEngine(t *testing.T, srv *providertest.Server) *promptkit.Engine {
 			{ID: "default", Backend: "b", Model: "priced", RepairBudget: 1},
 			{ID: "other", Backend: "b", Model: "unpriced"},
 		},
-		Prices: []promptkit.Price{{Model: "priced", Input: 2, Output: 10, CachedInput: 1}},
+		Prices: []promptkit.Price{{Model: "priced", Input: 2, Output: 10, CachedInput: 1, Reasoning: 30}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +56,12 @@ func TestRunCost(t *testing.T) {
 			{Text: "no", Usage: providertest.Usage{Mode: providertest.UsageAbsent}},
 			{Text: `{"a": 1}`, Usage: usage(2000, 10, 0)},
 		}, []promptkit.Cost{{}, {USD: (2000*2 + 10*10) / 1e6, Known: true}}, promptkit.Cost{USD: (2000*2 + 10*10) / 1e6}},
+		{"reasoning tokens at the reasoning price", promptkit.RunRequest{Text: "x"}, []providertest.Response{
+			{Text: "ok", Usage: providertest.Usage{PromptTokens: 1000, CompletionTokens: 100, TotalTokens: 1100, ReasoningTokens: 40}},
+		}, []promptkit.Cost{{USD: (1000*2 + 60*10 + 40*30) / 1e6, Known: true}}, promptkit.Cost{USD: (1000*2 + 60*10 + 40*30) / 1e6, Known: true}},
+		{"unreported reasoning tokens cost output", promptkit.RunRequest{Text: "x"}, []providertest.Response{
+			{Text: "ok", Usage: providertest.Usage{Mode: providertest.UsagePartial, PromptTokens: 1000, CompletionTokens: 100}},
+		}, []promptkit.Cost{{USD: (1000*2 + 100*10) / 1e6, Known: true}}, promptkit.Cost{USD: (1000*2 + 100*10) / 1e6, Known: true}},
 		{"model without a price", promptkit.RunRequest{Text: "x", ProfileID: "other"}, []providertest.Response{
 			{Text: "ok", Usage: usage(10, 10, 0)},
 		}, []promptkit.Cost{{}}, promptkit.Cost{}},
@@ -125,12 +132,12 @@ func TestPricesConfig(t *testing.T) {
 backends: [{id: b, base_url: "http://127.0.0.1:1"}]
 profiles: [{id: p, backend: b, model: m}]
 prices:
-  - {model: m, input_per_million: 2.5, output_per_million: 10, cached_input_per_million: 1.25}
+  - {model: m, input_per_million: 2.5, output_per_million: 10, cached_input_per_million: 1.25, reasoning_per_million: 15}
 `)}}, "promptkit.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []promptkit.Price{{Model: "m", Input: 2.5, Output: 10, CachedInput: 1.25}}; len(cfg.Prices) != 1 || cfg.Prices[0] != want[0] {
+	if want := []promptkit.Price{{Model: "m", Input: 2.5, Output: 10, CachedInput: 1.25, Reasoning: 15}}; len(cfg.Prices) != 1 || cfg.Prices[0] != want[0] {
 		t.Fatalf("prices = %+v, want %+v", cfg.Prices, want)
 	}
 	for _, c := range []struct{ prices, field string }{
@@ -138,6 +145,7 @@ prices:
 		{`[{model: m, input_per_million: -1}]`, "prices[0].input_per_million"},
 		{`[{model: m, output_per_million: .nan}]`, "prices[0].output_per_million"},
 		{`[{model: m, cached_input_per_million: .inf}]`, "prices[0].cached_input_per_million"},
+		{`[{model: m, reasoning_per_million: -0.5}]`, "prices[0].reasoning_per_million"},
 		{`[{model: m}, {model: m}]`, "prices[1].model"},
 		{`[{model: m, per_token: 1}]`, "per_token"},
 	} {

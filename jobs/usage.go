@@ -79,6 +79,11 @@ func (e AttemptEvent) Call() (UsageCall, bool) {
 	if u.Known.CachedTokens {
 		c.CachedInputTokens = new(int64(u.CachedTokens))
 	}
+	if u.Known.ReasoningTokens {
+		c.ReasoningTokens = new(int64(u.ReasoningTokens))
+	} else if e.Embedding && u.Known.PromptTokens {
+		c.ReasoningTokens = new(int64(0)) // nor any reasoning
+	}
 	if e.CostUSD != nil && !math.IsNaN(*e.CostUSD) && !math.IsInf(*e.CostUSD, 0) && *e.CostUSD >= 0 {
 		c.CostUSD = new(*e.CostUSD)
 	}
@@ -138,7 +143,10 @@ func (u *AttemptUsage) UnmarshalJSON(b []byte) error {
 type UsageCall struct {
 	Model, Backend                               string
 	InputTokens, OutputTokens, CachedInputTokens *int64
-	CostUSD                                      *float64
+	// ReasoningTokens are the output tokens the model spent reasoning: a
+	// part of OutputTokens, as providers count them.
+	ReasoningTokens *int64
+	CostUSD         *float64
 	// StatusCode is the provider's HTTP status, 0 when there was none (a
 	// transport failure, a timeout, a lost call).
 	StatusCode int
@@ -265,8 +273,10 @@ func (p UsageParams) Normalize() (UsageParams, error) {
 func (p UsageParams) Groups(g UsageGroup) bool { return slices.Contains(p.GroupBy, g) }
 
 // UsageBucket sums the ledger's calls of one group. Counts the provider
-// did not report, and costs that are unknown, are not in the sums: they
-// are counted apart, so that unknown is never read as zero.
+// did not report, and costs that are unknown, are not in the sums: the
+// calls they leave out are counted apart, so that unknown is never read
+// as zero. Each sum is exact when its count of unknowns is 0, and a lower
+// bound otherwise.
 type UsageBucket struct {
 	// Day is the bucket's UTC midnight, when grouped by day.
 	Day time.Time `json:"day,omitzero"`
@@ -279,12 +289,21 @@ type UsageBucket struct {
 	Backend string `json:"backend,omitempty"`
 	// Requests counts provider calls, lost ones (see LostCall) included.
 	Requests int64 `json:"requests"`
-	// InputTokens, OutputTokens and CachedInputTokens sum known counts.
+	// InputTokens, OutputTokens, CachedInputTokens and ReasoningTokens sum
+	// known counts. Cached tokens are a part of the input tokens, reasoning
+	// tokens a part of the output tokens.
 	InputTokens       int64 `json:"input_tokens"`
 	OutputTokens      int64 `json:"output_tokens"`
 	CachedInputTokens int64 `json:"cached_input_tokens"`
+	ReasoningTokens   int64 `json:"reasoning_tokens"`
 	// UnknownUsage counts calls whose input or output count is unknown.
 	UnknownUsage int64 `json:"unknown_usage"`
+	// UnknownCached and UnknownReasoning count calls whose cached or
+	// reasoning count is unknown, whatever their other counts: a provider
+	// that does not report the count, as well as a call of unknown usage
+	// (an embedding's reasoning count is a known 0).
+	UnknownCached    int64 `json:"unknown_cached"`
+	UnknownReasoning int64 `json:"unknown_reasoning"`
 	// CostUSD sums known costs.
 	CostUSD float64 `json:"cost_usd"`
 	// UnknownCost counts calls whose cost is unknown.
@@ -366,7 +385,7 @@ func (p RecordCallsParams) Normalize() (RecordCallsParams, error) {
 		if c.StatusCode < 0 || c.StatusCode > 999 {
 			return p, invalid("recorded calls: status code %d is not an HTTP status", c.StatusCode)
 		}
-		for _, n := range []*int64{c.InputTokens, c.OutputTokens, c.CachedInputTokens} {
+		for _, n := range []*int64{c.InputTokens, c.OutputTokens, c.CachedInputTokens, c.ReasoningTokens} {
 			if n != nil && *n < 0 {
 				return p, invalid("recorded calls: a token count is negative")
 			}

@@ -15,20 +15,22 @@ func TestAttemptEventCall(t *testing.T) {
 	t.Parallel()
 	cost := 0.25
 	e := jobs.AttemptEvent{Dispatched: true, Generation: 1, Attempt: 2, Outcome: "success", Model: "m", Backend: "b",
-		Usage: jobs.AttemptUsage{TokenUsage: pktype.TokenUsage{PromptTokens: 10, CompletionTokens: 0, CachedTokens: 4},
-			Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: true}},
+		Usage: jobs.AttemptUsage{TokenUsage: pktype.TokenUsage{PromptTokens: 10, CompletionTokens: 5, CachedTokens: 4, ReasoningTokens: 3},
+			Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: true, ReasoningTokens: true}},
 		CostUSD: &cost}
 	back, err := jobs.DecodeAttemptEvent(e.JSON())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c, ok := back.Call()
-	if !ok || c.Model != "m" || c.Backend != "b" || *c.InputTokens != 10 || *c.OutputTokens != 0 || *c.CachedInputTokens != 4 || *c.CostUSD != 0.25 {
+	if !ok || c.Model != "m" || c.Backend != "b" || *c.InputTokens != 10 || *c.OutputTokens != 5 || *c.CachedInputTokens != 4 ||
+		*c.ReasoningTokens != 3 || *c.CostUSD != 0.25 {
 		t.Fatalf("call %+v, %v", c, ok)
 	}
 	// Unreported counts and cost are absent from the JSON, and unknown.
 	bare := jobs.AttemptEvent{Dispatched: true, Model: "m"}
-	if c, ok := bare.Call(); !ok || c.InputTokens != nil || c.OutputTokens != nil || c.CachedInputTokens != nil || c.CostUSD != nil {
+	if c, ok := bare.Call(); !ok || c.InputTokens != nil || c.OutputTokens != nil || c.CachedInputTokens != nil ||
+		c.ReasoningTokens != nil || c.CostUSD != nil {
 		t.Fatalf("bare call %+v", c)
 	}
 	var raw map[string]any
@@ -41,11 +43,13 @@ func TestAttemptEventCall(t *testing.T) {
 	if _, has := raw["cost_usd"]; has {
 		t.Errorf("unknown cost in %v", raw)
 	}
-	// An embedding reports no output count: it has none.
+	// An embedding reports no output or reasoning count: it has none. Its
+	// cached count stays unknown.
 	emb := jobs.AttemptEvent{Dispatched: true, Embedding: true, Usage: jobs.AttemptUsage{TokenUsage: pktype.TokenUsage{PromptTokens: 7},
 		Known: pktype.TokenUsagePresence{PromptTokens: true}}}
-	if c, _ := emb.Call(); c.OutputTokens == nil || *c.OutputTokens != 0 {
-		t.Errorf("embedding's output %v, want a known 0", c.OutputTokens)
+	if c, _ := emb.Call(); c.OutputTokens == nil || *c.OutputTokens != 0 || c.ReasoningTokens == nil || *c.ReasoningTokens != 0 ||
+		c.CachedInputTokens != nil {
+		t.Errorf("embedding's output %v, reasoning %v, cached %v; want known 0s and unknown", c.OutputTokens, c.ReasoningTokens, c.CachedInputTokens)
 	}
 	if _, ok := (jobs.AttemptEvent{Model: "m"}).Call(); ok {
 		t.Error("an undispatched attempt reports a call")

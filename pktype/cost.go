@@ -11,20 +11,27 @@ type Price struct {
 	// profile's model or a run's override), not as the provider reports it.
 	Model string `yaml:"model" json:"model"`
 	// Input prices prompt tokens that were not served from the provider's
-	// cache; Output prices completion tokens.
+	// cache; Output prices completion tokens other than reasoning ones.
 	Input  float64 `yaml:"input_per_million" json:"input_per_million"`
 	Output float64 `yaml:"output_per_million" json:"output_per_million"`
 	// CachedInput prices cached prompt tokens. Zero means unset: cached
 	// tokens then cost Input, as on a provider without a cache discount.
 	CachedInput float64 `yaml:"cached_input_per_million" json:"cached_input_per_million,omitempty"`
+	// Reasoning prices reasoning tokens, which providers count among the
+	// completion tokens. Zero means unset: reasoning tokens then cost
+	// Output, as OpenAI bills them.
+	Reasoning float64 `yaml:"reasoning_per_million" json:"reasoning_per_million,omitempty"`
 }
 
 // Cost of one call: (prompt − cached) × Input + cached × CachedInput +
-// completion × Output, per million tokens. It is unknown, never zero,
-// unless the provider reported both the prompt and the completion count;
-// an unreported cached count counts as none cached. An embedding call
-// reports no completion count and produces none: pass embedding true and
-// only the prompt count is needed.
+// (completion − reasoning) × Output + reasoning × Reasoning, per million
+// tokens. It is unknown, never zero, unless the provider reported both
+// the prompt and the completion count; an unreported cached count counts
+// as none cached, and an unreported reasoning count as none reasoning
+// (every completion token at Output). Cached tokens are capped at the
+// prompt count, reasoning tokens at the completion count. An embedding
+// call reports no completion count and produces none: pass embedding true
+// and only the prompt count is needed.
 func (p Price) Cost(u TokenUsage, known TokenUsagePresence, embedding bool) Cost {
 	if !known.PromptTokens || (!known.CompletionTokens && !embedding) {
 		return Cost{}
@@ -33,15 +40,23 @@ func (p Price) Cost(u TokenUsage, known TokenUsagePresence, embedding bool) Cost
 	if known.CachedTokens {
 		cached = min(max(u.CachedTokens, 0), u.PromptTokens)
 	}
-	completion := 0
+	completion, reasoning := 0, 0
 	if known.CompletionTokens {
 		completion = u.CompletionTokens
+		if known.ReasoningTokens {
+			reasoning = min(max(u.ReasoningTokens, 0), completion)
+		}
 	}
 	cachedPrice := p.CachedInput
 	if cachedPrice == 0 {
 		cachedPrice = p.Input
 	}
-	usd := (float64(u.PromptTokens-cached)*p.Input + float64(cached)*cachedPrice + float64(completion)*p.Output) / 1e6
+	reasoningPrice := p.Reasoning
+	if reasoningPrice == 0 {
+		reasoningPrice = p.Output
+	}
+	usd := (float64(u.PromptTokens-cached)*p.Input + float64(cached)*cachedPrice +
+		float64(completion-reasoning)*p.Output + float64(reasoning)*reasoningPrice) / 1e6
 	return Cost{USD: usd, Known: true}
 }
 

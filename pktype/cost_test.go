@@ -9,6 +9,8 @@ func TestPriceCost(t *testing.T) {
 	t.Parallel()
 	p := Price{Model: "m", Input: 2, Output: 8, CachedInput: 0.5}
 	all := TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true}
+	rp := Price{Model: "r", Input: 2, Output: 8, Reasoning: 20}
+	withReasoning := TokenUsagePresence{PromptTokens: true, CompletionTokens: true, ReasoningTokens: true}
 	cases := []struct {
 		name      string
 		price     Price
@@ -29,6 +31,15 @@ func TestPriceCost(t *testing.T) {
 		{"embedding needs only the prompt count", p, TokenUsage{PromptTokens: 1000, TotalTokens: 1000},
 			TokenUsagePresence{PromptTokens: true, TotalTokens: true}, true, Cost{USD: 0.002, Known: true}},
 		{"cached beyond prompt is capped", p, TokenUsage{PromptTokens: 10, CachedTokens: 50}, all, false, Cost{USD: 10 * 0.5 / 1e6, Known: true}},
+		// 1000×2 + (500−300)×8 + 300×20 = 2000 + 1600 + 6000 per million.
+		{"reasoning price", rp, TokenUsage{PromptTokens: 1000, CompletionTokens: 500, ReasoningTokens: 300}, withReasoning, false, Cost{USD: 0.0096, Known: true}},
+		{"reasoning at output price when unset", p, TokenUsage{PromptTokens: 1000, CompletionTokens: 500, ReasoningTokens: 300}, withReasoning, false, Cost{USD: 0.006, Known: true}},
+		{"reasoning unreported prices every completion token at output", rp, TokenUsage{PromptTokens: 1000, CompletionTokens: 500, ReasoningTokens: 300},
+			TokenUsagePresence{PromptTokens: true, CompletionTokens: true}, false, Cost{USD: 0.006, Known: true}},
+		{"reasoning beyond completion is capped", rp, TokenUsage{CompletionTokens: 10, ReasoningTokens: 50}, withReasoning, false, Cost{USD: 10 * 20 / 1e6, Known: true}},
+		{"negative reasoning counts as none", rp, TokenUsage{CompletionTokens: 10, ReasoningTokens: -5}, withReasoning, false, Cost{USD: 10 * 8 / 1e6, Known: true}},
+		{"reasoning with completion unknown is unknown", rp, TokenUsage{PromptTokens: 1000, ReasoningTokens: 300},
+			TokenUsagePresence{PromptTokens: true, ReasoningTokens: true}, false, Cost{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

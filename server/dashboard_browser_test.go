@@ -153,9 +153,11 @@ func testDashboardPauseBackend(t *testing.T, e *browserEnv) {
 
 // testDashboardTimeline: a job whose first call got a 500 and whose
 // retry was answered shows both calls on its timeline, with their status,
-// backend and tokens.
+// backend and tokens (cached and reasoning ones too); the job's tokens sum
+// its calls, each a lower bound, since the 500 reported none.
 func testDashboardTimeline(t *testing.T, e *browserEnv) {
-	e.prov.Enqueue(providertest.Status(500), providertest.Reply("second time lucky"))
+	e.prov.Enqueue(providertest.Status(500), providertest.Response{Text: "second time lucky",
+		Usage: providertest.Usage{PromptTokens: 40, CompletionTokens: 30, TotalTokens: 70, CachedTokens: 10, ReasoningTokens: 12}})
 	s := e.submitAPI("flaky question")
 	if j := e.waitJob(s.JobID); j.State != jobs.Succeeded {
 		t.Fatalf("job %s, want succeeded", j.State)
@@ -163,7 +165,8 @@ func testDashboardTimeline(t *testing.T, e *browserEnv) {
 	e.openDashboard(e.tab, "job/"+s.JobID)
 	steps := `[...document.querySelectorAll('#job-timeline li.step')]`
 	e.waitFor(e.tab, "two calls: a 500, then an answer", fmt.Sprintf(`(s => s.length === 2 && s[0].dataset.status === '500' && s[0].classList.contains('is-failed') && s[1].dataset.status === '200' && !s[1].classList.contains('is-failed') && s[1].dataset.backend !== '')(%s)`, steps))
-	e.waitFor(e.tab, "the labels", fmt.Sprintf(`(s => s[0].textContent.includes('HTTP 500') && s[1].textContent.includes('answered') && s[1].textContent.includes('tokens') && s[1].textContent.includes('backend '))(%s)`, steps))
+	e.waitFor(e.tab, "the labels", fmt.Sprintf(`(s => s[0].textContent.includes('HTTP 500') && !s[0].textContent.includes('tokens') && s[1].textContent.includes('answered') && s[1].textContent.includes('40 in (10 cached) · 30 out (12 reasoning) tokens') && s[1].textContent.includes('backend '))(%s)`, steps))
+	e.waitFor(e.tab, "the job's tokens, lower bounds", `document.getElementById('job-facts').textContent.includes('≥ 40 in (≥ 10 cached) · ≥ 30 out (≥ 12 reasoning)') && document.getElementById('job-tokens-note') !== null`)
 	e.waitFor(e.tab, "the answer in the conversation", `document.querySelector('#job-thread li.this .answer').textContent.includes('second time lucky')`)
 	e.waitFor(e.tab, "the state", `document.getElementById('job-state').textContent === 'Succeeded'`)
 }

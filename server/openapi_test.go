@@ -852,6 +852,10 @@ func TestOpenAPISchemasFitTheGoTypes(t *testing.T) {
 		{"profiles", "ProfileList", profileList{Profiles: []string{"default", "fast"}, Default: "default",
 			Labels: map[string]string{"default": "Default", "fast": "Fast (cheaper)"}}},
 		{"profiles, no engine", "ProfileList", profileList{Profiles: []string{}, Labels: map[string]string{}}},
+		{"usage", "UsagePage", usagePage{Object: "page", Data: []rest.UsageBucket{{Object: "bucket", StartTime: 0, EndTime: 86400,
+			Results: []rest.UsageResult{{Object: "organization.usage.completions.result", InputTokens: 100, OutputTokens: 10,
+				InputCachedTokens: 20, OutputReasoningTokens: 4, NumModelRequests: 2, Model: new("m"), CostUSD: 0.5,
+				UnknownUsageRequests: 1, UnknownCachedRequests: 1, UnknownReasoningRequests: 1, UnknownCostRequests: 1}}}}}},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil {

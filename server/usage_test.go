@@ -10,11 +10,14 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // settle claims jobID and succeeds it with one priced call's attempt event
-// (cost < 0: unknown), as a worker would.
-func (e *env) settle(jobID, model string, in, out int, cost float64) {
+// (cost < 0: unknown), as a worker would; the call reports its input and
+// output counts, and its cached and reasoning counts when details has
+// them.
+func (e *env) settle(jobID, model string, in, out int, cost float64, details ...pktype.Usage) {
 	e.t.Helper()
 	ctx := context.Background()
 	js, err := e.st.Claim(ctx, jobs.ClaimParams{Worker: "test-worker", Limit: 1})
@@ -22,6 +25,9 @@ func (e *env) settle(jobID, model string, in, out int, cost float64) {
 		e.t.Fatalf("claim %s: %v %v", jobID, js, err)
 	}
 	ev := jobs.AttemptEvent{Dispatched: true, Generation: 1, Attempt: 1, Outcome: "success", Model: model}
+	for _, d := range details {
+		ev.Usage = jobs.AttemptUsage(d)
+	}
 	ev.Usage.PromptTokens, ev.Usage.CompletionTokens = in, out
 	ev.Usage.Known.PromptTokens, ev.Usage.Known.CompletionTokens = true, true
 	if cost >= 0 {
@@ -50,7 +56,8 @@ func (e *env) tokenID(org, user string) string {
 }
 
 // results flattens a usage page's buckets into "key=value" summaries of
-// each result's group, requests and cost.
+// each result's group, requests, tokens and cost, with the calls left out
+// of the cost, cached and reasoning sums.
 func results(p usagePage) []string {
 	var out []string
 	for _, b := range p.Data {
@@ -64,8 +71,9 @@ func results(p usagePage) []string {
 					s += g.name + "=" + *g.v + " "
 				}
 			}
-			out = append(out, s+fmt.Sprintf("n=%d in=%d out=%d $%.2f unknown=%d", r.NumModelRequests, r.InputTokens,
-				r.OutputTokens, r.CostUSD, r.UnknownCostRequests))
+			out = append(out, s+fmt.Sprintf("n=%d in=%d out=%d $%.2f unknown=%d cached=%d?%d reasoning=%d?%d", r.NumModelRequests,
+				r.InputTokens, r.OutputTokens, r.CostUSD, r.UnknownCostRequests, r.InputCachedTokens, r.UnknownCachedRequests,
+				r.OutputReasoningTokens, r.UnknownReasoningRequests))
 		}
 	}
 	return out
@@ -82,7 +90,8 @@ func TestUsage(t *testing.T) {
 		boss := e.token("acme", "boss", jobs.RoleAdmin)
 		eve := e.token("evil", "eve", jobs.RoleAdmin)
 		a := e.submit(ann, map[string]any{"text": "a"})
-		e.settle(a.JobID, "m1", 100, 10, 0.5)
+		e.settle(a.JobID, "m1", 100, 10, 0.5, pktype.Usage{TokenUsage: pktype.TokenUsage{CachedTokens: 20, ReasoningTokens: 4},
+			Known: pktype.TokenUsagePresence{CachedTokens: true, ReasoningTokens: true}})
 		b := e.submit(bob, map[string]any{"text": "b"})
 		e.settle(b.JobID, "m2", 5, 5, -1)
 		c := e.submit(eve, map[string]any{"text": "c"})
@@ -109,10 +118,10 @@ func TestUsage(t *testing.T) {
 			name, token string
 			want        []string
 		}{
-			{"member", ann, []string{start + "user=ann key=" + annKey + " model=m1 n=1 in=100 out=10 $0.50 unknown=0"}},
+			{"member", ann, []string{start + "user=ann key=" + annKey + " model=m1 n=1 in=100 out=10 $0.50 unknown=0 cached=20?0 reasoning=4?0"}},
 			{"admin", boss, []string{
-				start + "user=ann key=" + annKey + " model=m1 n=1 in=100 out=10 $0.50 unknown=0",
-				start + "user=bob key=" + bobKey + " model=m2 n=1 in=5 out=5 $0.00 unknown=1",
+				start + "user=ann key=" + annKey + " model=m1 n=1 in=100 out=10 $0.50 unknown=0 cached=20?0 reasoning=4?0",
+				start + "user=bob key=" + bobKey + " model=m2 n=1 in=5 out=5 $0.00 unknown=1 cached=0?1 reasoning=0?1",
 			}},
 		} {
 			var p usagePage
@@ -133,7 +142,7 @@ func TestUsage(t *testing.T) {
 		}
 		// No grouping: one result; daily: one bucket per day.
 		e.call("GET", fmt.Sprintf("/v1/usage?start_time=0&end_time=%d", end), boss, nil).decode(t, &p)
-		if got := results(p); fmt.Sprint(got) != fmt.Sprint([]string{"0:n=2 in=105 out=15 $0.50 unknown=1"}) {
+		if got := results(p); fmt.Sprint(got) != fmt.Sprint([]string{"0:n=2 in=105 out=15 $0.50 unknown=1 cached=20?1 reasoning=4?1"}) {
 			t.Errorf("admin, no grouping: %q", got)
 		}
 		day := at.Truncate(24 * time.Hour)
@@ -182,7 +191,7 @@ func TestUsageLocalMode(t *testing.T) {
 	}
 	var p usagePage
 	e.call("GET", fmt.Sprintf("/v1/usage?start_time=0&end_time=%d&group_by=org_id", time.Now().Add(time.Hour).Unix()), "", nil).decode(t, &p)
-	if got := results(p); fmt.Sprint(got) != fmt.Sprint([]string{"0:org=default n=1 in=3 out=4 $1.00 unknown=0"}) {
+	if got := results(p); fmt.Sprint(got) != fmt.Sprint([]string{"0:org=default n=1 in=3 out=4 $1.00 unknown=0 cached=0?1 reasoning=0?1"}) {
 		t.Errorf("local usage: %q", got)
 	}
 }

@@ -612,10 +612,10 @@ func spend(ctx context.Context, st jobs.Store, org string, since time.Time, g jo
 // key, is what they are grouped by.
 func printSpend(w io.Writer, key string, bs []jobs.UsageBucket, name func(jobs.UsageBucket) string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "\n%s\tCALLS\tINPUT TOKENS\tOUTPUT TOKENS\tCACHED\tUNKNOWN USAGE\tCOST USD\tUNKNOWN COST\n", key)
+	fmt.Fprintf(tw, "\n%s\tCALLS\tINPUT TOKENS\tOUTPUT TOKENS\tCACHED\tREASONING\tUNKNOWN USAGE\tCOST USD\tUNKNOWN COST\n", key)
 	for _, b := range bs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.6f\t%d\n", orDash(name(b)), b.Requests, b.InputTokens, b.OutputTokens,
-			b.CachedInputTokens, b.UnknownUsage, b.CostUSD, b.UnknownCost)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.6f\t%d\n", orDash(name(b)), b.Requests, b.InputTokens, b.OutputTokens,
+			b.CachedInputTokens, b.ReasoningTokens, b.UnknownUsage, b.CostUSD, b.UnknownCost)
 	}
 	return tw.Flush()
 }

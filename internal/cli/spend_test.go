@@ -18,7 +18,8 @@ func TestJobsShowCostAndMetricsSpend(t *testing.T) {
 	srv := providertest.NewServer()
 	defer srv.Close()
 	srv.Enqueue(
-		providertest.Response{Text: "ok", Usage: providertest.Usage{PromptTokens: 1000, CompletionTokens: 500, TotalTokens: 1500}},
+		providertest.Response{Text: "ok", Usage: providertest.Usage{PromptTokens: 1000, CompletionTokens: 500, TotalTokens: 1500,
+			ReasoningTokens: 100}},
 		providertest.Response{Text: "ok", Usage: providertest.Usage{Mode: providertest.UsageAbsent}},
 	)
 	cfg := quickstart(t, srv.URL)
@@ -56,8 +57,8 @@ func TestJobsShowCostAndMetricsSpend(t *testing.T) {
 		t.Fatalf("jobs metrics: %d %s", code, errOut)
 	}
 	// The local identity's org; no token in local mode.
-	for _, want := range []string{"default  2      1000          500            0       1              0.007000  1",
-		"-      2      1000          500            0       1              0.007000  1"} {
+	for _, want := range []string{"default  2      1000          500            0       100        1              0.007000  1",
+		"-      2      1000          500            0       100        1              0.007000  1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("jobs metrics lacks %q:\n%s", want, out)
 		}

@@ -48,7 +48,7 @@ func newUsageCollector(st jobs.Store, opts Options, model func(string) string) *
 		cost: prometheus.NewDesc("promptkit_usage_cost_usd_total",
 			"Known cost in USD of the provider calls in the usage ledger, by org and requested model (configured prices; calls of unknown cost are in promptkit_usage_unknown_cost_requests_total, not here).", labels, nil),
 		tokens: prometheus.NewDesc("promptkit_usage_tokens_total",
-			"Known token counts of the provider calls in the usage ledger, by org, requested model and type (input, output, cached_input).", append(labels, "type"), nil),
+			"Known token counts of the provider calls in the usage ledger, by org, requested model and type (input, output, cached_input, reasoning); cached_input tokens are a part of input, reasoning tokens a part of output.", append(labels, "type"), nil),
 		requests: prometheus.NewDesc("promptkit_usage_requests_total",
 			"Provider calls in the usage ledger (calls lost with a worker included), by org and requested model.", labels, nil),
 		unknownCost: prometheus.NewDesc("promptkit_usage_unknown_cost_requests_total",
@@ -90,6 +90,7 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 			t.InputTokens += b.InputTokens
 			t.OutputTokens += b.OutputTokens
 			t.CachedInputTokens += b.CachedInputTokens
+			t.ReasoningTokens += b.ReasoningTokens
 			t.UnknownUsage += b.UnknownUsage
 			t.CostUSD += b.CostUSD
 			t.UnknownCost += b.UnknownCost
@@ -107,5 +108,6 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.tokens, float64(t.InputTokens), "input")
 		counter(c.tokens, float64(t.OutputTokens), "output")
 		counter(c.tokens, float64(t.CachedInputTokens), "cached_input")
+		counter(c.tokens, float64(t.ReasoningTokens), "reasoning")
 	}
 }

@@ -32,8 +32,9 @@ func TestUsageTotals(t *testing.T) {
 			return nil, errors.New("database down")
 		}
 		return []jobs.UsageBucket{
-			{OrgID: "acme", Model: "m", Requests: 3, InputTokens: 100, OutputTokens: 20, CachedInputTokens: 10, CostUSD: 0.5, UnknownCost: 1, UnknownUsage: 1},
-			{OrgID: "acme", Model: "secret-a", Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25},
+			{OrgID: "acme", Model: "m", Requests: 3, InputTokens: 100, OutputTokens: 20, CachedInputTokens: 10, ReasoningTokens: 8,
+				CostUSD: 0.5, UnknownCost: 1, UnknownUsage: 1},
+			{OrgID: "acme", Model: "secret-a", Requests: 1, InputTokens: 5, OutputTokens: 5, ReasoningTokens: 2, CostUSD: 0.25},
 			{OrgID: "acme", Model: "secret-b", Requests: 2, UnknownCost: 2, UnknownUsage: 2},
 		}, nil
 	}
@@ -48,14 +49,16 @@ promptkit_usage_cost_usd_total{model="m",org="acme"} 0.5
 # TYPE promptkit_usage_requests_total counter
 promptkit_usage_requests_total{model="_OTHER",org="acme"} 3
 promptkit_usage_requests_total{model="m",org="acme"} 3
-# HELP promptkit_usage_tokens_total Known token counts of the provider calls in the usage ledger, by org, requested model and type (input, output, cached_input).
+# HELP promptkit_usage_tokens_total Known token counts of the provider calls in the usage ledger, by org, requested model and type (input, output, cached_input, reasoning); cached_input tokens are a part of input, reasoning tokens a part of output.
 # TYPE promptkit_usage_tokens_total counter
 promptkit_usage_tokens_total{model="_OTHER",org="acme",type="cached_input"} 0
 promptkit_usage_tokens_total{model="_OTHER",org="acme",type="input"} 5
 promptkit_usage_tokens_total{model="_OTHER",org="acme",type="output"} 5
+promptkit_usage_tokens_total{model="_OTHER",org="acme",type="reasoning"} 2
 promptkit_usage_tokens_total{model="m",org="acme",type="cached_input"} 10
 promptkit_usage_tokens_total{model="m",org="acme",type="input"} 100
 promptkit_usage_tokens_total{model="m",org="acme",type="output"} 20
+promptkit_usage_tokens_total{model="m",org="acme",type="reasoning"} 8
 # HELP promptkit_usage_unknown_cost_requests_total Provider calls in the usage ledger whose cost is unknown (no price for the model, or usage not reported), by org and requested model.
 # TYPE promptkit_usage_unknown_cost_requests_total counter
 promptkit_usage_unknown_cost_requests_total{model="_OTHER",org="acme"} 2

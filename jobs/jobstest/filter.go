@@ -28,7 +28,7 @@ func testJobFilter(t *testing.T, h Harness) {
 	j1 := add("j1", jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "alice", Profile: "fast", Priority: ptr(10)})
 	f.claimID("w1", j1)
 	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j1, Worker: "w1", Output: "x", Backend: "b1",
-		AttemptEvents: []json.RawMessage{attemptEvent("m", "b1", 1, 1, 0, 0.1)}}); err != nil {
+		AttemptEvents: []json.RawMessage{attemptEvent("m", "b1", 1, 1, 0, 0, 0.1)}}); err != nil {
 		t.Fatal(err)
 	}
 	// j2: org-a bob, profile slow, priority 50, queued.
@@ -38,7 +38,7 @@ func testJobFilter(t *testing.T, h Harness) {
 	j3 := add("j3", jobs.EnqueueParams{OrgID: "org-b", CreatedBy: "alice", Profile: "fast", Priority: ptr(5)})
 	f.claimID("w3", j3)
 	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: j3, Worker: "w3", Kind: jobs.KindProvider4xx, Message: "no",
-		AttemptEvents: []json.RawMessage{attemptEvent("m", "b2", 1, 1, 0, 0.1)}}); err != nil {
+		AttemptEvents: []json.RawMessage{attemptEvent("m", "b2", 1, 1, 0, 0, 0.1)}}); err != nil {
 		t.Fatal(err)
 	}
 	// l1, l2: lines of batch b, priority 70.

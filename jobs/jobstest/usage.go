@@ -12,12 +12,14 @@ import (
 )
 
 // attemptEvent is a dispatched call's event data as the worker writes it:
-// prompt and completion counts when p >= 0, a cost when cost >= 0.
-func attemptEvent(model, backend string, p, c, cached int, cost float64) json.RawMessage {
+// prompt and completion counts when p >= 0, with the cached and the
+// reasoning count each when it is >= 0, and a cost when cost >= 0.
+func attemptEvent(model, backend string, p, c, cached, reasoning int, cost float64) json.RawMessage {
 	e := jobs.AttemptEvent{Dispatched: true, Generation: 1, Attempt: 1, Outcome: "success", Model: model, Backend: backend}
 	if p >= 0 {
-		e.Usage = jobs.AttemptUsage{TokenUsage: pktype.TokenUsage{PromptTokens: p, CompletionTokens: c, CachedTokens: cached},
-			Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: cached > 0}}
+		e.Usage = jobs.AttemptUsage{
+			TokenUsage: pktype.TokenUsage{PromptTokens: p, CompletionTokens: c, CachedTokens: max(cached, 0), ReasoningTokens: max(reasoning, 0)},
+			Known:      pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: cached >= 0, ReasoningTokens: reasoning >= 0}}
 	}
 	if cost >= 0 {
 		e.CostUSD = &cost
@@ -61,13 +63,15 @@ func fmtBuckets(bs []jobs.UsageBucket) string {
 // The ledger gets one row per dispatched call, with the attempt event that
 // reports it and only when that write takes effect, plus one of unknown
 // usage and cost for the call a lost worker may have made; Usage sums it
-// by group and filter, counting unknowns apart.
+// by group and filter, counting unknowns apart: a call whose cached or
+// reasoning count is unknown counts in UnknownCached or UnknownReasoning,
+// whether or not its other counts are known.
 func testUsageLedger(t *testing.T, h Harness) {
 	f := setup(t, h)
 	day1 := T0.Truncate(24 * time.Hour)
 	a := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", CreatedBy: "alice", TokenID: "tok-a"})
 	f.claimID("w", a.JobID)
-	call := attemptEvent("m1", "b1", 100, 10, 20, 0.5)
+	call := attemptEvent("m1", "b1", 100, 10, 20, 4, 0.5)
 	wantErr(t, f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: a.JobID, Worker: "other", Data: call}), jobs.ErrNotClaimed,
 		"AppendAttempt by another worker")
 	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "other", Output: "x",
@@ -85,10 +89,10 @@ func testUsageLedger(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	expectUsage(t, "after one appended call", f.usage(jobs.UsageParams{}), []jobs.UsageBucket{
-		{Requests: 1, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, CostUSD: 0.5}})
+		{Requests: 1, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, ReasoningTokens: 4, CostUSD: 0.5}})
 	// The last call's usage went unreported: unknown usage and cost.
 	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "w", Output: "x",
-		AttemptEvents: []json.RawMessage{attemptEvent("m1", "b1", -1, 0, 0, -1)}}); err != nil {
+		AttemptEvents: []json.RawMessage{attemptEvent("m1", "b1", -1, 0, -1, -1, -1)}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -96,13 +100,13 @@ func testUsageLedger(t *testing.T, h Harness) {
 	b := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", CreatedBy: "bob", TokenID: "tok-b"})
 	f.claimID("w", b.JobID)
 	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: b.JobID, Worker: "w", Kind: jobs.KindProvider4xx,
-		AttemptEvents: []json.RawMessage{attemptEvent("m2", "b2", 5, 5, 0, 0.25)}}); err != nil {
+		AttemptEvents: []json.RawMessage{attemptEvent("m2", "b2", 5, 5, -1, 0, 0.25)}}); err != nil {
 		t.Fatal(err)
 	}
 	c := f.enqueue(jobs.EnqueueParams{OrgID: "org-2", CreatedBy: "carol"})
 	f.claimID("w", c.JobID)
 	if _, err := f.store.Requeue(f.ctx, jobs.RequeueParams{JobID: c.JobID, Worker: "w", Kind: jobs.KindRateLimit,
-		AttemptEvents: []json.RawMessage{attemptEvent("m1", "b1", 7, 3, 0, 0.125)}}); err != nil {
+		AttemptEvents: []json.RawMessage{attemptEvent("m1", "b1", 7, 3, 0, -1, 0.125)}}); err != nil {
 		t.Fatal(err)
 	}
 	f.claimID("lost", c.JobID)
@@ -112,37 +116,51 @@ func testUsageLedger(t *testing.T, h Harness) {
 	}
 	day2 := day1.Add(24 * time.Hour)
 
+	// The calls: a's first (all counts known) and last (usage unknown),
+	// b's (cached count unreported, reasoning a known 0), c's (reasoning
+	// unreported, cached a known 0) and c's lost one (all unknown).
+	firstTwo := jobs.UsageBucket{Requests: 2, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, ReasoningTokens: 4,
+		UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 1, CostUSD: 0.5, UnknownCost: 1}
+	bs := jobs.UsageBucket{Requests: 1, InputTokens: 5, OutputTokens: 5, UnknownCached: 1, CostUSD: 0.25}
 	expectUsage(t, "everything", f.usage(jobs.UsageParams{}), []jobs.UsageBucket{{Requests: 5, InputTokens: 112,
-		OutputTokens: 18, CachedInputTokens: 20, UnknownUsage: 2, CostUSD: 0.875, UnknownCost: 2}})
+		OutputTokens: 18, CachedInputTokens: 20, ReasoningTokens: 4, UnknownUsage: 2, UnknownCached: 3, UnknownReasoning: 3,
+		CostUSD: 0.875, UnknownCost: 2}})
 	expectUsage(t, "by org", f.usage(jobs.UsageParams{GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}), []jobs.UsageBucket{
-		{OrgID: "org-1", Requests: 3, InputTokens: 105, OutputTokens: 15, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.75, UnknownCost: 1},
-		{OrgID: "org-2", Requests: 2, InputTokens: 7, OutputTokens: 3, UnknownUsage: 1, CostUSD: 0.125, UnknownCost: 1},
+		{OrgID: "org-1", Requests: 3, InputTokens: 105, OutputTokens: 15, CachedInputTokens: 20, ReasoningTokens: 4, UnknownUsage: 1,
+			UnknownCached: 2, UnknownReasoning: 1, CostUSD: 0.75, UnknownCost: 1},
+		{OrgID: "org-2", Requests: 2, InputTokens: 7, OutputTokens: 3, UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 2,
+			CostUSD: 0.125, UnknownCost: 1},
 	})
+	tokA, tokB := firstTwo, bs
+	tokA.TokenID, tokA.UserID, tokB.TokenID, tokB.UserID = "tok-a", "alice", "tok-b", "bob"
 	expectUsage(t, "org-1 by token and user", f.usage(jobs.UsageParams{OrgID: "org-1",
-		GroupBy: []jobs.UsageGroup{jobs.UsageByToken, jobs.UsageByUser}}), []jobs.UsageBucket{
-		{TokenID: "tok-a", UserID: "alice", Requests: 2, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.5, UnknownCost: 1},
-		{TokenID: "tok-b", UserID: "bob", Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25},
-	})
+		GroupBy: []jobs.UsageGroup{jobs.UsageByToken, jobs.UsageByUser}}), []jobs.UsageBucket{tokA, tokB})
 	// The lost call's model and backend are unknown: "".
+	first, second := firstTwo, bs
+	first.Day, first.Model, first.Backend = day1, "m1", "b1"
+	second.Day, second.Model, second.Backend = day2, "m2", "b2"
 	expectUsage(t, "by day, model and backend", f.usage(jobs.UsageParams{
 		GroupBy: []jobs.UsageGroup{jobs.UsageByModel, jobs.UsageByDay, jobs.UsageByBackend}}), []jobs.UsageBucket{
-		{Day: day1, Model: "m1", Backend: "b1", Requests: 2, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.5, UnknownCost: 1},
-		{Day: day2, Requests: 1, UnknownUsage: 1, UnknownCost: 1},
-		{Day: day2, Model: "m1", Backend: "b1", Requests: 1, InputTokens: 7, OutputTokens: 3, CostUSD: 0.125},
-		{Day: day2, Model: "m2", Backend: "b2", Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25},
+		first,
+		{Day: day2, Requests: 1, UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 1, UnknownCost: 1},
+		{Day: day2, Model: "m1", Backend: "b1", Requests: 1, InputTokens: 7, OutputTokens: 3, UnknownReasoning: 1, CostUSD: 0.125},
+		second,
 	})
 	for _, c := range []struct {
 		name string
 		p    jobs.UsageParams
 		want []jobs.UsageBucket
 	}{
-		{"one token", jobs.UsageParams{TokenID: "tok-b"}, []jobs.UsageBucket{{Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25}}},
+		{"one token", jobs.UsageParams{TokenID: "tok-b"}, []jobs.UsageBucket{bs}},
 		{"one token in another org", jobs.UsageParams{OrgID: "org-2", TokenID: "tok-b"}, nil},
-		{"one user", jobs.UsageParams{OrgID: "org-2", UserID: "carol"}, []jobs.UsageBucket{{Requests: 2, InputTokens: 7, OutputTokens: 3, UnknownUsage: 1, CostUSD: 0.125, UnknownCost: 1}}},
-		{"one model", jobs.UsageParams{Model: "m1"}, []jobs.UsageBucket{{Requests: 3, InputTokens: 107, OutputTokens: 13, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.625, UnknownCost: 1}}},
-		{"one backend", jobs.UsageParams{Backend: "b2"}, []jobs.UsageBucket{{Requests: 1, InputTokens: 5, OutputTokens: 5, CostUSD: 0.25}}},
-		{"from the second day", jobs.UsageParams{From: day2}, []jobs.UsageBucket{{Requests: 3, InputTokens: 12, OutputTokens: 8, UnknownUsage: 1, CostUSD: 0.375, UnknownCost: 1}}},
-		{"before the second day", jobs.UsageParams{To: day2}, []jobs.UsageBucket{{Requests: 2, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, UnknownUsage: 1, CostUSD: 0.5, UnknownCost: 1}}},
+		{"one user", jobs.UsageParams{OrgID: "org-2", UserID: "carol"}, []jobs.UsageBucket{{Requests: 2, InputTokens: 7, OutputTokens: 3,
+			UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 2, CostUSD: 0.125, UnknownCost: 1}}},
+		{"one model", jobs.UsageParams{Model: "m1"}, []jobs.UsageBucket{{Requests: 3, InputTokens: 107, OutputTokens: 13, CachedInputTokens: 20,
+			ReasoningTokens: 4, UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 2, CostUSD: 0.625, UnknownCost: 1}}},
+		{"one backend", jobs.UsageParams{Backend: "b2"}, []jobs.UsageBucket{bs}},
+		{"from the second day", jobs.UsageParams{From: day2}, []jobs.UsageBucket{{Requests: 3, InputTokens: 12, OutputTokens: 8,
+			UnknownUsage: 1, UnknownCached: 2, UnknownReasoning: 2, CostUSD: 0.375, UnknownCost: 1}}},
+		{"before the second day", jobs.UsageParams{To: day2}, []jobs.UsageBucket{firstTwo}},
 		// To is exclusive: the first call was at T0.
 		{"up to the first call", jobs.UsageParams{To: T0}, nil},
 		{"nothing matches", jobs.UsageParams{Model: "m3", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}, nil},
@@ -220,10 +238,10 @@ func testUsageCancel(t *testing.T, h Harness) {
 		}
 	}
 	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: run.JobID, Worker: "w", Output: "x",
-		AttemptEvents: []json.RawMessage{attemptEvent("m", "b", 1, 1, 0, 1)}})
+		AttemptEvents: []json.RawMessage{attemptEvent("m", "b", 1, 1, 0, 0, 1)}})
 	wantErr(t, err, jobs.ErrNotClaimed, "Succeed after Cancel")
 	expectUsage(t, "after cancels", f.usage(jobs.UsageParams{TokenID: "tok", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}),
-		[]jobs.UsageBucket{{OrgID: "org-1", Requests: 1, UnknownUsage: 1, UnknownCost: 1}})
+		[]jobs.UsageBucket{{OrgID: "org-1", Requests: 1, UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 1, UnknownCost: 1}})
 	if c := jobs.JobCost(f.events(run.JobID)); c.Known {
 		t.Errorf("cancelled running job's cost %+v, want unknown", c)
 	}
@@ -239,15 +257,17 @@ func testRecordCalls(t *testing.T, h Harness) {
 	f := setup(t, h)
 	in, cost := int64(40), 0.25
 	p := jobs.RecordCallsParams{OrgID: "org-1", UserID: "alice", TokenID: "tok-a", Calls: []jobs.UsageCall{
-		{Model: "embed", Backend: "b1", InputTokens: &in, OutputTokens: new(int64(0)), CostUSD: &cost},
+		{Model: "embed", Backend: "b1", InputTokens: &in, OutputTokens: new(int64(0)), CachedInputTokens: new(int64(8)),
+			ReasoningTokens: new(int64(0)), CostUSD: &cost},
 		{Model: "embed", Backend: "b2"}, // usage and cost unknown
 	}}
 	for name, bad := range map[string]jobs.RecordCallsParams{
-		"no org":        {UserID: "alice", Calls: p.Calls},
-		"no user":       {OrgID: "org-1", Calls: p.Calls},
-		"negative cost": {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", CostUSD: new(-1.0)}}},
-		"NUL in model":  {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m\x00"}}},
-		"bad status":    {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", StatusCode: -1}}},
+		"no org":             {UserID: "alice", Calls: p.Calls},
+		"no user":            {OrgID: "org-1", Calls: p.Calls},
+		"negative cost":      {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", CostUSD: new(-1.0)}}},
+		"negative reasoning": {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", ReasoningTokens: new(int64(-1))}}},
+		"NUL in model":       {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m\x00"}}},
+		"bad status":         {OrgID: "org-1", UserID: "alice", Calls: []jobs.UsageCall{{Model: "m", StatusCode: -1}}},
 	} {
 		wantErr(t, f.store.RecordCalls(f.ctx, bad), jobs.ErrInvalid, "RecordCalls "+name)
 	}
@@ -262,8 +282,8 @@ func testRecordCalls(t *testing.T, h Harness) {
 	}
 	expectUsage(t, "the token's calls", f.usage(jobs.UsageParams{TokenID: "tok-a", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg, jobs.UsageByUser, jobs.UsageByBackend}}),
 		[]jobs.UsageBucket{
-			{OrgID: "org-1", UserID: "alice", Backend: "b1", Requests: 1, InputTokens: 40, CostUSD: 0.25},
-			{OrgID: "org-1", UserID: "alice", Backend: "b2", Requests: 1, UnknownUsage: 1, UnknownCost: 1},
+			{OrgID: "org-1", UserID: "alice", Backend: "b1", Requests: 1, InputTokens: 40, CachedInputTokens: 8, CostUSD: 0.25},
+			{OrgID: "org-1", UserID: "alice", Backend: "b2", Requests: 1, UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 1, UnknownCost: 1},
 		})
 	if got := f.usage(jobs.UsageParams{OrgID: "org-2"}); len(got) != 0 {
 		t.Errorf("another org's usage: %s", fmtBuckets(got))

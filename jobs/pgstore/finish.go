@@ -98,13 +98,13 @@ var finishSQL = named(`
 		-- The usage ledger's rows, by the call's ord: each with its job's
 		-- owners, only for calls that took effect.
 		INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend, input_tokens, output_tokens,
-			cached_tokens, cost_usd, status_code, outcome, failure)
+			cached_tokens, reasoning_tokens, cost_usd, status_code, outcome, failure)
 		SELECT $now::timestamptz, j.id, j.org_id, j.created_by, j.token_id, c.model, c.backend, c.input, c.output,
-			c.cached, c.cost, c.status, c.outcome, c.failure
+			c.cached, c.reasoning, c.cost, c.status, c.outcome, c.failure
 		FROM unnest($call_ord::int[], $call_model::text[], $call_backend::text[], $call_in::bigint[],
-			$call_out::bigint[], $call_cached::bigint[], $call_cost::float8[], $call_status::int[],
-			$call_outcome::text[], $call_failure::text[])
-			AS c(ord, model, backend, input, output, cached, cost, status, outcome, failure)
+			$call_out::bigint[], $call_cached::bigint[], $call_reasoning::bigint[], $call_cost::float8[],
+			$call_status::int[], $call_outcome::text[], $call_failure::text[])
+			AS c(ord, model, backend, input, output, cached, reasoning, cost, status, outcome, failure)
 		JOIN (SELECT ord, id, org_id, created_by, token_id FROM done
 			UNION ALL SELECT ord, id, org_id, created_by, token_id FROM att) j ON j.ord = c.ord
 	), `+notified("done")+`
@@ -113,7 +113,7 @@ var finishSQL = named(`
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
 	"usage", "response", "finish_reason", "tool_calls", "attempts", "backend", "body", "now", "schema",
-	"call_ord", "call_model", "call_backend", "call_in", "call_out", "call_cached", "call_cost",
+	"call_ord", "call_model", "call_backend", "call_in", "call_out", "call_cached", "call_reasoning", "call_cost",
 	"call_status", "call_outcome", "call_failure")
 
 // runFinish runs finishing writes in one transaction of their own.
@@ -188,7 +188,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
 		usage, response, finishReason, toolCalls, attempts, backend, body, now, b.schema,
-		c.ord, c.model, c.backend, c.in, c.out, c.cached, c.cost, c.status, c.outcome, c.failure), func(rows pgx.Rows) error {
+		c.ord, c.model, c.backend, c.in, c.out, c.cached, c.reasoning, c.cost, c.status, c.outcome, c.failure), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
 			j, err := scanJob(rows, &ord)
@@ -206,18 +206,19 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 // callRows are a batch's usage ledger rows as finishSQL's arrays; ord
 // names the call that brings each.
 type callRows struct {
-	ord              []int
-	model, backend   []string
-	in, out, cached  []*int64
-	cost             []*float64
-	status           []int
-	outcome, failure []string
+	ord                        []int
+	model, backend             []string
+	in, out, cached, reasoning []*int64
+	cost                       []*float64
+	status                     []int
+	outcome, failure           []string
 }
 
 func (c *callRows) add(ord int, calls []jobs.UsageCall) {
 	for _, u := range calls {
 		c.ord, c.model, c.backend = append(c.ord, ord), append(c.model, u.Model), append(c.backend, u.Backend)
 		c.in, c.out, c.cached = append(c.in, u.InputTokens), append(c.out, u.OutputTokens), append(c.cached, u.CachedInputTokens)
+		c.reasoning = append(c.reasoning, u.ReasoningTokens)
 		c.cost = append(c.cost, u.CostUSD)
 		c.status, c.outcome, c.failure = append(c.status, u.StatusCode), append(c.outcome, u.Outcome), append(c.failure, u.Failure)
 	}

@@ -76,16 +76,17 @@ func (d *opsDB) LimitList(ctx context.Context) ([]jobs.Limit, error) {
 // ledger, by the rows of callRows.
 const recordCallsSQL = `
 	INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend, input_tokens, output_tokens,
-		cached_tokens, cost_usd, status_code, outcome, failure)
-	SELECT $1, '', $2, $3, $4, c.model, c.backend, c.input, c.output, c.cached, c.cost, c.status, c.outcome, c.failure
-	FROM unnest($5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[], $10::float8[], $11::int[],
-		$12::text[], $13::text[])
-		AS c(model, backend, input, output, cached, cost, status, outcome, failure)`
+		cached_tokens, reasoning_tokens, cost_usd, status_code, outcome, failure)
+	SELECT $1, '', $2, $3, $4, c.model, c.backend, c.input, c.output, c.cached, c.reasoning, c.cost, c.status,
+		c.outcome, c.failure
+	FROM unnest($5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::float8[],
+		$12::int[], $13::text[], $14::text[])
+		AS c(model, backend, input, output, cached, reasoning, cost, status, outcome, failure)`
 
 func (d *opsDB) CallsInsert(ctx context.Context, p jobs.RecordCallsParams) error {
 	var c callRows
 	c.add(0, p.Calls)
 	_, err := d.pool.Exec(ctx, recordCallsSQL, d.store().clock(), p.OrgID, p.UserID, p.TokenID,
-		c.model, c.backend, c.in, c.out, c.cached, c.cost, c.status, c.outcome, c.failure)
+		c.model, c.backend, c.in, c.out, c.cached, c.reasoning, c.cost, c.status, c.outcome, c.failure)
 	return err
 }

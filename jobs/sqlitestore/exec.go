@@ -83,8 +83,8 @@ var (
 	qClaimedPrompt = wq(`SELECT prompt_id, org_id, created_by, token_id FROM jobs
 		WHERE id = ? AND state = 'running' AND worker_claim = ?`)
 	qInsertCall = wq(`INSERT INTO usage_ledger (at, job_id, org_id, user_id, token_id, model, backend,
-		input_tokens, output_tokens, cached_tokens, cost_usd, status_code, outcome, failure)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, status_code, outcome, failure)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	// The finishing write: the job moves to the state ?1 Go decided, only
 	// while it runs under the caller's claim. A job going back to the
 	// queue leaves its worker: no claim, no run times, no finish time.
@@ -570,8 +570,8 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 func (w *wtx) insertCalls(j jobs.Job, calls []jobs.UsageCall) error {
 	for _, c := range calls {
 		if _, err := w.exec(qInsertCall, w.now, j.ID, j.OrgID, j.CreatedBy, j.TokenID, c.Model, c.Backend,
-			nullInt(c.InputTokens), nullInt(c.OutputTokens), nullInt(c.CachedInputTokens), nullFloat(c.CostUSD),
-			c.StatusCode, c.Outcome, c.Failure); err != nil {
+			nullInt(c.InputTokens), nullInt(c.OutputTokens), nullInt(c.CachedInputTokens), nullInt(c.ReasoningTokens),
+			nullFloat(c.CostUSD), c.StatusCode, c.Outcome, c.Failure); err != nil {
 			return fmt.Errorf("insert usage: %w", err)
 		}
 	}

@@ -240,15 +240,17 @@ func TestUnreportedUsageIsStoredUnknown(t *testing.T) {
 }
 
 // An attempt event carries the call's cost by the engine's prices (none
-// when unknown), and the store writes the call to the usage ledger with
-// it, under the job's token.
+// when unknown), cached and reasoning tokens priced apart, and the store
+// writes the call to the usage ledger with it and its counts, under the
+// job's token.
 func TestAttemptCostReachesTheLedger(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		eng := enginekit.Provider(t, f.srv.URL, enginekit.Retries(0), func(c *promptkit.Config) {
-			c.Prices = []promptkit.Price{{Model: enginekit.Model, Input: 1, Output: 2}}
+			c.Prices = []promptkit.Price{{Model: enginekit.Model, Input: 1, Output: 2, CachedInput: 0.5, Reasoning: 4}}
 		})
 		f.srv.Enqueue(
-			providertest.Response{Text: "ok", Usage: providertest.Usage{PromptTokens: 400, CompletionTokens: 100, TotalTokens: 500}},
+			providertest.Response{Text: "ok", Usage: providertest.Usage{PromptTokens: 400, CompletionTokens: 100, TotalTokens: 500,
+				CachedTokens: 50, ReasoningTokens: 30}},
 			providertest.Response{Text: "ok", Usage: providertest.Usage{Mode: providertest.UsageAbsent}},
 		)
 		priced := f.enqueue(jobs.EnqueueParams{TokenID: "tok-1", Text: "priced"})
@@ -257,7 +259,7 @@ func TestAttemptCostReachesTheLedger(t *testing.T) {
 		f.runOnce(w, 1)
 		f.runOnce(w, 1)
 
-		const want = (400*1 + 100*2) / 1e6
+		const want = ((400-50)*1 + 50*0.5 + (100-30)*2 + 30*4) / 1e6
 		for _, c := range []struct {
 			id   string
 			want promptkit.Cost
@@ -274,7 +276,8 @@ func TestAttemptCostReachesTheLedger(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantB := []jobs.UsageBucket{{Model: enginekit.Model, Requests: 2, InputTokens: 400, OutputTokens: 100, UnknownUsage: 1, CostUSD: want, UnknownCost: 1}}
+		wantB := []jobs.UsageBucket{{Model: enginekit.Model, Requests: 2, InputTokens: 400, OutputTokens: 100, CachedInputTokens: 50,
+			ReasoningTokens: 30, UnknownUsage: 1, UnknownCached: 1, UnknownReasoning: 1, CostUSD: want, UnknownCost: 1}}
 		if len(got) != 1 || got[0] != wantB[0] {
 			t.Fatalf("usage %+v, want %+v", got, wantB)
 		}

@@ -44,7 +44,8 @@ var columns = []struct {
 // all being stamped at or before the store's now. Each row is: the day
 // (NULL unless grouped by day), org, user, token, model and backend
 // (empty unless grouped by them), then Requests, InputTokens,
-// OutputTokens, CachedInputTokens, UnknownUsage, CostUSD and UnknownCost.
+// OutputTokens, CachedInputTokens, ReasoningTokens, UnknownUsage,
+// UnknownCached, UnknownReasoning, CostUSD and UnknownCost (see Dests).
 // Only the filters given are in the WHERE clause, so that an org's or a
 // token's range read uses its index.
 func Query(p jobs.UsageParams, d Dialect) (string, []any) {
@@ -87,7 +88,10 @@ func Query(p jobs.UsageParams, d Dialect) (string, []any) {
 		CAST(coalesce(sum(input_tokens), 0) AS BIGINT),
 		CAST(coalesce(sum(output_tokens), 0) AS BIGINT),
 		CAST(coalesce(sum(cached_tokens), 0) AS BIGINT),
+		CAST(coalesce(sum(reasoning_tokens), 0) AS BIGINT),
 		CAST(coalesce(sum(CASE WHEN input_tokens IS NULL OR output_tokens IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT),
+		CAST(coalesce(sum(CASE WHEN cached_tokens IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT),
+		CAST(coalesce(sum(CASE WHEN reasoning_tokens IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT),
 		CAST(coalesce(sum(cost_usd), 0) AS DOUBLE PRECISION),
 		CAST(coalesce(sum(CASE WHEN cost_usd IS NULL THEN 1 ELSE 0 END), 0) AS BIGINT)
 	FROM usage_ledger WHERE %s`, strings.Join(sel, ", "), strings.Join(where, " AND "))
@@ -101,7 +105,8 @@ func Query(p jobs.UsageParams, d Dialect) (string, []any) {
 // which the store reads itself.
 func Dests(b *jobs.UsageBucket) []any {
 	return []any{&b.OrgID, &b.UserID, &b.TokenID, &b.Model, &b.Backend,
-		&b.Requests, &b.InputTokens, &b.OutputTokens, &b.CachedInputTokens, &b.UnknownUsage, &b.CostUSD, &b.UnknownCost}
+		&b.Requests, &b.InputTokens, &b.OutputTokens, &b.CachedInputTokens, &b.ReasoningTokens,
+		&b.UnknownUsage, &b.UnknownCached, &b.UnknownReasoning, &b.CostUSD, &b.UnknownCost}
 }
 
 // Call results as BackendActivity sorts them: a 429 is rate limited

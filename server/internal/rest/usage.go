@@ -33,24 +33,31 @@ type UsageBucket struct {
 
 // UsageResult sums one group's provider calls. The group's fields are
 // null unless grouped by them, as OpenAI's are. Counts and costs that are
-// unknown are not in the sums: UnknownUsageRequests and
-// UnknownCostRequests count the calls they leave out.
+// unknown are not in the sums: UnknownUsageRequests,
+// UnknownCachedRequests, UnknownReasoningRequests and UnknownCostRequests
+// count the calls they leave out.
 type UsageResult struct {
-	Object            string  `json:"object"` // "organization.usage.completions.result"
-	InputTokens       int64   `json:"input_tokens"`
-	OutputTokens      int64   `json:"output_tokens"`
-	InputCachedTokens int64   `json:"input_cached_tokens"`
-	NumModelRequests  int64   `json:"num_model_requests"`
-	OrgID             *string `json:"org_id"`
-	UserID            *string `json:"user_id"`
-	APIKeyID          *string `json:"api_key_id"`
-	Model             *string `json:"model"`
-	Backend           *string `json:"backend"`
+	Object            string `json:"object"` // "organization.usage.completions.result"
+	InputTokens       int64  `json:"input_tokens"`
+	OutputTokens      int64  `json:"output_tokens"`
+	InputCachedTokens int64  `json:"input_cached_tokens"`
+	// promptkit's, beside OpenAI's input_cached_tokens: the reasoning
+	// tokens, a part of the output tokens.
+	OutputReasoningTokens int64   `json:"output_reasoning_tokens"`
+	NumModelRequests      int64   `json:"num_model_requests"`
+	OrgID                 *string `json:"org_id"`
+	UserID                *string `json:"user_id"`
+	APIKeyID              *string `json:"api_key_id"`
+	Model                 *string `json:"model"`
+	Backend               *string `json:"backend"`
 	// promptkit's: the cost in USD of the calls whose cost is known, and
-	// how many calls have unknown usage or cost.
-	CostUSD              float64 `json:"cost_usd"`
-	UnknownUsageRequests int64   `json:"unknown_usage_requests"`
-	UnknownCostRequests  int64   `json:"unknown_cost_requests"`
+	// how many calls have unknown usage, cached or reasoning count, or
+	// cost.
+	CostUSD                  float64 `json:"cost_usd"`
+	UnknownUsageRequests     int64   `json:"unknown_usage_requests"`
+	UnknownCachedRequests    int64   `json:"unknown_cached_requests"`
+	UnknownReasoningRequests int64   `json:"unknown_reasoning_requests"`
+	UnknownCostRequests      int64   `json:"unknown_cost_requests"`
 }
 
 // usageGroups are group_by's values, OpenAI's names where it has them.
@@ -219,10 +226,11 @@ func usageResult(p jobs.UsageParams, b jobs.UsageBucket) UsageResult {
 	}
 	return UsageResult{
 		Object: "organization.usage.completions.result", InputTokens: b.InputTokens, OutputTokens: b.OutputTokens,
-		InputCachedTokens: b.CachedInputTokens, NumModelRequests: b.Requests,
+		InputCachedTokens: b.CachedInputTokens, OutputReasoningTokens: b.ReasoningTokens, NumModelRequests: b.Requests,
 		OrgID: group(jobs.UsageByOrg, b.OrgID), UserID: group(jobs.UsageByUser, b.UserID),
 		APIKeyID: group(jobs.UsageByToken, b.TokenID), Model: group(jobs.UsageByModel, b.Model),
 		Backend: group(jobs.UsageByBackend, b.Backend),
-		CostUSD: b.CostUSD, UnknownUsageRequests: b.UnknownUsage, UnknownCostRequests: b.UnknownCost,
+		CostUSD: b.CostUSD, UnknownUsageRequests: b.UnknownUsage, UnknownCachedRequests: b.UnknownCached,
+		UnknownReasoningRequests: b.UnknownReasoning, UnknownCostRequests: b.UnknownCost,
 	}
 }

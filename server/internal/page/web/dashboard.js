@@ -280,14 +280,31 @@ $('bulk-go').addEventListener('click', async () => {
 // ---- one job
 
 function fact(dt, dd) { return [h('dt', {}, dt), h('dd', {}, dd)]; }
-// tokens reads a usage: an answer's counts are numbers (null: unknown), an
-// attempt event's are {"value": n} (absent: unknown).
-function tokens(u) {
-  if (!u) return 'unknown';
-  const n = (x) => (x && typeof x === 'object' ? x.value : x);
-  const i = n(u.prompt_tokens), o = n(u.completion_tokens);
-  if (!known(i) && !known(o)) return 'unknown';
-  return `${known(i) ? i : '?'} in · ${known(o) ? o : '?'} out`;
+// tokens sums the usages of calls as their attempt events have them: each
+// count {"value": n}, absent when unknown. A count no call reported is
+// "?"; one some calls did not report is a lower bound, "≥ n". Cached
+// tokens (a part of the input) and reasoning tokens (a part of the output)
+// show when some call reported them.
+function tokens(usages) {
+  const sum = (k) => {
+    const vs = usages.map((u) => u?.[k]?.value).filter(known);
+    if (!vs.length) return null;
+    const total = vs.reduce((a, b) => a + b, 0).toLocaleString();
+    return vs.length < usages.length ? `≥ ${total}` : total;
+  };
+  const i = sum('prompt_tokens'), o = sum('completion_tokens');
+  if (i === null && o === null) return 'unknown';
+  const c = sum('cached_tokens'), r = sum('reasoning_tokens');
+  return `${i ?? '?'} in${c === null ? '' : ` (${c} cached)`} · ${o ?? '?'} out${r === null ? '' : ` (${r} reasoning)`}`;
+}
+// jobTokens is the tokens of every call the job made, as its cost sums
+// them, with a note when some count is a lower bound.
+function jobTokens(steps) {
+  const calls = steps.filter((s) => s.dispatched);
+  if (!calls.length) return '–';
+  const text = tokens(calls.map((s) => s.usage));
+  if (!text.includes('≥')) return text;
+  return [text, h('span', { class: 'muted', id: 'job-tokens-note' }, ' (≥: some calls did not report that count)')];
 }
 
 async function loadJob(r) {
@@ -305,7 +322,7 @@ async function loadJob(r) {
     ...fact('Started · finished', `${fmtTime(j.started_at)} · ${fmtTime(j.finished_at)}`),
     ...fact('Worker', j.worker_claim || '–'),
     ...fact('Answered by', resp ? `${resp.model || '?'}${resp.backend ? ' on ' + resp.backend : ''}` : '–'),
-    ...fact('Tokens', resp ? tokens(resp.usage) : '–'),
+    ...fact('Tokens', jobTokens(d.timeline)),
     ...fact('Cost', fmtUSD(d.cost_usd)),
     ...(d.history.length > 1 ? fact('Retries of this prompt', d.history.map((x) => h('a', { href: '#job/' + x.id, class: x.id === j.id ? 'here' : '' }, stateWords[x.state] || x.state)).flatMap((a, i) => (i ? [' → ', a] : [a]))) : []),
   );
@@ -344,7 +361,7 @@ async function loadJob(r) {
       s.wait_before_ms ? `waited ${fmtMs(s.wait_before_ms)} before` : null,
       s.capacity_wait_ms ? `capacity wait ${fmtMs(s.capacity_wait_ms)}` : null,
       `generation ${fmtMs(s.generation_ms)}`,
-      s.usage ? tokens(s.usage) + ' tokens' : null,
+      s.usage ? tokens([s.usage]) + ' tokens' : null,
       known(s.cost_usd) ? fmtUSD(s.cost_usd) : null,
     ].filter(Boolean).join(' · ');
     return h('li', { class: failed ? 'step is-failed' : 'step', dataset: { status: s.status_code || 0, backend: s.backend || '' } },
