@@ -211,6 +211,8 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 		return p, invalid("an expiring key needs an idempotency key")
 	case p.KeyGrace < 0 || p.KeyGrace > 0 && !p.KeyExpires:
 		return p, invalid("key grace must be zero or more, with an expiring key")
+	case p.KeyFresh && !p.KeyExpires:
+		return p, invalid("a fresh key must be an expiring key")
 	case p.ClaimAs != "" && (p.DependsOn != "" || !p.AvailableAt.IsZero()):
 		return p, invalid("a job claimed as it is stored has no dependency and no later start")
 	}

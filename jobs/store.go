@@ -436,6 +436,12 @@ type EnqueueParams struct {
 	// prompt's job that succeeded; 0: it holds only while a job is queued
 	// or running.
 	KeyGrace time.Duration
+	// KeyFresh, with KeyExpires, takes the key whatever its prompt's jobs
+	// are doing: the call is never a repeat, but a later call with the
+	// key (a client's retry of it) finds it. The server's first attempt
+	// of a request without a key of its own is such a call: the same
+	// request sent twice at once is two samples, not one.
+	KeyFresh bool
 
 	// ClaimAs, when set, stores the job claimed by the worker of that
 	// name (running, as Claim would leave it, with both its → queued and

@@ -612,11 +612,11 @@ func TestResponsesRefusals(t *testing.T) {
 		param  string
 	}{
 		{`{"model":"default","input":"x","tools":[{"type":"web_search_preview"}]}`, 400, "tools[0].type"},
-		{`{"model":"default","input":"x","reasoning":{"effort":"high"}}`, 400, "reasoning.effort"},
-		{`{"model":"default","input":"x","include":["reasoning.encrypted_content"]}`, 400, "include[0]"},
+		{`{"model":"default","input":"x","reasoning":{"effort":"high","budget":9}}`, 400, "reasoning.budget"},
+		{`{"model":"default","input":"x","include":["web_search_call.action.sources"]}`, 400, "include[0]"},
 		{`{"model":"default","input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, 400, "input[0].content[0].type"},
 		{`{"model":"default","input":"x","conversation":"c"}`, 400, "conversation"},
-		{`{"model":"default","input":"x","frobnicate":true}`, 400, "frobnicate"},
+		{`{"model":"default","input":"x","seed":1}`, 400, "seed"},
 		{`{"model":"nope","input":"x"}`, 404, "model"},
 	} {
 		r := e.call("POST", "/v1/responses", "", c.body)
@@ -707,7 +707,7 @@ func TestResponsesSchemasFitTheGoTypes(t *testing.T) {
 			t.Errorf("%s: %v\n%s", name, err, b)
 		}
 	}
-	for _, ev := range []openaiapi.ResponseEvent{openaiapi.ErrorEvent("stream_replaced", "m"), openaiapi.TextDelta(oasPromptA, "")} {
+	for _, ev := range []openaiapi.ResponseEvent{openaiapi.ErrorEvent("stream_replaced", "m"), openaiapi.TextDelta(oasPromptA, openaiapi.ItemMessage, 0, "")} {
 		b, _ := json.Marshal(ev)
 		if err := oasValidate(t, "/components/schemas/ResponseStreamEvent", b); err != nil {
 			t.Errorf("%s: %v", b, err)

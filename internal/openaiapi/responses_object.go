@@ -76,14 +76,16 @@ type IncompleteDetails struct {
 }
 
 // OutputItem is an item of a response's output, or of its input as GET
-// /v1/responses/{id}/input_items lists it: a message (Role, Content), a
-// function call (CallID, Name, Arguments) or a function's result (CallID,
-// Output).
+// /v1/responses/{id}/input_items lists it: the model's reasoning
+// (Summary, always empty, and Content, its reasoning_text), a message
+// (Role, Content), a function call (CallID, Name, Arguments) or a
+// function's result (CallID, Output).
 type OutputItem struct {
 	ID        string         `json:"id"`
 	Type      string         `json:"type"`
 	Status    string         `json:"status"`
 	Role      string         `json:"role,omitempty"`
+	Summary   *[]ContentPart `json:"summary,omitempty"`
 	Content   *[]ContentPart `json:"content,omitempty"`
 	CallID    string         `json:"call_id,omitempty"`
 	Name      string         `json:"name,omitempty"`
@@ -92,11 +94,13 @@ type OutputItem struct {
 }
 
 // ContentPart is a message's part: output_text (with its annotations,
-// always none) or input_text.
+// always none, and its logprobs when asked for) or input_text; or a
+// reasoning item's reasoning_text.
 type ContentPart struct {
-	Type        string      `json:"type"`
-	Text        string      `json:"text"`
-	Annotations *[]struct{} `json:"annotations,omitempty"`
+	Type        string          `json:"type"`
+	Text        string          `json:"text"`
+	Annotations *[]struct{}     `json:"annotations,omitempty"`
+	Logprobs    json.RawMessage `json:"logprobs,omitempty"`
 }
 
 // TextConfig is the echo of text: {format}.
@@ -149,9 +153,13 @@ type DeletedResponse struct {
 	Deleted bool   `json:"deleted"`
 }
 
-// MessageItemID and CallItemID are the ids of a response's output items:
-// its message, and its function call i.
+// MessageItemID, ReasoningItemID and CallItemID are the ids of a
+// response's output items: its message, its reasoning, and its function
+// call i.
 func MessageItemID(promptID string) string { return "msg_" + promptID }
+
+// ReasoningItemID: see MessageItemID.
+func ReasoningItemID(promptID string) string { return "rs_" + promptID }
 
 // CallItemID: see MessageItemID.
 func CallItemID(promptID string, i int) string { return fmt.Sprintf("fc_%s_%d", promptID, i) }
@@ -263,22 +271,52 @@ func responseEcho(p jobs.Prompt) Response {
 	return o
 }
 
-// outputItems are an answer's output: its message (when it has text, or
-// no calls), then its function calls.
+// outputItems are an answer's output: its reasoning, when the backend
+// sent it; its message (when it has text, or no calls), with the
+// logprobs it was answered with; then its function calls.
 func outputItems(promptID string, r jobs.Response, status string) []OutputItem {
 	var out []OutputItem
 	itemStatus := StatusCompleted
 	if status == StatusIncomplete {
 		itemStatus = StatusIncomplete
 	}
+	first := Completion(jobs.Job{}, r).Choices[0]
+	if reasoning := Reasoning(first.Message); reasoning != "" {
+		out = append(out, reasoningItem(ReasoningItemID(promptID), itemStatus, reasoning))
+	}
 	if text := AnswerText(r); text != "" || len(r.ToolCalls) == 0 {
-		out = append(out, messageItem(MessageItemID(promptID), itemStatus, text))
+		item := messageItem(MessageItemID(promptID), itemStatus, text)
+		var lp struct {
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(first.Logprobs, &lp) == nil && len(lp.Content) > 0 && string(lp.Content) != "null" {
+			(*item.Content)[0].Logprobs = lp.Content
+		}
+		out = append(out, item)
 	}
 	for i, c := range r.ToolCalls {
 		out = append(out, callItem(CallItemID(promptID, i), StatusCompleted, c, c.Function.Arguments))
 	}
 	return out
 }
+
+// Reasoning is an answer message's reasoning, as a backend sends it beside
+// the text (reasoning_content, or reasoning); "" when it sent none.
+func Reasoning(m Message) string {
+	for _, k := range []string{"reasoning_content", "reasoning"} {
+		if s := textMember(m, k); s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+func reasoningItem(id, status, text string) OutputItem {
+	return OutputItem{ID: id, Type: ItemReasoning, Status: status, Summary: &[]ContentPart{},
+		Content: &[]ContentPart{reasoningText(text)}}
+}
+
+func reasoningText(text string) ContentPart { return ContentPart{Type: "reasoning_text", Text: text} }
 
 func messageItem(id, status, text string) OutputItem {
 	return OutputItem{ID: id, Type: ItemMessage, Status: status, Role: pktype.RoleAssistant,
@@ -422,53 +460,128 @@ func snapshot(o Response, status, model string) Response {
 	return o
 }
 
-// MessageOpen are the events that open a response's message item: the
-// item (in progress, no content) and its empty output_text part.
-func MessageOpen(promptID string) []ResponseEvent {
-	id := MessageItemID(promptID)
+// Streamed is what a live stream already sent of a response's output:
+// of its reasoning item (when opened; Done once closed) and of its
+// message (when opened), the text of each.
+type Streamed struct {
+	Reasoning, ReasoningDone, Message bool
+	ReasoningText, Text               string
+}
+
+// ItemOpen are the events that open output item idx, of the given type
+// (ItemReasoning or ItemMessage): the item (in progress, no content) and
+// its empty part (reasoning_text, or output_text).
+func ItemOpen(promptID, typ string, idx int) []ResponseEvent {
+	id, part := MessageItemID(promptID), outputText("")
 	item := OutputItem{ID: id, Type: ItemMessage, Status: StatusInProgress, Role: pktype.RoleAssistant, Content: &[]ContentPart{}}
-	part := outputText("")
+	if typ == ItemReasoning {
+		id, part = ReasoningItemID(promptID), reasoningText("")
+		item = OutputItem{ID: id, Type: ItemReasoning, Status: StatusInProgress, Summary: &[]ContentPart{}, Content: &[]ContentPart{}}
+	}
 	return []ResponseEvent{
-		{Type: "response.output_item.added", OutputIndex: new(0), Item: &item},
-		{Type: "response.content_part.added", ItemID: id, OutputIndex: new(0), ContentIndex: new(0), Part: &part},
+		{Type: "response.output_item.added", OutputIndex: new(idx), Item: &item},
+		{Type: "response.content_part.added", ItemID: id, OutputIndex: new(idx), ContentIndex: new(0), Part: &part},
 	}
 }
 
-// TextDelta is a piece of the message's text.
-func TextDelta(promptID, delta string) ResponseEvent {
-	return ResponseEvent{Type: "response.output_text.delta", ItemID: MessageItemID(promptID), OutputIndex: new(0), ContentIndex: new(0),
+// TextDelta is a piece of the text of output item idx, of the given type:
+// the message's output_text, or the reasoning's reasoning_text.
+func TextDelta(promptID, typ string, idx int, delta string) ResponseEvent {
+	if typ == ItemReasoning {
+		return ResponseEvent{Type: "response.reasoning_text.delta", ItemID: ReasoningItemID(promptID), OutputIndex: new(idx),
+			ContentIndex: new(0), Delta: &delta}
+	}
+	return ResponseEvent{Type: "response.output_text.delta", ItemID: MessageItemID(promptID), OutputIndex: new(idx), ContentIndex: new(0),
 		Delta: &delta, Logprobs: &[]struct{}{}}
 }
 
-// OutputEvents are the events of o's output items: for its message,
-// unless opened (a stream already sent MessageOpen and the text sent),
-// the item and part added; the text after sent in pieces; then the text,
-// part and item done. For each function call, the item added, its
-// arguments in pieces, the arguments and the item done. Pieces are at
-// most DeltaBytes long, cut at character boundaries only: the same text
-// always makes the same pieces.
-func OutputEvents(promptID string, o Response, opened bool, sent string) []ResponseEvent {
+// ItemDone are the events that close output item idx: its text done, its
+// part done and the item done.
+func ItemDone(item OutputItem, idx int) []ResponseEvent {
+	text := ""
+	if item.Content != nil && len(*item.Content) > 0 {
+		text = (*item.Content)[0].Text
+	}
+	part := (*item.Content)[0]
+	done := item
+	textDone := ResponseEvent{Type: "response.output_text.done", ItemID: item.ID, OutputIndex: &idx, ContentIndex: new(0), Text: &text,
+		Logprobs: &[]struct{}{}}
+	if item.Type == ItemReasoning {
+		textDone = ResponseEvent{Type: "response.reasoning_text.done", ItemID: item.ID, OutputIndex: &idx, ContentIndex: new(0), Text: &text}
+	}
+	return []ResponseEvent{textDone,
+		{Type: "response.content_part.done", ItemID: item.ID, OutputIndex: &idx, ContentIndex: new(0), Part: &part},
+		{Type: "response.output_item.done", OutputIndex: &idx, Item: &done}}
+}
+
+// ReasoningOutput is the reasoning item of a response whose reasoning is
+// text, complete.
+func ReasoningOutput(promptID, text string) OutputItem {
+	return reasoningItem(ReasoningItemID(promptID), StatusCompleted, text)
+}
+
+// Continues reports whether o's output begins with what a live stream
+// sent of it (st): its reasoning (all of it, once closed) and its
+// message's text, each the output item it was sent as.
+func Continues(o Response, st Streamed) bool {
+	text := func(typ string) (string, int, bool) {
+		for i, item := range o.Output {
+			if item.Type == typ && item.Content != nil && len(*item.Content) > 0 {
+				return (*item.Content)[0].Text, i, true
+			}
+		}
+		return "", 0, false
+	}
+	if st.Reasoning {
+		r, i, ok := text(ItemReasoning)
+		if !ok || i != 0 || !strings.HasPrefix(r, st.ReasoningText) || st.ReasoningDone && r != st.ReasoningText {
+			return false
+		}
+	}
+	if st.Message {
+		t, i, ok := text(ItemMessage)
+		want := 0
+		if st.Reasoning {
+			want = 1
+		}
+		if !ok || i != want || !strings.HasPrefix(t, st.Text) {
+			return false
+		}
+	}
+	return true
+}
+
+// OutputEvents are the events of o's output items after what a stream
+// already sent of them (st): for its reasoning and its message, unless
+// opened, the item and part added; the text after what was sent, in
+// pieces; then, unless done, the text, part and item done. For each
+// function call, the item added, its arguments in pieces, the arguments
+// and the item done. Pieces are at most DeltaBytes long, cut at character
+// boundaries only: the same text always makes the same pieces.
+func OutputEvents(promptID string, o Response, st Streamed) []ResponseEvent {
 	var evs []ResponseEvent
 	for i, item := range o.Output {
 		idx := i
 		switch item.Type {
-		case ItemMessage:
+		case ItemReasoning, ItemMessage:
 			text := ""
 			if item.Content != nil && len(*item.Content) > 0 {
 				text = (*item.Content)[0].Text
 			}
+			opened, sent := st.Message, st.Text
+			if item.Type == ItemReasoning {
+				if st.ReasoningDone {
+					continue
+				}
+				opened, sent = st.Reasoning, st.ReasoningText
+			}
 			if !opened {
-				evs = append(evs, MessageOpen(promptID)...)
+				evs = append(evs, ItemOpen(promptID, item.Type, idx)...)
 			}
 			for _, d := range splitText(strings.TrimPrefix(text, sent)) {
-				evs = append(evs, TextDelta(promptID, d))
+				evs = append(evs, TextDelta(promptID, item.Type, idx, d))
 			}
-			part := outputText(text)
-			done := item
-			evs = append(evs,
-				ResponseEvent{Type: "response.output_text.done", ItemID: item.ID, OutputIndex: &idx, ContentIndex: new(0), Text: &text, Logprobs: &[]struct{}{}},
-				ResponseEvent{Type: "response.content_part.done", ItemID: item.ID, OutputIndex: &idx, ContentIndex: new(0), Part: &part},
-				ResponseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: &done})
+			evs = append(evs, ItemDone(item, idx)...)
 		case ItemFunctionCall:
 			args := ""
 			if item.Arguments != nil {
@@ -531,7 +644,7 @@ func ResponseEvents(p jobs.Prompt, j jobs.Job, r *jobs.Response) []ResponseEvent
 	case o.Status == StatusQueued:
 		evs = evs[:1]
 	case Ended(o.Status):
-		evs = append(evs, OutputEvents(p.ID, o, false, "")...)
+		evs = append(evs, OutputEvents(p.ID, o, Streamed{})...)
 		evs = append(evs, ResponseEnd(o))
 	}
 	for i := range evs {

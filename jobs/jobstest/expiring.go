@@ -108,8 +108,29 @@ func testExpiringKey(t *testing.T, h Harness) {
 		t.Errorf("batch = %+v", got)
 	}
 
+	// A fresh key is taken whatever its holder does, even while its job is
+	// queued: the call is a new request, never a repeat; a later call
+	// that is a repeat finds the newest.
+	fresh := func() jobs.EnqueueParams {
+		p := exp("org-a", "f", grace)
+		p.KeyFresh = true
+		return p
+	}
+	s1 := f.enqueue(fresh())
+	s2 := f.enqueue(fresh())
+	if s1.Existing || s2.Existing || s1.PromptID == s2.PromptID || s1.JobID == s2.JobID {
+		t.Errorf("two fresh calls with one key = %+v and %+v, want two prompts", s1, s2)
+	}
+	if r := f.enqueue(exp("org-a", "f", grace)); r.PromptID != s2.PromptID || !r.Existing {
+		t.Errorf("a repeat after two fresh calls = %+v, want the second %s", r, s2.PromptID)
+	}
+	if p, _ := f.store.GetPrompt(f.ctx, "", s1.PromptID); p.IdempotencyKey != "" || f.job(s1.JobID).State != jobs.Queued {
+		t.Errorf("the first fresh call's prompt: key %q; its job must go on", p.IdempotencyKey)
+	}
+
 	for _, bad := range []jobs.EnqueueParams{
 		{OrgID: "org-a", Text: "x", KeyExpires: true},
+		{OrgID: "org-a", Text: "x", IdempotencyKey: "k", KeyFresh: true},
 		{OrgID: "org-a", Text: "x", IdempotencyKey: "k", KeyExpires: true, KeyGrace: -time.Second},
 		{OrgID: "org-a", Text: "x", IdempotencyKey: "k", KeyGrace: time.Second},
 	} {

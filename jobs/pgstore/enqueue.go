@@ -106,8 +106,9 @@ type enqueueRows struct {
 	priority, maxAttempts                                                                             []int
 	available                                                                                         []time.Time
 	// grace is each item's KeyGrace when its key expires (KeyExpires),
-	// else -1.
+	// else -1; fresh its KeyFresh.
 	grace                         []time.Duration
+	fresh                         []bool
 	hasRefs, hasKeys, hasExpiring bool
 }
 
@@ -276,7 +277,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		opts: make([]string, n), dep: make([]string, n), priority: make([]int, n), maxAttempts: make([]int, n),
 		available: make([]time.Time, n), chat: make([]string, n), embedding: make([]string, n), batch: make([]string, n),
 		customID: make([]string, n), claim: make([]string, n), token: make([]string, n),
-		grace: make([]time.Duration, n),
+		grace: make([]time.Duration, n), fresh: make([]bool, n),
 	}
 	for i, p := range ps {
 		chat, _ := jobs.EncodeChat(p.Chat)                // checked by normalize
@@ -297,7 +298,7 @@ func newEnqueueRows(ps []jobs.EnqueueParams, now time.Time) *enqueueRows {
 		r.hasKeys = r.hasKeys || p.IdempotencyKey != ""
 		r.grace[i] = -1
 		if p.KeyExpires {
-			r.grace[i], r.hasExpiring = p.KeyGrace, true
+			r.grace[i], r.fresh[i], r.hasExpiring = p.KeyGrace, p.KeyFresh, true
 		}
 	}
 	return r
@@ -344,23 +345,25 @@ func (b *enqueueBatch) releaseExpiredKeys(p *phase) {
 	r := b.rows
 	var orgs, keys []string
 	var since []time.Time
+	var fresh []bool
 	for i, g := range r.grace {
 		if g >= 0 && b.dupOf[i] < 0 {
 			orgs, keys, since = append(orgs, r.org[i]), append(keys, r.key[i]), append(since, b.now.Add(-g))
+			fresh = append(fresh, r.fresh[i])
 		}
 	}
 	p.exec(`
 		WITH expired AS (
 			SELECT p.id FROM prompts p
-			JOIN unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(org, key, since)
+			JOIN unnest($1::text[], $2::text[], $3::timestamptz[], $4::bool[]) AS u(org, key, since, fresh)
 				ON p.org_id = u.org AND p.idempotency_key = u.key
 			WHERE p.idempotency_key <> ''
-				AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.prompt_id = p.id
-					AND (j.state IN ('queued', 'running') OR j.state = 'succeeded' AND j.finished_at > u.since))
+				AND (u.fresh OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.prompt_id = p.id
+					AND (j.state IN ('queued', 'running') OR j.state = 'succeeded' AND j.finished_at > u.since)))
 			ORDER BY p.org_id, p.idempotency_key
 			FOR UPDATE OF p
 		)
-		UPDATE prompts SET idempotency_key = '' FROM expired WHERE prompts.id = expired.id`, orgs, keys, since)
+		UPDATE prompts SET idempotency_key = '' FROM expired WHERE prompts.id = expired.id`, orgs, keys, since, fresh)
 }
 
 // insertPrompts inserts the batch's prompts (but in-batch repeats)

@@ -17,11 +17,12 @@ var (
 		WHERE p.org_id = ?1 AND p.idempotency_key = ?2 AND p.idempotency_key <> ''
 		ORDER BY j.created_at, j.id LIMIT 1`)
 	// An expiring key (jobs.EnqueueParams.KeyExpires) leaves the prompt
-	// that has no job queued or running nor one succeeded after ?3.
+	// that has no job queued or running nor one succeeded after ?3; a
+	// fresh one (?4) leaves it whatever.
 	qReleaseKey = wq(`UPDATE prompts SET idempotency_key = ''
 		WHERE org_id = ?1 AND idempotency_key = ?2 AND idempotency_key <> ''
-		AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.prompt_id = prompts.id
-			AND (j.state IN ('queued', 'running') OR j.state = 'succeeded' AND j.finished_at > ?3))`)
+		AND (?4 OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.prompt_id = prompts.id
+			AND (j.state IN ('queued', 'running') OR j.state = 'succeeded' AND j.finished_at > ?3)))`)
 	qPromptInOrg  = wq(`SELECT 1 FROM prompts WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
 	qJobInOrg     = wq(`SELECT 1 FROM jobs WHERE id = ?1 AND org_id = ?2 AND (?3 = '' OR created_by = ?3)`)
 	qInsertPrompt = wq(`INSERT INTO prompts (id, org_id, created_by, parent_id, correlation_id, text,
@@ -66,7 +67,7 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 		// In the same transaction as the lookup below: of calls racing
 		// with one expired key, the first stores a new prompt and the
 		// others find it.
-		if _, err := w.exec(qReleaseKey, p.OrgID, p.IdempotencyKey, w.now-p.KeyGrace.Microseconds()); err != nil {
+		if _, err := w.exec(qReleaseKey, p.OrgID, p.IdempotencyKey, w.now-p.KeyGrace.Microseconds(), p.KeyFresh); err != nil {
 			return jobs.Enqueued{}, fmt.Errorf("expired key release: %w", err)
 		}
 	}

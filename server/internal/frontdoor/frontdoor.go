@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -59,7 +60,16 @@ const (
 	// does on POST /v1/prompts: 1 fails the request at the first provider
 	// failure instead of retrying it as a job.
 	headerMaxAttempts = "X-Promptkit-Max-Attempts"
+	// headerTimeout is how long the client waits for the answer, in
+	// seconds, as OpenAI's SDKs (and every Stainless-made SDK) send it.
+	headerTimeout = "X-Stainless-Timeout"
 )
+
+// waitShare is the part of the time a client says it waits (its
+// timeout, else the chat timeout) that the job's attempts and backoffs
+// may take: the rest is for the answer's way back and the client's own
+// clock, so that the client gets promptkit's answer, not its timeout.
+const waitShare = 0.9
 
 // API serves the OpenAI-compatible routes.
 type API struct {
@@ -176,6 +186,7 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	chat := params.Chat
 	opts := target.Options
 	opts.Stream = params.Stream // the worker publishes the answer's pieces
+	opts.Deadline = a.clientDeadline(r)
 	p, err := jobs.EnqueueParams{
 		OrgID: id.Org, CreatedBy: id.User, Chat: &chat, Profile: target.Profile,
 		ExecutionOptions: opts, Priority: prio, MaxAttempts: attempts,
@@ -184,11 +195,8 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 		return httpapi.About("chat completion", err)
 	}
 	hash := chatHash(params)
-	coalesced := false
-	if grace, ok := a.repeatGrace(r); ok && key == "" {
-		key, coalesced = submit.SameRequestKey(id, hash), true
-		p.KeyExpires, p.KeyGrace = true, grace
-	}
+	var coalesced bool
+	key, coalesced = a.sameRequest(r, id, key, hash, &p)
 	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "chat completion", true)
 	if err != nil {
 		return err
@@ -215,30 +223,60 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("chat completion", err)
 	}
+	writeOutcome(w, j, status, v)
+	return nil
+}
+
+// writeOutcome writes the answer of a request that waited for job j. A
+// job that ended without an answer has spent the attempts promptkit
+// makes: its error says so to the client's SDK (x-should-retry: false,
+// which OpenAI's SDKs honour), so that one call of the SDK is one job, not
+// one per SDK attempt. A rate-limited job's 429 carries a Retry-After.
+func writeOutcome(w http.ResponseWriter, j jobs.Job, status int, v any) {
+	if j.State.Terminal() && j.State != jobs.Succeeded {
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	if status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", httpapi.RetryAfter(jobRateLimitRetryAfter))
 	}
 	httpapi.WriteJSON(w, status, v)
-	return nil
 }
 
-// repeatGrace says whether a request without an Idempotency-Key is
-// coalesced with the same request from the same caller, and for how long
-// after its job succeeded: RepeatWindow for a request that says it is a
-// retry (X-Stainless-Retry-Count 1 and up, as OpenAI's SDKs send it), 0
-// (only while the job is queued or running) for any other. A program
-// asking the same again on purpose ("regenerate") gets a fresh answer
-// however soon it asks, whether its client says it is a new call (the
-// SDKs' count 0) or says nothing (fetch, the AI SDK, curl): only what
-// says it is a retry may be answered by a job that already finished.
-func (a *API) repeatGrace(r *http.Request) (time.Duration, bool) {
-	if a.RepeatWindow < 0 {
-		return 0, false
+// sameRequest gives a request without an Idempotency-Key (key "") the key
+// that lets a retry of it find its job (submit.SameRequestKey: the same
+// request from the same caller). Only a request that says it is a retry
+// (X-Stainless-Retry-Count 1 and up, as OpenAI's SDKs send it) joins a
+// job: the first attempt's while it is queued or running, or up to
+// RepeatWindow after it succeeded. Any other request is a new sample,
+// whatever it repeats (two identical requests at once at temperature 1
+// are two answers), and only takes the key for its own retries (KeyFresh).
+// A negative RepeatWindow turns this off. It returns the key and whether
+// it is derived.
+func (a *API) sameRequest(r *http.Request, id auth.Identity, key, hash string, p *jobs.EnqueueParams) (string, bool) {
+	if key != "" || a.RepeatWindow < 0 {
+		return key, false
 	}
+	p.KeyExpires = true
 	if n, err := strconv.Atoi(r.Header.Get(headerRetryCount)); err == nil && n > 0 {
-		return cmp.Or(a.RepeatWindow, DefaultRepeatWindow), true
+		p.KeyGrace = cmp.Or(a.RepeatWindow, DefaultRepeatWindow)
+	} else {
+		p.KeyFresh = true
 	}
-	return 0, true
+	return submit.SameRequestKey(id, hash), true
+}
+
+// clientDeadline is when the client of a request it waits for stops
+// waiting: waitShare of its X-Stainless-Timeout (seconds), or of the chat
+// timeout when it sends none or a longer one (the chat timeout ends the
+// wait anyway). The job makes no attempt, and waits no backoff, past it
+// (jobs.ExecutionOptions.Deadline).
+func (a *API) clientDeadline(r *http.Request) *time.Time {
+	wait := a.chatTimeout()
+	if secs, err := strconv.ParseFloat(r.Header.Get(headerTimeout), 64); err == nil && secs > 0 && !math.IsInf(secs, 0) {
+		wait = min(wait, time.Duration(secs*float64(time.Second)))
+	}
+	d := time.Now().Add(time.Duration(float64(wait) * waitShare))
+	return &d
 }
 
 func (a *API) chatTimeout() time.Duration {

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/promptkit/promptkit/internal/openaiapi"
@@ -91,6 +90,9 @@ func (a *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	// A plain stream relays the answer's pieces; a background one is made
 	// from the stored answer alone (see ResponseEvents).
 	opts.Stream = params.Stream && !params.Background
+	if !params.Background {
+		opts.Deadline = a.clientDeadline(r)
+	}
 	p, err := jobs.EnqueueParams{
 		OrgID: id.Org, CreatedBy: id.User, Chat: &chat, Profile: target.Profile,
 		ExecutionOptions: opts, Priority: prio, MaxAttempts: attempts,
@@ -99,11 +101,8 @@ func (a *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 		return httpapi.About("response", err)
 	}
 	hash := responseHash(params.Model, chat)
-	coalesced := false
-	if grace, ok := a.repeatGrace(r); ok && key == "" {
-		key, coalesced = submit.SameRequestKey(id, hash), true
-		p.KeyExpires, p.KeyGrace = true, grace
-	}
+	var coalesced bool
+	key, coalesced = a.sameRequest(r, id, key, hash, &p)
 	e, err := a.Jobs.Admit(r.Context(), id, p, key, hash, "response", !params.Background)
 	if err != nil {
 		return err
@@ -147,10 +146,7 @@ func (a *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("response", err)
 	}
-	if status == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", httpapi.RetryAfter(jobRateLimitRetryAfter))
-	}
-	httpapi.WriteJSON(w, status, v)
+	writeOutcome(w, j, status, v)
 	return nil
 }
 
@@ -366,22 +362,45 @@ func (a *API) streamLive(w http.ResponseWriter, r *http.Request, id auth.Identit
 	if ew.writeAll(openaiapi.ResponseStart(o, p.Chat.Responses.Model)...) != nil {
 		return
 	}
+	// The first choice's reasoning and text are relayed as they come (the
+	// relay of chat's streams: one backend call, from its first piece),
+	// the reasoning item first; function calls come whole from the stored
+	// answer: the message is an output item before them whenever the
+	// answer has text, and the pieces do not tell whether it will.
 	var rl relay
-	opened := false
+	var st openaiapi.Streamed
 	res, left := a.follow(r, sse, id, e, pieces, deadline, func(d pktype.StreamDelta) error {
-		// Function calls come whole from the stored answer: the message
-		// is the first output item whenever the answer has text, and the
-		// pieces do not tell whether it will.
-		d.ToolCalls = nil
-		delta, ok := rl.take(d)
-		if !ok || delta.Content == nil {
+		if d.Choice != 0 || d.Text == "" && d.Reasoning == "" {
+			return nil
+		}
+		if _, ok := rl.accept(d); !ok {
 			return nil
 		}
 		var evs []openaiapi.ResponseEvent
-		if !opened {
-			evs, opened = openaiapi.MessageOpen(p.ID), true
+		if d.Reasoning != "" && !st.Message {
+			if !st.Reasoning {
+				evs, st.Reasoning = openaiapi.ItemOpen(p.ID, openaiapi.ItemReasoning, 0), true
+			}
+			evs = append(evs, openaiapi.TextDelta(p.ID, openaiapi.ItemReasoning, 0, d.Reasoning))
+			st.ReasoningText += d.Reasoning
 		}
-		return ew.writeAll(append(evs, openaiapi.TextDelta(p.ID, *delta.Content))...)
+		if d.Text != "" {
+			idx := 0
+			if st.Reasoning {
+				idx = 1
+				if !st.ReasoningDone {
+					// The model has done reasoning when its text begins.
+					evs = append(evs, openaiapi.ItemDone(openaiapi.ReasoningOutput(p.ID, st.ReasoningText), 0)...)
+					st.ReasoningDone = true
+				}
+			}
+			if !st.Message {
+				evs, st.Message = append(evs, openaiapi.ItemOpen(p.ID, openaiapi.ItemMessage, idx)...), true
+			}
+			evs = append(evs, openaiapi.TextDelta(p.ID, openaiapi.ItemMessage, idx, d.Text))
+			st.Text += d.Text
+		}
+		return ew.writeAll(evs...)
 	})
 	if left || r.Context().Err() != nil {
 		return // the client left; the job goes on
@@ -414,13 +433,12 @@ func (a *API) streamLive(w http.ResponseWriter, r *http.Request, id auth.Identit
 		return
 	}
 	o = openaiapi.ResponseObject(p, j, resp)
-	sent := rl.text.String()
-	if opened && (len(o.Output) == 0 || o.Output[0].Type != openaiapi.ItemMessage || !strings.HasPrefix(openaiapi.AnswerText(*resp), sent)) {
+	if !openaiapi.Continues(o, st) {
 		ew.fail("stream_replaced", "The answer being streamed was replaced: the backend call that sent its first part failed, "+
 			"and the job's answer came from a retry. Fetch the whole answer with GET /v1/responses/"+respID+".")
 		return
 	}
-	_ = ew.writeAll(append(openaiapi.OutputEvents(p.ID, o, opened, sent), openaiapi.ResponseEnd(o))...)
+	_ = ew.writeAll(append(openaiapi.OutputEvents(p.ID, o, st), openaiapi.ResponseEnd(o))...)
 }
 
 // streamStored sends a response's stored event stream (ResponseEvents)

@@ -161,6 +161,11 @@ func (a *API) answerSubmitted(w http.ResponseWriter, r *http.Request, id auth.Id
 		httpapi.WriteJSON(w, http.StatusAccepted, sub)
 		return nil
 	}
+	if wait > 0 && sub.State != jobs.Succeeded {
+		// The job spent its attempts (or was cancelled): asking again as
+		// it is makes another job, not a better answer.
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	v, err := a.promptView(r.Context(), id, sub.PromptID)
 	if err != nil {
 		return httpapi.About("prompt", err)
