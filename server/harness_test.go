@@ -65,7 +65,7 @@ func setupStore(t *testing.T, st jobs.Store, opts ...option) *env {
 	e := &env{t: t, st: st, eng: eng, clock: testkit.NewClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)), logs: &testkit.Logs{}}
 	cfg := Config{
 		Store: st, Engine: eng, Addr: "127.0.0.1:0", Now: e.clock.Now,
-		Check:  func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
+		Check:  func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, e.eng, p) },
 		Logger: e.logs.DebugLogger(),
 		RunNow: func(ctx context.Context, p jobs.EnqueueParams) (jobs.Enqueued, <-chan jobs.Job, error) {
 			if w := e.worker.Load(); w != nil {
@@ -77,6 +77,7 @@ func setupStore(t *testing.T, st jobs.Store, opts ...option) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	e.eng = cfg.Engine // an option's engine runs the worker too (runWorker)
 	var err error
 	e.srv, err = New(cfg)
 	if err != nil {

@@ -106,14 +106,14 @@ func completionOf(t *testing.T, what string, r resp, promptID, jobID string) {
 }
 
 // TestChatRepeatsAreOneJob: a chat request without an Idempotency-Key
-// that the same caller sends again while its job is queued or running,
-// or that an SDK retries (X-Stainless-Retry-Count above 0) less than the
-// repeat window after the job succeeded, is answered by that job; a
-// different body, another caller or a key of its own is a job of its
-// own; past the window, or when the request does not say it is a retry
-// and the job has finished, the request runs again. The ids come in a
-// 103 Early Hints before the answer; the store's clock measures the
-// window.
+// joins the job of the same request from the same caller only when it
+// says it is a retry (X-Stainless-Retry-Count above 0): while that job
+// is queued or running, or less than the repeat window after it
+// succeeded. Anything else is a sample of its own: an SDK's first call,
+// a request that says nothing, the same body reformatted, another body,
+// caller or token, a key of its own, a request after the window or after
+// a failure. The ids come in a 103 Early Hints before the answer; the
+// store's clock measures the window.
 func TestChatRepeatsAreOneJob(t *testing.T) {
 	storekit.Each(t, func(t *testing.T, db storekit.DB) {
 		clock := testkit.NewClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
@@ -130,48 +130,48 @@ func TestChatRepeatsAreOneJob(t *testing.T) {
 		if j := e.claimNext(); j.ID != jid || j.PromptID != pid {
 			t.Fatalf("claimed %s of %s; the 103 named %s of %s", j.ID, j.PromptID, jid, pid)
 		}
-		same := map[string]*pending{
-			"an SDK retry":           e.start(path, ann, chatBody, with(headerRetryCount, "1")...),
-			"no retry header":        e.start(path, ann, chatBody, early...),
-			"another SDK first call": e.start(path, ann, chatBody, with(headerRetryCount, "0")...),
-			"the same, reformatted":  e.start(path, ann, strings.ReplaceAll(chatBody, ",", ", "), early...),
+		// Its retries join it, plain or streamed.
+		retry := e.start(path, ann, chatBody, with(headerRetryCount, "1")...)
+		if gp, gj := retry.ids(); gp != pid || gj != jid {
+			t.Errorf("an SDK retry while the job runs: prompt %s job %s, want %s %s", gp, gj, pid, jid)
 		}
-		for what, p := range same {
-			if gp, gj := p.ids(); gp != pid || gj != jid {
-				t.Errorf("%s while the job runs: prompt %s job %s, want %s %s", what, gp, gj, pid, jid)
-			}
-		}
-		// A streamed retry: its ids are its 200's headers, sent at once.
 		s := e.openChatStream(strings.Replace(chatBody, `{"model"`, `{"stream":true,"model"`, 1),
 			"Authorization", "Bearer "+ann, headerRetryCount, "1")
 		if s.res.Header.Get(headerJobID) != jid {
 			t.Errorf("a streamed retry: job %s, want %s", s.res.Header.Get(headerJobID), jid)
 		}
-		others := map[string]*pending{
-			"another body":   e.start(path, ann, strings.Replace(chatBody, "Say hi", "Say bye", 1), with(headerRetryCount, "1")...),
-			"another caller": e.start(path, bob, chatBody, with(headerRetryCount, "1")...),
-			"another token":  e.start(path, annElsewhere, chatBody, with(headerRetryCount, "1")...),
-			"its own key":    e.start(path, ann, chatBody, with("Idempotency-Key", "k-1")...),
-		}
+		// Every other request is a job of its own.
 		seen := map[string]bool{jid: true}
-		for what, p := range others {
-			_, gj := p.ids()
-			if seen[gj] {
-				t.Errorf("%s: job %s, want a job of its own", what, gj)
+		others := map[string]*pending{}
+		for _, o := range []struct {
+			what, token, body string
+			headers           []string
+		}{
+			{"no retry header", ann, chatBody, early},
+			{"another SDK first call", ann, chatBody, with(headerRetryCount, "0")},
+			{"the same, reformatted", ann, strings.ReplaceAll(chatBody, ",", ", "), early},
+			{"another body", ann, strings.Replace(chatBody, "Say hi", "Say bye", 1), with(headerRetryCount, "1")},
+			{"another caller", bob, chatBody, with(headerRetryCount, "1")},
+			{"another token", annElsewhere, chatBody, with(headerRetryCount, "1")},
+			{"its own key", ann, chatBody, with("Idempotency-Key", "k-1")},
+		} {
+			p := e.start(path, o.token, o.body, o.headers...)
+			if _, gj := p.ids(); seen[gj] {
+				t.Errorf("%s: job %s, want a job of its own", o.what, gj)
+			} else {
+				seen[gj] = true
 			}
-			seen[gj] = true
+			others[o.what] = p
 		}
-		if n := e.jobCount(); n != 5 {
-			t.Errorf("%d jobs, want 5", n)
+		if n := e.jobCount(); n != 8 {
+			t.Errorf("%d jobs, want 8", n)
 		}
 
-		// One answer for all of them.
+		// One answer for the first attempt and its retries.
 		clock.Advance(time.Second)
 		e.succeed(jobs.Job{ID: jid}, jobs.SucceedParams{Output: "Hi!", Model: "m"})
 		completionOf(t, "the first request", first.answer(), pid, jid)
-		for what, p := range same {
-			completionOf(t, what, p.answer(), pid, jid)
-		}
+		completionOf(t, "its retry", retry.answer(), pid, jid)
 		if data := s.rest(); len(data) == 0 || !strings.Contains(data[0], `"chatcmpl-`+jid+`"`) {
 			t.Errorf("the streamed retry: %q", data)
 		}
@@ -186,40 +186,24 @@ func TestChatRepeatsAreOneJob(t *testing.T) {
 
 		// Finished: a retry is answered by the job up to the end of the
 		// window (measured from when the job finished).
+		hey := strings.Replace(chatBody, "Say hi", "Say hey", 1)
+		call := e.start(path, ann, hey, with(headerRetryCount, "0")...)
+		hp, hj := call.ids()
+		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hey!", Model: "m"})
+		completionOf(t, "a call", call.answer(), hp, hj)
 		clock.Advance(DefaultRepeatWindow - time.Microsecond)
-		completionOf(t, "a retry within the window", e.call("POST", path, ann, chatBody, headerRetryCount, "2"), pid, jid)
-		if n := e.jobCount(); n != 5 {
-			t.Errorf("%d jobs after the retry, want 5", n)
-		}
+		completionOf(t, "its retry within the window", e.call("POST", path, ann, hey, headerRetryCount, "2"), hp, hj)
 		// From the end of the window on: a new job.
 		clock.Advance(time.Microsecond)
-		later := e.start(path, ann, chatBody, with(headerRetryCount, "1")...)
+		later := e.start(path, ann, hey, with(headerRetryCount, "1")...)
 		lp, lj := later.ids()
-		if lp == pid || lj == jid {
-			t.Fatalf("a repeat after the window found the old job %s", lj)
+		if lp == hp || lj == hj {
+			t.Fatalf("a retry after the window found the old job %s", lj)
 		}
-		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hi again!", Model: "m"})
-		completionOf(t, "a repeat after the window", later.answer(), lp, lj)
-		// An SDK's first attempt never gets a finished job's answer: the
-		// SDK says it is a new call (a "regenerate").
-		regen := e.start(path, ann, chatBody, with(headerRetryCount, "0")...)
-		rp, rj := regen.ids()
-		if rp == lp || rj == lj {
-			t.Errorf("a new SDK call found the finished job %s", rj)
-		}
-		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hello!", Model: "m"})
-		completionOf(t, "a new SDK call", regen.answer(), rp, rj)
-		// Nor does a request that says nothing (fetch, the AI SDK).
-		plain := e.start(path, ann, chatBody, early...)
-		pp, pj := plain.ids()
-		if pp == rp || pj == rj {
-			t.Errorf("a request without a count found the finished job %s", pj)
-		}
-		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hey!", Model: "m"})
-		completionOf(t, "a request without a count", plain.answer(), pp, pj)
+		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hey again!", Model: "m"})
+		completionOf(t, "a retry after the window", later.answer(), lp, lj)
 		// A retry after a failure runs again: the job released the key.
-		hey := strings.Replace(chatBody, "Say hi", "Say hey", 1)
-		failing := e.start(path, ann, hey, with(headerRetryCount, "1")...)
+		failing := e.start(path, ann, hey, with(headerRetryCount, "0")...)
 		fp, fj := failing.ids()
 		e.fail(e.claimNext(), jobs.KindProvider5xx, "HTTP 503")
 		failing.answer()
@@ -229,8 +213,8 @@ func TestChatRepeatsAreOneJob(t *testing.T) {
 		}
 		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hi after all!", Model: "m"})
 		again.answer()
-		if n := e.jobCount(); n != 10 {
-			t.Errorf("%d jobs, want 10", n)
+		if n := e.jobCount(); n != 12 {
+			t.Errorf("%d jobs, want 12", n)
 		}
 	})
 }

@@ -75,3 +75,39 @@ func TestNoWaitPastDeadlinePause(t *testing.T) {
 	}
 	sameWaits(t, c.Waits())
 }
+
+// TestWaitDeadline: a wait deadline sooner than ctx's refuses the retry
+// wait and the backend pause that would end after it, as ctx's own
+// deadline would, and a wait that ends before it is made.
+func TestWaitDeadline(t *testing.T) {
+	t.Parallel()
+	c := testkit.NewClock(time.Now())
+	epoch := c.Now()
+	s, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {NoPause: true}})
+	ctx, cancel := context.WithDeadline(context.Background(), epoch.Add(time.Hour))
+	defer cancel()
+	att, calls := outcomes(statusAt(503, epoch.Add(2*time.Minute)), success())
+	out := s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att, NoWaitPastDeadline: true,
+		WaitDeadline: epoch.Add(time.Minute)})
+	if out.StatusCode != 503 || calls.Load() != 1 {
+		t.Fatalf("out = %+v after %d calls, want the 503 at once", out, calls.Load())
+	}
+	sameWaits(t, c.Waits())
+
+	att, calls = outcomes(statusAt(503, epoch.Add(30*time.Second)), success())
+	out = s.Generate(ctx, Sequence{Backend: "b", Generation: 1, Retries: 2, Attempt: att, NoWaitPastDeadline: true,
+		WaitDeadline: epoch.Add(time.Minute)})
+	if out.Err != nil || calls.Load() != 2 {
+		t.Fatalf("a wait within the deadline: out = %+v, %d calls", out, calls.Load())
+	}
+
+	paused, _ := fakeSched(t, c, jitterNone, map[string]Backend{"b": {}})
+	paused.pause("b", c.Now().Add(10*time.Minute))
+	att, calls = outcomes(success())
+	out = paused.Generate(ctx, Sequence{Backend: "b", Generation: 1, Attempt: att, NoWaitPastDeadline: true,
+		WaitDeadline: c.Now().Add(time.Minute)})
+	var ce *CapacityError
+	if !errors.As(out.Err, &ce) || calls.Load() != 0 {
+		t.Fatalf("a pause past the wait deadline: err = %v, %d calls", out.Err, calls.Load())
+	}
+}

@@ -188,7 +188,7 @@ func usageOf(u pktype.Usage, raw json.RawMessage) *Usage {
 		}
 		d[count], _ = json.Marshal(n)
 		b, _ := json.Marshal(d) // cannot fail: raw members
-		extra = extra.Or(pktype.Params{key: b})
+		extra = pktype.Params{key: b}.Or(extra)
 	}
 	if u.Known.CachedTokens {
 		detail("prompt_tokens_details", "cached_tokens", u.CachedTokens)

@@ -17,7 +17,8 @@ func chatRequest(last string) *jobs.ChatRequest {
 	return &jobs.ChatRequest{
 		Messages: []pktype.Message{
 			{Role: pktype.RoleSystem, Content: "be brief"},
-			{Role: pktype.RoleUser, Content: "hi"},
+			{Role: pktype.RoleUser, Content: "hi", Parts: json.RawMessage(`[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]`),
+				Extra: pktype.Params{"name": json.RawMessage(`"ann"`)}},
 			{Role: pktype.RoleAssistant, ToolCalls: toolCalls()},
 			{Role: pktype.RoleTool, ToolCallID: "call_1", Content: `{"temp":21}`},
 			{Role: pktype.RoleAssistant, Content: "hello"},
@@ -29,10 +30,14 @@ func chatRequest(last string) *jobs.ChatRequest {
 			MaxTokens:   ptr(64),
 			Stop:        []string{"\n\n", "END"},
 			Seed:        ptr(int64(7)),
+			Extra: pktype.Params{"reasoning_effort": json.RawMessage(`"low"`), "top_k": json.RawMessage(`20`),
+				"chat_template_kwargs": json.RawMessage(`{"enable_thinking":false}`)},
 		},
 		ResponseFormat: jobs.FormatJSONSchema,
 		SchemaName:     "answer",
 		Schema:         json.RawMessage(`{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"number"}}}`),
+		Format: json.RawMessage(`{"type":"json_schema","json_schema":{"name":"answer","strict":true,"description":"d",` +
+			`"schema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"number"}}}}}`),
 		ToolUse: pktype.ToolUse{
 			Tools: []pktype.Tool{{Type: pktype.ToolTypeFunction, Function: pktype.ToolFunction{
 				Name: "weather", Description: "The weather in a city.", Strict: ptr(true),
@@ -116,16 +121,17 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 		}
 	}
 
-	// A response with a finish reason, tool calls and the backend that
-	// answered, and one without.
+	// A response with a finish reason, tool calls, the backend that
+	// answered and the backend's whole answer, and one without.
 	var rids []string
 	for _, c := range []struct {
 		id, reason, backend string
 		calls               []pktype.ToolCall
-	}{{plain.JobID, "", "", nil}, {chat.JobID, "tool_calls", "backend-b", toolCalls()}} {
+		body                json.RawMessage
+	}{{plain.JobID, "", "", nil, nil}, {chat.JobID, "tool_calls", "backend-b", toolCalls(), answerBody}} {
 		f.claimID("w", c.id)
 		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Output: "out", FinishReason: c.reason,
-			ToolCalls: c.calls, Backend: c.backend})
+			ToolCalls: c.calls, Backend: c.backend, Body: c.body})
 		if err != nil {
 			t.Fatalf("Succeed: %v", err)
 		}
@@ -154,5 +160,30 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 		if !reflect.DeepEqual(r.ToolCalls, want) || !reflect.DeepEqual(rs[rids[i]].ToolCalls, want) {
 			t.Errorf("response %d: tool calls %+v (GetResponse), %+v (GetResponses), want %+v", i, r.ToolCalls, rs[rids[i]].ToolCalls, want)
 		}
+		var wantBody json.RawMessage
+		if i == 1 {
+			wantBody = storedAnswerBody
+		}
+		if !bytes.Equal(r.Body, wantBody) || !bytes.Equal(rs[rids[i]].Body, wantBody) {
+			t.Errorf("response %d: body %s (GetResponse), %s (GetResponses), want %s", i, r.Body, rs[rids[i]].Body, wantBody)
+		}
 	}
 }
+
+// answerBody is a backend's answer with what promptkit does not model:
+// a second choice, reasoning, logprobs, a system fingerprint, usage
+// details, and a NUL in its reasoning, which no store may keep.
+var answerBody = json.RawMessage(`{"id":"x","object":"chat.completion","model":"m","system_fingerprint":"fp",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"out","reasoning_content":"why\u0000","tool_calls":[]},` +
+	`"logprobs":{"content":[{"token":"out","logprob":-0.5}]},"finish_reason":"tool_calls"},` +
+	`{"index":1,"message":{"role":"assistant","content":"other"},"logprobs":null,"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"completion_tokens_details":{"reasoning_tokens":1}}}`)
+
+// storedAnswerBody is answerBody as every store keeps it
+// (jobs.AnswerBody): without the first choice's text and calls, which the
+// response's output and tool calls hold, and its NUL replaced.
+var storedAnswerBody = json.RawMessage(`{"choices":[{"finish_reason":"tool_calls","index":0,` +
+	`"logprobs":{"content":[{"token":"out","logprob":-0.5}]},"message":{"reasoning_content":"why\ufffd","role":"assistant"}},` +
+	`{"finish_reason":"stop","index":1,"logprobs":null,"message":{"role":"assistant","content":"other"}}],` +
+	`"id":"x","model":"m","object":"chat.completion","system_fingerprint":"fp",` +
+	`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"completion_tokens_details":{"reasoning_tokens":1}}}`)

@@ -25,6 +25,18 @@ func TestSettle(t *testing.T) {
 	job := func(attempt, max int) jobs.Job {
 		return jobs.Job{ID: "j1", PromptID: "p1", State: jobs.Running, Attempt: attempt, MaxAttempts: max, WorkerClaim: "w"}
 	}
+	// A job whose client stops waiting 20 s from now (a chat completion's).
+	waited := func(attempt, max int) jobs.Job {
+		j := job(attempt, max)
+		j.ExecutionOptions.Deadline = new(now.Add(20 * time.Second))
+		return j
+	}
+	// The same job retried by hand: its client is not the one waiting.
+	retried := func(attempt, max int) jobs.Job {
+		j := waited(attempt, max)
+		j.Supersedes = "j0"
+		return j
+	}
 	ran := func(res *promptkit.RunResult, err error) outcome {
 		return outcome{res: res, err: err, wallStart: wall, clockStart: start}
 	}
@@ -33,7 +45,8 @@ func TestSettle(t *testing.T) {
 	}
 	usage := promptkit.Usage{TokenUsage: promptkit.TokenUsage{TotalTokens: 9}, Known: promptkit.TokenUsagePresence{TotalTokens: true}}
 	valid := &promptkit.RunResult{Text: `{"a":1}`, Output: json.RawMessage(`{"a":1}`), Model: "m2", Usage: usage,
-		Validation: promptkit.Validation{Status: promptkit.ValidationValid}}
+		Validation: promptkit.Validation{Status: promptkit.ValidationValid},
+		Raw:        json.RawMessage(`{"choices":[{"index":0,"message":{"content":"{\"a\":1}"},"logprobs":{"content":[]}}]}`)}
 	invalid := &promptkit.RunResult{Text: "SECRET OUTPUT", Validation: promptkit.Validation{Status: promptkit.ValidationInvalid}}
 
 	requeue := func(at time.Time, kind jobs.ErrorKind, handback bool) write {
@@ -53,7 +66,7 @@ func TestSettle(t *testing.T) {
 		{"dependency failed", job(1, 3), outcome{refused: jobs.KindDependencyFailed, reason: "dependency d is failed"}, fail(jobs.KindDependencyFailed)},
 		{"budget spent", job(1, 3), outcome{refused: jobs.KindBudgetExceeded, reason: "the token's daily budget of $5.00 is reached"}, fail(jobs.KindBudgetExceeded)},
 		{"success", job(1, 3), ran(valid, nil), write{op: opSucceed, jobID: "j1", succeed: jobs.SucceedParams{JobID: "j1", Worker: "w",
-			Output: valid.Text, Parsed: valid.Output, Model: "m2", Usage: usage}}},
+			Output: valid.Text, Parsed: valid.Output, Model: "m2", Usage: usage, Body: valid.Raw}}},
 		{"invalid after repair: parse", job(1, 3), ran(invalid, nil), fail(jobs.KindParse)},
 		{"503, attempts left: backoff", job(1, 3), ran(nil, status(503, time.Time{})), requeue(now.Add(7500*time.Millisecond), jobs.KindProvider5xx, false)},
 		{"503, second attempt: 25s", job(2, 3), ran(nil, status(503, time.Time{})), requeue(now.Add(32500*time.Millisecond), jobs.KindProvider5xx, false)},
@@ -72,6 +85,16 @@ func TestSettle(t *testing.T) {
 			requeue(now.Add(7500*time.Millisecond), jobs.KindTransport, false)},
 		{"store hiccup reading the prompt: unknown, retried", job(1, 3), outcome{err: fmt.Errorf("reading the prompt: connection reset")},
 			requeue(now.Add(7500*time.Millisecond), jobs.KindUnknown, false)},
+		{"503, next attempt before the client's deadline: backoff", waited(1, 3), ran(nil, status(503, time.Time{})),
+			requeue(now.Add(7500*time.Millisecond), jobs.KindProvider5xx, false)},
+		{"503, next attempt after the client's deadline: failed now", waited(2, 3), ran(nil, status(503, time.Time{})), fail(jobs.KindProvider5xx)},
+		{"429 whose Retry-After passes the client's deadline: failed now", waited(1, 3), ran(nil, status(429, wall.Add(time.Minute))),
+			fail(jobs.KindRateLimit)},
+		{"a retried job's copied deadline does not count", retried(2, 3), ran(nil, status(503, time.Time{})),
+			requeue(now.Add(32500*time.Millisecond), jobs.KindProvider5xx, false)},
+		{"backend paused past the client's deadline: failed now", waited(1, 3),
+			ran(nil, &dispatch.CapacityError{What: "backend pause outlasts the deadline", NotBefore: wall.Add(10 * time.Minute)}),
+			fail(jobs.KindRateLimit)},
 		{"backend paused past the deadline: handed back", job(2, 3),
 			ran(nil, &dispatch.CapacityError{What: "backend pause outlasts the deadline", NotBefore: wall.Add(10 * time.Minute)}),
 			requeue(start.Add(10*time.Minute), jobs.KindRateLimit, true)},
@@ -86,6 +109,10 @@ func TestSettle(t *testing.T) {
 		}
 		if (got.op == opFail || (got.op == opRequeue && !got.requeue.Handback)) && msg == "" {
 			t.Errorf("%s: no error message", c.name)
+		}
+		if got.op == opFail && c.j.ExecutionOptions.Deadline != nil && c.j.Supersedes == "" && !strings.HasSuffix(msg, msgPastDeadline) &&
+			c.j.Attempt < c.j.MaxAttempts {
+			t.Errorf("%s: message %q does not say why it was not retried", c.name, msg)
 		}
 		for _, secret := range []string{"SECRET OUTPUT", "provider text"} {
 			if strings.Contains(msg, secret) {

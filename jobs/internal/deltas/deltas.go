@@ -147,9 +147,16 @@ type wire struct {
 	Delta  pktype.StreamDelta `json:"d"`
 }
 
-// Payload is d's notification payload.
+// Payload is d's notification payload. A piece whose backend chunk
+// (pktype.StreamDelta.Raw) does not fit goes without it: a reader then
+// relays what promptkit reads of it (its text, reasoning and calls)
+// instead of the chunk as the backend framed it.
 func Payload(schema, origin, jobID string, d pktype.StreamDelta) (string, error) {
 	b, err := json.Marshal(wire{Schema: schema, Origin: origin, JobID: jobID, Delta: d})
+	if err == nil && len(b) > MaxPayload && d.Raw != nil {
+		d.Raw = nil
+		b, err = json.Marshal(wire{Schema: schema, Origin: origin, JobID: jobID, Delta: d})
+	}
 	if err != nil {
 		return "", err
 	}

@@ -2,6 +2,9 @@ package deltas
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +75,26 @@ func TestSubscriptionEnds(t *testing.T) {
 	}
 	if n != Buffer {
 		t.Errorf("read %d pieces before the close, want the %d buffered", n, Buffer)
+	}
+}
+
+// A piece whose backend chunk would not fit a notification goes without
+// it, its text kept; one too large even so is refused.
+func TestPayloadDropsAChunkTooLarge(t *testing.T) {
+	big := json.RawMessage(`{"choices":[{"index":0,"delta":{"content":"hi"},"logprobs":{"content":["` + strings.Repeat("x", MaxPayload) + `"]}}]}`)
+	p, err := Payload("s", "o", "j", pktype.StreamDelta{Index: 3, Text: "hi", Raw: big})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobID, d, ok := Parse(p, "s", "other")
+	if !ok || jobID != "j" || d.Text != "hi" || d.Index != 3 || d.Raw != nil {
+		t.Errorf("parsed %q %+v %v", jobID, d, ok)
+	}
+	small := json.RawMessage(`{"choices":[{"index":0,"delta":{"content":"hi"}}]}`)
+	if p, _ := Payload("s", "o", "j", pktype.StreamDelta{Text: "hi", Raw: small}); !strings.Contains(p, `"raw"`) {
+		t.Errorf("a chunk that fits was dropped: %s", p)
+	}
+	if _, err := Payload("s", "o", "j", pktype.StreamDelta{Text: strings.Repeat("x", MaxPayload)}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("a piece too large: %v", err)
 	}
 }
