@@ -174,3 +174,29 @@ func ExampleRunResult_cost() {
 	fmt.Printf("known %v, $%.4f\n", res.Cost.Known, res.Cost.USD)
 	// Output: known true, $0.0060
 }
+
+// Parameters promptkit does not model — a reasoning model's effort, a
+// self-hosted server's top_k, several choices — are sent as given, and
+// the answer's reasoning and every choice come back.
+func ExampleEngine_Run_extraParameters() {
+	srv := providertest.NewServer(providertest.WithReasoning())
+	defer srv.Close()
+	eng, _ := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "local", BaseURL: srv.URL}},
+		Profiles: []promptkit.Profile{{ID: "default", Backend: "local", Model: "qwen3"}},
+	})
+	req := promptkit.RunRequest{Text: "Name a colour"}
+	req.Extra = promptkit.Params{
+		"reasoning_effort": json.RawMessage(`"low"`),
+		"top_k":            json.RawMessage(`20`),
+		"n":                json.RawMessage(`2`),
+	}
+	res, err := eng.Run(context.Background(), req)
+	if err != nil {
+		panic(err)
+	}
+	var sent map[string]json.RawMessage
+	_ = json.Unmarshal(srv.Requests()[0].Body, &sent)
+	fmt.Println(string(sent["reasoning_effort"]), string(sent["top_k"]), len(res.Choices), res.Reasoning != "", res.Usage.Known.ReasoningTokens)
+	// Output: "low" 20 2 true true
+}

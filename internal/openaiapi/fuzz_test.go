@@ -1,12 +1,14 @@
 package openaiapi_test
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
 
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // FuzzDecodeChat: any body either decodes to a chat request every store
@@ -18,6 +20,7 @@ func FuzzDecodeChat(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"}}}}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"n":2,"tools":[]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","name":"f","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","name":"a","content":[{"type":"image_url","image_url":{"url":"x"}}]}],"n":2,"logprobs":true,"top_k":20,"chat_template_kwargs":{"enable_thinking":false},"response_format":{"type":"json_object","schema":{}}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		got, err := openaiapi.DecodeChat(body)
 		again, err2 := openaiapi.DecodeChat(body)
@@ -39,6 +42,22 @@ func FuzzDecodeChat(f *testing.F) {
 		}
 		if got.IncludeUsage && !got.Stream {
 			t.Fatal("include_usage without stream")
+		}
+		// Every parameter promptkit does not model is kept, as sent.
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(body, &members); err != nil {
+			t.Fatalf("decoded a body that is not an object: %v", err)
+		}
+		for k, v := range members {
+			var null any
+			if pktype.Modeled(k) || k == "stream_options" || json.Unmarshal(v, &null) == nil && null == nil {
+				continue
+			}
+			var want, have any
+			_ = json.Unmarshal(v, &want)
+			if err := json.Unmarshal(got.Chat.Extra[k], &have); err != nil || !reflect.DeepEqual(want, have) {
+				t.Fatalf("parameter %q: kept %s, sent %s", k, got.Chat.Extra[k], v)
+			}
 		}
 	})
 }
