@@ -121,7 +121,7 @@ func TestCompletionCarriesTheWholeAnswer(t *testing.T) {
 	want := map[string]any{"id": "chatcmpl-j", "object": "chat.completion", "created": 5.0, "model": "qwen3", "system_fingerprint": "fp",
 		"choices": []any{
 			map[string]any{"index": 0.0, "finish_reason": "stop", "stop_reason": nil,
-				"message": map[string]any{"role": "assistant", "content": "Paris", "reasoning_content": "capital of France", "refusal": nil},
+				"message":  map[string]any{"role": "assistant", "content": "Paris", "reasoning_content": "capital of France", "refusal": nil},
 				"logprobs": map[string]any{"content": []any{map[string]any{"token": "Paris", "logprob": -0.1, "bytes": []any{80.0}, "top_logprobs": []any{}}}}},
 			map[string]any{"index": 1.0, "finish_reason": "length", "logprobs": nil,
 				"message": map[string]any{"role": "assistant", "content": "Paris!", "reasoning_content": "easy", "refusal": nil}},
