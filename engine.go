@@ -1178,7 +1178,10 @@ func estimateTokens(r GenerateRequest) int {
 		}
 	}
 	for _, t := range r.Tools {
-		n += len(t.Function.Description) + len(t.Function.Parameters)
+		if d := t.Function.Description; d != nil {
+			n += len(*d)
+		}
+		n += len(t.Function.Parameters)
 	}
 	n /= 4
 	if limit := r.OutputLimit(); limit != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/promptkit/promptkit/providertest"
 )
 
-var weatherTool = promptkit.Tool{Type: "function", Function: promptkit.ToolFunction{Name: "weather", Description: "The weather now.",
+var weatherTool = promptkit.Tool{Type: "function", Function: promptkit.ToolFunction{Name: "weather", Description: new("The weather now."),
 	Parameters: json.RawMessage(`{"type":"object","required":["city"],"properties":{"city":{"type":"string"}}}`)}}
 
 // A run offering tools sends them as OpenAI's tools, tool_choice and

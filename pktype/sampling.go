@@ -1,6 +1,9 @@
 package pktype
 
-import "cmp"
+import (
+	"cmp"
+	"maps"
+)
 
 // Sampling holds the sampling parameters of a generation, each sent to
 // the provider when set: a profile's defaults (promptkit.Profile), a
@@ -23,9 +26,9 @@ type Sampling struct {
 
 // Or returns s with each parameter s leaves unset taken from base: a
 // run's overrides over a profile's defaults. Stop is unset when empty; the
-// extra parameters are merged, s's over base's. A max_completion_tokens
-// in s's extra parameters replaces base's max_tokens: they say the same,
-// and a backend may refuse both at once.
+// extra parameters are merged, s's over base's. s's max_tokens or
+// max_completion_tokens (an extra parameter) replaces base's either: they
+// say the same, and a backend may refuse both at once.
 func (s Sampling) Or(base Sampling) Sampling {
 	out := Sampling{
 		Temperature: cmp.Or(s.Temperature, base.Temperature),
@@ -38,8 +41,14 @@ func (s Sampling) Or(base Sampling) Sampling {
 	if len(s.Stop) > 0 {
 		out.Stop = s.Stop
 	}
-	if _, ok := s.Extra[ParamMaxCompletionTokens]; ok && s.MaxTokens == nil {
+	_, own := s.Extra[ParamMaxCompletionTokens]
+	_, inherited := out.Extra[ParamMaxCompletionTokens]
+	switch {
+	case own && s.MaxTokens == nil:
 		out.MaxTokens = nil
+	case s.MaxTokens != nil && !own && inherited:
+		out.Extra = maps.Clone(out.Extra) // base's own map: not to be changed
+		delete(out.Extra, ParamMaxCompletionTokens)
 	}
 	return out
 }

@@ -37,8 +37,10 @@ type Tool struct {
 // and '-', at most 64), what it does, and its parameters as a JSON Schema
 // object (bounded like an output schema, see CheckSchemaShape).
 type ToolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
+	Name string `json:"name"`
+	// Description says what the function does; nil when the caller gave
+	// none (an empty one is sent as such).
+	Description *string         `json:"description,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	// Strict asks the provider to follow Parameters exactly.
 	Strict *bool `json:"strict,omitempty"`
@@ -127,6 +129,7 @@ func (u ToolUse) Clone() ToolUse {
 	for i, t := range out.Tools {
 		out.Tools[i].Function.Parameters = bytes.Clone(t.Function.Parameters)
 		out.Tools[i].Function.Strict = clonePtr(t.Function.Strict)
+		out.Tools[i].Function.Description = clonePtr(t.Function.Description)
 	}
 	return out
 }

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -206,7 +208,7 @@ func checkFaithful(t *testing.T, what string, a faithfulAnswer) {
 // before its message and reports the reasoning tokens.
 func TestResponsesReasoning(t *testing.T) {
 	t.Parallel()
-	srv, opt := withFake(t, 0)
+	srv, opt := withFake(t, 0) // it reasons when asked to: reasoning_effort
 	e := setup(t, opt)
 	e.runWorker()
 	r, o := e.createResponse(`{"model":"default","input":"Name a colour","reasoning":{"effort":"low","summary":"auto"},"top_k":5}`)
@@ -222,6 +224,26 @@ func TestResponsesReasoning(t *testing.T) {
 	}
 	if o.Usage == nil || o.Usage.OutputTokensDetails == nil || o.Usage.OutputTokensDetails.ReasoningTokens == 0 {
 		t.Errorf("usage %s", r.body)
+	}
+	// Streamed: the reasoning item's deltas as the backend sends them,
+	// then the message's, each item opened and closed in turn.
+	s := e.openResponseStream("POST", "/v1/responses", `{"model":"default","stream":true,"input":"Name a colour","reasoning":{"effort":"low"}}`)
+	evs := s.restEvents()
+	want := "response.created response.in_progress response.output_item.added response.content_part.added response.reasoning_text.delta " +
+		"response.reasoning_text.done response.content_part.done response.output_item.done response.output_item.added " +
+		"response.content_part.added response.output_text.delta response.output_text.done response.content_part.done " +
+		"response.output_item.done response.completed"
+	if got := types(evs); got != want {
+		t.Errorf("events %s\nwant   %s", got, want)
+	}
+	var reasoning string
+	for _, ev := range evs {
+		if ev.ev.Type == "response.reasoning_text.delta" {
+			reasoning += *ev.ev.Delta
+		}
+	}
+	if reasoning != (*o.Output[0].Content)[0].Text {
+		t.Errorf("streamed reasoning %q, the answer's %q", reasoning, (*o.Output[0].Content)[0].Text)
 	}
 }
 
@@ -304,4 +326,60 @@ func TestOneRetryOwner(t *testing.T) {
 	if srv.Count() != 3 || e.jobCount() != 1 {
 		t.Errorf("%d backend calls and %d jobs, want 3 and 1", srv.Count(), e.jobCount())
 	}
+}
+
+// TestChatStreamKeepsThePieces: each piece of a streamed answer reaches
+// the client in a chunk of its own, as the backend sent it, also when the
+// backend sends them back to back and the job ends at once after: the
+// pieces already delivered are relayed before the end is, not merged
+// into a rest made from the stored answer.
+func TestChatStreamKeepsThePieces(t *testing.T) {
+	t.Parallel()
+	srv, opt := withFake(t, 0)
+	e := setup(t, opt)
+	e.runWorker()
+	const body = `{"model":"default","stream":true,"messages":[{"role":"user","content":"one two three four five six seven eight nine ten eleven twelve"}]}`
+	// The backend's own pieces, asked directly.
+	res, err := http.Post(srv.URL+"/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := contentPieces(t, (&sseLines{t: t, res: res, sc: bufio.NewScanner(res.Body)}).rest())
+	res.Body.Close()
+	if len(direct) < 10 {
+		t.Fatalf("the backend sent %d pieces", len(direct))
+	}
+	for i := range 20 {
+		got := contentPieces(t, e.openChatStream(body).rest())
+		if !reflect.DeepEqual(got, direct) {
+			t.Fatalf("stream %d: pieces %q, the backend's %q", i, got, direct)
+		}
+	}
+}
+
+// contentPieces are the non-empty content deltas of a stream's data.
+func contentPieces(t *testing.T, data []string) []string {
+	t.Helper()
+	var out []string
+	for _, d := range data {
+		if d == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatalf("chunk %s: %v", d, err)
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Content != "" {
+				out = append(out, ch.Delta.Content)
+			}
+		}
+	}
+	return out
 }

@@ -99,7 +99,7 @@ func TestDecodeChatTools(t *testing.T) {
 			{Role: "tool", ToolCallID: "call_2", Content: "18 C", Parts: json.RawMessage(`[{"type":"text","text":"18 C"}]`)},
 		},
 		ToolUse: pktype.ToolUse{
-			Tools: []pktype.Tool{{Type: "function", Function: pktype.ToolFunction{Name: "weather", Description: "Weather now.", Strict: new(true),
+			Tools: []pktype.Tool{{Type: "function", Function: pktype.ToolFunction{Name: "weather", Description: new("Weather now."), Strict: new(true),
 				Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}},
 			ToolChoice:        &pktype.ToolChoice{Mode: pktype.ToolChoiceFunction, Function: "weather"},
 			ParallelToolCalls: new(true),

@@ -250,9 +250,7 @@ func responseEcho(p jobs.Prompt) Response {
 	}
 	for _, t := range c.Tools {
 		rt := ResponseTool{Type: t.Type, Name: t.Function.Name, Parameters: t.Function.Parameters, Strict: t.Function.Strict}
-		if t.Function.Description != "" {
-			rt.Description = &t.Function.Description
-		}
+		rt.Description = t.Function.Description
 		o.Tools = append(o.Tools, rt)
 	}
 	if tc := c.ToolChoice; tc != nil {

@@ -81,7 +81,10 @@ func decodeFunction(m map[string]json.RawMessage, p, skip string, refused ...str
 		case key == "name":
 			f.Name, err = decodeString(v, kp)
 		case key == "description":
-			f.Description, err = decodeString(v, kp)
+			var d string
+			if d, err = decodeString(v, kp); err == nil {
+				f.Description = &d
+			}
 		case key == "parameters":
 			if _, err = object(v, kp); err == nil {
 				f.Parameters = bytes.Clone(v)

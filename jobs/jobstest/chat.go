@@ -40,7 +40,7 @@ func chatRequest(last string) *jobs.ChatRequest {
 			`"schema":{"type":"object","properties":{"zeta":{"type":"string"},"alpha":{"type":"number"}}}}}`),
 		ToolUse: pktype.ToolUse{
 			Tools: []pktype.Tool{{Type: pktype.ToolTypeFunction, Function: pktype.ToolFunction{
-				Name: "weather", Description: "The weather in a city.", Strict: ptr(true),
+				Name: "weather", Description: ptr("The weather in a city."), Strict: ptr(true),
 				Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"at":{"type":"string"}}}`)}}},
 			ToolChoice:        &pktype.ToolChoice{Mode: pktype.ToolChoiceFunction, Function: "weather"},
 			ParallelToolCalls: ptr(false),

@@ -370,10 +370,8 @@ func (a *API) streamLive(w http.ResponseWriter, r *http.Request, id auth.Identit
 	var rl relay
 	var st openaiapi.Streamed
 	res, left := a.follow(r, sse, id, e, pieces, deadline, func(d pktype.StreamDelta) error {
-		if d.Choice != 0 || d.Text == "" && d.Reasoning == "" {
-			return nil
-		}
-		if _, ok := rl.accept(d); !ok {
+		// Every piece counts for the relay, so that one missed is seen.
+		if _, ok := rl.accept(d); !ok || d.Choice != 0 || d.Text == "" && d.Reasoning == "" {
 			return nil
 		}
 		var evs []openaiapi.ResponseEvent
