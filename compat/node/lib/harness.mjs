@@ -218,13 +218,19 @@ async function startRelay(target) {
  * Starts one fake-provider per backend (each behind a counting relay) and
  * a `promptkit serve` whose promptkit.yaml names them.
  *
- * backends: [{ id, latency?: '3s', profiles: [{ id, model }] }]
+ * backends: [{ id, latency?: '3s', reasoning?: true, status?: 503, profiles: [{ id, model }] }]
  * Every profile's model is what clients may also name as `model`.
+ * reasoning starts the fake with --reasoning (it answers like a vLLM
+ * reasoning model), status with --status (every chat and embeddings
+ * request answers that status).
+ * transientRetries is serve's transient_retries (provider calls a job
+ * attempt makes beyond its first); 0, the default, makes one job attempt
+ * one provider call.
  *
  * The answer: { url, baseURL (url + '/v1'), calls(backendId), stop(),
- * prompts(), waitTerminal(jobIds), job(id), rest(), log() }.
+ * prompts(), jobs(), waitTerminal(jobIds), job(id), rest(), log() }.
  */
-export async function startStack({ backends = defaultBackends } = {}) {
+export async function startStack({ backends = defaultBackends, transientRetries = 0 } = {}) {
   const dir = await tempDir('promptkit-compat-');
   const stack = { dir, fakes: [], relays: new Map(), serve: undefined };
   const stop = async () => {
@@ -236,13 +242,16 @@ export async function startStack({ backends = defaultBackends } = {}) {
     await removeDir(dir);
   };
   try {
-    // transient_retries 0: one job attempt is one provider call, so what a
-    // test counts is what the job did.
-    let yaml = 'transient_retries: 0\nbackends:\n';
+    // transient_retries 0 (the default here): one job attempt is one
+    // provider call, so what a test counts is what the job did.
+    if (!Number.isInteger(transientRetries) || transientRetries < 0) throw new Error(`transientRetries ${transientRetries}`);
+    let yaml = `transient_retries: ${transientRetries}\nbackends:\n`;
     let profiles = 'profiles:\n';
     for (const b of backends) {
       const args = ['fake-provider', '--addr', '127.0.0.1:0'];
       if (b.latency) args.push('--latency', b.latency);
+      if (b.reasoning) args.push('--reasoning');
+      if (b.status) args.push('--status', String(b.status));
       const fake = await startProcess(`fake-provider ${b.id}`, args, {
         cwd: dir,
         ready: /fake provider listening on (http:\/\/\S+)/,
@@ -298,23 +307,37 @@ function makeStack(url, stack, stop) {
     if (!res.ok && res.status !== 202) throw new Error(`${method} ${p}: ${res.status} ${text.slice(0, 500)}`);
     return { status: res.status, body: text ? JSON.parse(text) : undefined };
   };
+  const prompts = async () => {
+    const all = [];
+    let cursor = '';
+    for (;;) {
+      const q = new URLSearchParams({ limit: '100' });
+      if (cursor) q.set('cursor', cursor);
+      const { body } = await rest('GET', `/v1/prompts?${q}`);
+      all.push(...body.prompts);
+      if (!body.next_cursor) return all;
+      cursor = body.next_cursor;
+    }
+  };
   return {
     url,
     baseURL: `${url}/v1`,
     /** The chat requests promptkit sent to backend id (decoded bodies). */
     calls: (id = 'main') => stack.relays.get(id).calls,
     /** Every prompt with its newest job (GET /v1/prompts, all pages). */
-    async prompts() {
-      const all = [];
-      let cursor = '';
-      for (;;) {
-        const q = new URLSearchParams({ limit: '100' });
-        if (cursor) q.set('cursor', cursor);
-        const { body } = await rest('GET', `/v1/prompts?${q}`);
-        all.push(...body.prompts);
-        if (!body.next_cursor) return all;
-        cursor = body.next_cursor;
+    prompts,
+    /**
+     * Every job of every prompt (each prompt's retries included), read
+     * through the API: GET /v1/prompts, then GET /v1/prompts/{id} for
+     * each prompt's jobs.
+     */
+    async jobs() {
+      const out = [];
+      for (const p of await prompts()) {
+        const { body } = await rest('GET', `/v1/prompts/${encodeURIComponent(p.prompt_id)}`);
+        out.push(...body.jobs);
       }
+      return out;
     },
     /**
      * Waits until every job in jobIds is terminal, reading /v1/events from

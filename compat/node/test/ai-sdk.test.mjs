@@ -63,9 +63,11 @@ function assertRating(out) {
 
 for (const f of flavours) {
   describe(f.name, () => {
-    // Each flavour asks its own questions. The AI SDK sends no
-    // X-Stainless-Retry-Count, so serve takes the same request from the
-    // same caller for a retry and answers it from the first one's job.
+    // Each flavour asks its own questions, so that what a test finds in
+    // the provider's requests is its own. (The same request twice would
+    // still be two jobs: the AI SDK sends no X-Stainless-Retry-Count, and
+    // only a request that says it is a retry joins the job of the same
+    // request.)
     const ask = (text) => `${text} (${f.tag})`;
 
     test('generateText', async () => {

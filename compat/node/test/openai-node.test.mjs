@@ -215,8 +215,10 @@ describe('openai-node', () => {
         return true;
       },
     );
+    // n passes through to the backend (openai-node-faithful.test.mjs),
+    // but not past OpenAI's own limit of 128.
     await assert.rejects(
-      oa.chat.completions.create({ model: MODEL, n: 2, messages: [{ role: 'user', content: 'two answers' }] }),
+      oa.chat.completions.create({ model: MODEL, n: 129, messages: [{ role: 'user', content: 'too many answers' }] }),
       (err) => {
         assert.ok(err instanceof OpenAI.BadRequestError, `${err}`);
         assert.equal(err.param, 'n');
