@@ -28,6 +28,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/promptkit/promptkit/internal/cli"
+	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/providertest"
 )
 
@@ -45,20 +46,55 @@ type service struct {
 // serveDeadline bounds a service's start and stop.
 const serveDeadline = 30 * time.Second
 
+// serviceSetup is what startService starts beyond its defaults.
+type serviceSetup struct {
+	mainOpts         []providertest.Option
+	transientRetries int
+	workers          int
+}
+
+// serviceOption changes what startService starts.
+type serviceOption func(*serviceSetup)
+
+// withMain configures the main backend's fake with opts.
+func withMain(opts ...providertest.Option) serviceOption {
+	return func(c *serviceSetup) { c.mainOpts = append(c.mainOpts, opts...) }
+}
+
+// withTransientRetries sets the engine's transient_retries: the extra
+// provider calls one job attempt makes after a 429 or 5xx. Defaults to 0.
+func withTransientRetries(n int) serviceOption {
+	return func(c *serviceSetup) { c.transientRetries = n }
+}
+
+// withWorkers sets how many jobs serve runs at once. Defaults to serve's
+// own default (4).
+func withWorkers(n int) serviceOption {
+	return func(c *serviceSetup) { c.workers = n }
+}
+
 // startService runs `promptkit serve` on a fresh SQLite database in this
 // process until the test ends.
-func startService(t *testing.T) *service {
+func startService(t *testing.T, opts ...serviceOption) *service {
 	t.Helper()
+	var setup serviceSetup
+	for _, o := range opts {
+		o(&setup)
+	}
 	s := &service{}
 	for _, p := range []**providertest.Server{&s.main, &s.limited, &s.broken, &s.slow} {
-		*p = providertest.NewServer()
+		var fakeOpts []providertest.Option
+		if p == &s.main {
+			fakeOpts = setup.mainOpts
+		}
+		*p = providertest.NewServer(fakeOpts...)
 		t.Cleanup((*p).Close)
 	}
 	dir := t.TempDir()
 	db := filepath.Join(dir, "jobs.db")
-	// transient_retries 0: each job attempt is one provider call, so what
-	// a test scripts is what a job meets.
-	cfg := fmt.Sprintf(`transient_retries: 0
+	// transient_retries 0 unless a test asks for more: each job attempt is
+	// one provider call, so what a test scripts is what a job meets.
+	cfg := fmt.Sprintf(`transient_retries: %d
 backends:
   - {id: main, base_url: %s}
   - {id: limited, base_url: %s}
@@ -69,7 +105,7 @@ profiles:
   - {id: limited, backend: limited, model: limited-model}
   - {id: broken, backend: broken, model: broken-model}
   - {id: slow, backend: slow, model: slow-model}
-`, s.main.URL, s.limited.URL, s.broken.URL, s.slow.URL)
+`, setup.transientRetries, s.main.URL, s.limited.URL, s.broken.URL, s.slow.URL)
 	cfgPath := filepath.Join(dir, "promptkit.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -87,8 +123,12 @@ profiles:
 	ctx, cancel := context.WithCancel(context.Background())
 	log := &startupLog{listening: make(chan string, 1)}
 	done := make(chan int, 1)
+	args := []string{"serve", "--database", db, "--config", cfgPath, "--addr", "127.0.0.1:0"}
+	if setup.workers > 0 {
+		args = append(args, "--workers", strconv.Itoa(setup.workers))
+	}
 	go func() {
-		done <- cli.Run(ctx, []string{"serve", "--database", db, "--config", cfgPath, "--addr", "127.0.0.1:0"}, io.Discard, log)
+		done <- cli.Run(ctx, args, io.Discard, log)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -343,9 +383,11 @@ func TestFrontDoorErrors(t *testing.T) {
 		return e
 	}
 
-	t.Run("400 unsupported n", func(t *testing.T) {
-		p := userChat("default", "two answers")
-		p.N = openai.Int(2)
+	// n up to OpenAI's limit goes to the backend (faithful_test.go);
+	// more is refused before a job is made.
+	t.Run("400 n over the limit", func(t *testing.T) {
+		p := userChat("default", "too many answers")
+		p.N = openai.Int(openaiapi.MaxChoices + 1)
 		_, err := cl.Chat.Completions.New(t.Context(), p)
 		if e := apiError(t, err, http.StatusBadRequest); e.Param != "n" || e.Type != "invalid_request_error" {
 			t.Errorf("param %q type %q, want n and invalid_request_error", e.Param, e.Type)

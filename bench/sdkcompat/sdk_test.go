@@ -164,13 +164,15 @@ func TestModels(t *testing.T) {
 	}
 }
 
+// The fake answers n up to providertest.MaxChoices; more is a 400
+// naming n, not an answer with fewer choices.
 func TestUnsupportedRejected(t *testing.T) {
 	_, cl := newClient(t)
 	p := params("hi")
-	p.N = openai.Int(2)
+	p.N = openai.Int(providertest.MaxChoices + 1)
 	_, err := cl.Chat.Completions.New(context.Background(), p)
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "n" || apiErr.Type != "invalid_request_error" {
-		t.Fatalf("n=2: %v, want a 400 invalid_request_error for param n", err)
+		t.Fatalf("n=%d: %v, want a 400 invalid_request_error for param n", providertest.MaxChoices+1, err)
 	}
 }
