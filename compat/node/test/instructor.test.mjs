@@ -107,9 +107,8 @@ describe('instructor-js', () => {
   });
 
   // instructor sends the tool with "description": "" (its schema has
-  // none); promptkit leaves an empty description out of what it sends.
-  // Harmless to a model, but not the request as written.
-  test('TOOLS mode: the tools reach the backend exactly as written', { todo: 'promptkit drops a tool\'s empty "description"' }, () => {
+  // none): that empty description reaches the backend too.
+  test('TOOLS mode: the tools reach the backend exactly as written', () => {
     assert.ok(toolsMode, 'the TOOLS mode test ran');
     assert.deepEqual(toolsMode.received, toolsMode.sent);
   });
