@@ -7,21 +7,31 @@
 //     It reports failed lines, wall time against the ideal (lines / rate),
 //     extra provider calls, and the resident memory of serve (VmRSS
 //     sampled every 100 ms, and VmHWM at the end).
-//   - chat: the same chat completion sent -chat times one after another,
-//     alternating between promptkit's /v1/chat/completions and the
-//     provider directly, for p50/p99 latency side by side.
+//   - chat: the same chat completion sent -chat times to each target, one
+//     request at a time, the targets in turn: promptkit's
+//     /v1/chat/completions and the provider directly, for p50/p99 latency
+//     side by side. -baseline adds a second promptkit binary (one built
+//     from an earlier commit) as a target of its own, with its own serve,
+//     so that two builds are compared within one run; -extra adds this
+//     tree's serve, and the provider directly, with requests that carry
+//     more parameters.
 //
-// Every run starts a fresh serve on a fresh SQLite database. The
-// configurations alternate within each run.
+// Every run starts a fresh serve per target on a fresh SQLite database,
+// or with -database on a fresh schema of that PostgreSQL database
+// (dropped after; the serves share the database's notification channel
+// and ignore each other's notifications). The configurations alternate
+// within each run.
 //
 //	cd bench && go run ./frontdoor -runs 2               # 10,000 lines at 100/s: about 100 s per configuration and run
 //	cd bench && go run ./frontdoor -only chat -chat 2000
+//	cd bench && go run ./frontdoor -only chat -baseline /tmp/promptkit-old -database 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //	cd bench && go run ./frontdoor -lines 1000 -runs 1   # a quick look
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -59,6 +69,10 @@ func main() {
 	only := flag.String("only", "", "batch or chat (default both)")
 	cfgs := flag.String("configs", "unpaced,paced", "batch configurations: unpaced (no requests_per_second), paced (requests_per_second = -rate)")
 	verbose := flag.Bool("v", false, "show serve's log tail after each run")
+	bin := flag.String("bin", "", "the promptkit binary to measure (default: build cmd/promptkit of this tree)")
+	baseline := flag.String("baseline", "", "chat: also measure this promptkit binary, side by side with -bin")
+	extra := flag.String("extra", "", `chat: also send requests with these JSON members added, to -bin's serve and to the provider directly (e.g. '"top_k":20')`)
+	database := flag.String("database", "", "a postgres:// URL on loopback: serve runs on a fresh schema of it (default: a fresh SQLite file)")
 	flag.Parse()
 
 	var batchCfgs []config
@@ -72,19 +86,39 @@ func main() {
 			fatal(fmt.Errorf("unknown configuration %q", c))
 		}
 	}
-	bin, cleanup, err := pkbin.Build()
-	fatal(err)
-	defer cleanup()
-	env := env{bin: bin, workers: *workers, verbose: *verbose}
+	if *bin == "" {
+		b, cleanup, err := pkbin.Build()
+		fatal(err)
+		defer cleanup()
+		*bin = b
+	}
+	env := env{bin: *bin, workers: *workers, verbose: *verbose, database: *database}
+	dbName := "SQLite"
+	if *database != "" {
+		if !benchkit.Loopback(*database) {
+			fatal(fmt.Errorf("-database %q: want PostgreSQL on loopback", *database))
+		}
+		fatal(benchkit.DropLeftovers(context.Background(), *database, schemaPrefix))
+		dbName = "PostgreSQL"
+	}
+	targets := chatTargets(*bin, *baseline, *extra)
 
-	fmt.Printf("frontdoor: %s, %d cores, %s, SQLite\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.Version())
+	fmt.Printf("frontdoor: %s, %d cores, %s, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), runtime.Version(), dbName)
 	batches := map[string][]batchResult{}
 	var chats []chatResult
 	for r := 1; r <= *runs; r++ {
 		if *only == "" || *only == "chat" {
-			c, err := env.chat(*chatN)
+			c, err := env.chat(targets, *chatN)
 			fatal(err)
-			fmt.Printf("run %d chat: promptkit p50 %v p99 %v; direct p50 %v p99 %v\n", r, c.pk.p50, c.pk.p99, c.direct.p50, c.direct.p99)
+			fmt.Printf("run %d chat:", r)
+			for i, t := range targets {
+				fmt.Printf(" %s p50 %v p99 %v", t.name, c[i].p50, c[i].p99)
+				if t.bin != "" {
+					fmt.Printf(" CPU %v/request", c[i].cpu.Round(time.Microsecond))
+				}
+				fmt.Print(";")
+			}
+			fmt.Printf(" load average %s\n", loadAverage())
 			chats = append(chats, c)
 		}
 		if *only == "" || *only == "batch" {
@@ -101,8 +135,41 @@ func main() {
 		reportBatches(batchCfgs, batches, *lines, *rate)
 	}
 	if len(chats) > 0 {
-		reportChats(chats, *chatN)
+		reportChats(targets, chats, *chatN)
 	}
+}
+
+// target is where one series of chat requests goes: a promptkit serve
+// run from bin, or the provider directly (bin ""); extra is JSON members
+// added to each request.
+type target struct{ name, bin, extra string }
+
+// chatTargets lists the chat targets: the baseline's serve (if any),
+// bin's, bin's with extra members (if any), then the provider directly
+// with the same requests.
+func chatTargets(bin, baseline, extra string) []target {
+	var ts []target
+	if baseline != "" {
+		ts = append(ts, target{"baseline " + baseline, baseline, ""})
+	}
+	ts = append(ts, target{"promptkit /v1/chat/completions", bin, ""})
+	if extra != "" {
+		ts = append(ts, target{"promptkit, with " + extra, bin, extra})
+	}
+	ts = append(ts, target{"provider directly", "", ""})
+	if extra != "" {
+		ts = append(ts, target{"provider directly, with " + extra, "", extra})
+	}
+	return ts
+}
+
+// loadAverage is the machine's 1-minute load average.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
 }
 
 func fatal(err error) {
@@ -113,24 +180,35 @@ func fatal(err error) {
 }
 
 type env struct {
-	bin     string
-	workers int
-	verbose bool
+	bin      string
+	workers  int
+	verbose  bool
+	database string // a PostgreSQL URL, "" for SQLite
 }
+
+// schemaPrefix names the PostgreSQL schemas of the runs.
+const schemaPrefix = "frontdoor"
 
 // serve is a running `promptkit serve` in a directory of its own.
 type serve struct {
 	*pkbin.Serve
-	dir string
+	dir  string
+	drop func() error // removes its PostgreSQL schema; nil on SQLite
 }
 
-// start runs serve with backends named by id → base URL (each with a
-// profile of the same id) and extra YAML for the backend "limited".
-func (e env) start(backends map[string]string, limitedExtra string) (*serve, error) {
+// start runs bin's serve with backends named by id → base URL (each with
+// a profile of the same id) and extra YAML for the backend "limited".
+func (e env) start(bin string, backends map[string]string, limitedExtra string) (_ *serve, err error) {
 	dir, err := os.MkdirTemp("", "frontdoor-run-")
 	if err != nil {
 		return nil, err
 	}
+	s := &serve{dir: dir}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
 	var cfg strings.Builder
 	cfg.WriteString("backends:\n")
 	for _, id := range slices.Sorted(maps.Keys(backends)) {
@@ -148,21 +226,35 @@ func (e env) start(backends map[string]string, limitedExtra string) (*serve, err
 		return nil, err
 	}
 	db := filepath.Join(dir, "jobs.db")
+	if e.database != "" {
+		var schema string
+		if schema, s.drop, err = benchkit.NewSchema(context.Background(), e.database, schemaPrefix); err != nil {
+			return nil, err
+		}
+		if db, err = benchkit.WithSearchPath(e.database, schema); err != nil {
+			return nil, err
+		}
+	}
 	args := []string{"--config", cfgPath, "--database", db, "--addr", "127.0.0.1:0", "--submit-rate", "-1"}
 	if e.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(e.workers))
 	}
-	p, err := pkbin.StartServe(e.bin, filepath.Join(dir, "serve.log"), 30*time.Second, args...)
-	if err != nil {
-		os.RemoveAll(dir)
+	if s.Serve, err = pkbin.StartServe(bin, filepath.Join(dir, "serve.log"), 30*time.Second, args...); err != nil {
 		return nil, err
 	}
-	return &serve{Serve: p, dir: dir}, nil
+	return s, nil
 }
 
-// stop ends serve (SIGKILL after 20 s) and removes its files.
+// stop ends serve (SIGKILL after 20 s) and removes its files and schema.
 func (s *serve) stop() {
-	s.Stop(20 * time.Second)
+	if s.Serve != nil {
+		s.Stop(20 * time.Second)
+	}
+	if s.drop != nil {
+		if err := s.drop(); err != nil {
+			fmt.Fprintln(os.Stderr, "frontdoor: dropping a schema:", err)
+		}
+	}
 	os.RemoveAll(s.dir)
 }
 
@@ -218,7 +310,7 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 	if cfg.rps > 0 {
 		extra = fmt.Sprintf("    requests_per_second: %g\n", cfg.rps)
 	}
-	s, err := e.start(map[string]string{"limited": prov.URL}, extra)
+	s, err := e.start(e.bin, map[string]string{"limited": prov.URL}, extra)
 	if err != nil {
 		return res, err
 	}
@@ -304,9 +396,7 @@ func (e env) batch(cfg config, lines, rate int, latency time.Duration) (batchRes
 		res.rssMedian, res.rssMax = samples[len(samples)/2], samples[len(samples)-1]
 	}
 	res.serveWarnLines = s.Warnings()
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		res.load = strings.Fields(string(b))[0]
-	}
+	res.load = loadAverage()
 	if e.verbose {
 		fmt.Println(s.Tail(15))
 	}
@@ -363,30 +453,58 @@ func percentilesOf(d []time.Duration) percentiles {
 	return percentiles{at(0.50).Round(time.Microsecond), at(0.99).Round(time.Microsecond)}
 }
 
-type chatResult struct{ pk, direct percentiles }
+// chatResult is one run's figures, one per target.
+type chatResult []targetResult
 
-// chat sends a chat completion n times to each target, alternating, one
-// at a time.
-func (e env) chat(n int) (chatResult, error) {
+// targetResult is one target's percentiles and, for a serve, its CPU time
+// per request (user+system; 10 ms ticks over the whole run).
+type targetResult struct {
+	percentiles
+	cpu time.Duration
+}
+
+// chat sends a chat completion n times to each target, one at a time,
+// the targets in turn (each round starting one target later), all
+// against the same provider.
+func (e env) chat(ts []target, n int) (chatResult, error) {
 	prov := providertest.NewServer(providertest.WithMaxRecorded(1))
 	defer prov.Close()
-	s, err := e.start(map[string]string{"fast": prov.URL}, "")
-	if err != nil {
-		return chatResult{}, err
+	urls := make([]string, len(ts))
+	serves := make([]*serve, len(ts))
+	for i, t := range ts {
+		if t.bin == "" {
+			urls[i] = prov.URL + "/chat/completions"
+			continue
+		}
+		s, err := e.start(t.bin, map[string]string{"fast": prov.URL}, "")
+		if err != nil {
+			return nil, err
+		}
+		defer s.stop()
+		urls[i], serves[i] = s.URL+"/v1/chat/completions", s
 	}
-	defer s.stop()
+	cpu := func(i int) float64 {
+		if serves[i] == nil {
+			return 0
+		}
+		return serves[i].CPU()
+	}
 	// Each request its own question: the front door answers the same
 	// request from the same caller with the job it already ran (an SDK's
 	// retry), which would measure a lookup instead of a run.
 	sent := 0
-	body := func(model string) []byte {
+	send := func(i int) (time.Duration, error) {
 		sent++
-		return fmt.Appendf(nil, `{"model":%q,"messages":[{"role":"user","content":"How far is the moon from the earth? (%d)"}],"max_tokens":64}`, model, sent)
-	}
-	pkBody, directBody := func() []byte { return body("fast") }, func() []byte { return body("fast-model") }
-	send := func(url string, b []byte) (time.Duration, error) {
+		model, extra := "fast", ""
+		if ts[i].bin == "" {
+			model = "fast-model"
+		}
+		if ts[i].extra != "" {
+			extra = "," + ts[i].extra
+		}
+		b := fmt.Appendf(nil, `{"model":%q,"messages":[{"role":"user","content":"How far is the moon from the earth? (%d)"}],"max_tokens":64%s}`, model, sent, extra)
 		t0 := time.Now()
-		res, err := client.Post(url, "application/json", bytes.NewReader(b))
+		res, err := client.Post(urls[i], "application/json", bytes.NewReader(b))
 		if err != nil {
 			return 0, err
 		}
@@ -394,32 +512,38 @@ func (e env) chat(n int) (chatResult, error) {
 		res.Body.Close()
 		d := time.Since(t0)
 		if err == nil && res.StatusCode != http.StatusOK {
-			err = fmt.Errorf("POST %s: %d", url, res.StatusCode)
+			err = fmt.Errorf("POST %s: %d", urls[i], res.StatusCode)
 		}
 		return d, err
 	}
-	// Warm both paths (connections, the database's first writes).
+	// Warm every path (connections, the database's first writes).
 	for range 20 {
-		if _, err := send(s.URL+"/v1/chat/completions", pkBody()); err != nil {
-			return chatResult{}, err
-		}
-		if _, err := send(prov.URL+"/chat/completions", directBody()); err != nil {
-			return chatResult{}, err
+		for i := range ts {
+			if _, err := send(i); err != nil {
+				return nil, err
+			}
 		}
 	}
-	var pk, direct []time.Duration
-	for range n {
-		d, err := send(s.URL+"/v1/chat/completions", pkBody())
-		if err != nil {
-			return chatResult{}, err
-		}
-		pk = append(pk, d)
-		if d, err = send(prov.URL+"/chat/completions", directBody()); err != nil {
-			return chatResult{}, err
-		}
-		direct = append(direct, d)
+	lat := make([][]time.Duration, len(ts))
+	cpu0 := make([]float64, len(ts))
+	for i := range ts {
+		cpu0[i] = cpu(i)
 	}
-	return chatResult{pk: percentilesOf(pk), direct: percentilesOf(direct)}, nil
+	for k := range n {
+		for j := range ts {
+			i := (k + j) % len(ts)
+			d, err := send(i)
+			if err != nil {
+				return nil, err
+			}
+			lat[i] = append(lat[i], d)
+		}
+	}
+	c := make(chatResult, len(ts))
+	for i := range ts {
+		c[i] = targetResult{percentilesOf(lat[i]), time.Duration((cpu(i) - cpu0[i]) * float64(time.Second) / float64(n))}
+	}
+	return c, nil
 }
 
 // minMedMax renders sorted values as "min / median / max".
@@ -471,30 +595,60 @@ func cmpf(a, b float64) int {
 	return 0
 }
 
-func reportChats(cs []chatResult, n int) {
-	fmt.Printf("Chat completions: %d requests per target and run, one at a time, alternating; %d runs\n\n", n, len(cs))
+// reportChats prints each target's percentiles; for each serve, the time
+// it adds to the provider called directly with the same request and its
+// CPU time per request, and both against the serve listed before it
+// (this tree against the baseline; with extra members against without),
+// run by run.
+func reportChats(ts []target, cs []chatResult, n int) {
+	fmt.Printf("Chat completions: %d requests per target and run, one at a time, the targets in turn; %d runs\n\n", n, len(cs))
 	fmt.Println("| target | p50 µs min | median | max | p99 µs min | median | max |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	us := func(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
 	cmpd := func(a, b time.Duration) int { return cmpf(float64(a), float64(b)) }
-	row := func(name string, get func(chatResult) percentiles) {
+	for i, t := range ts {
 		var p50, p99 []time.Duration
 		for _, c := range cs {
-			p50, p99 = append(p50, get(c).p50), append(p99, get(c).p99)
+			p50, p99 = append(p50, c[i].p50), append(p99, c[i].p99)
 		}
-		fmt.Printf("| %s | %s | %s |\n", name, minMedMax(p50, cmpd, us), minMedMax(p99, cmpd, us))
+		fmt.Printf("| %s | %s | %s |\n", t.name, minMedMax(p50, cmpd, us), minMedMax(p99, cmpd, us))
 	}
-	row("promptkit /v1/chat/completions", func(c chatResult) percentiles { return c.pk })
-	row("provider directly", func(c chatResult) percentiles { return c.direct })
-	var r50, r99, a50, a99 []float64
-	for _, c := range cs {
-		r50 = append(r50, float64(c.pk.p50)/float64(c.direct.p50))
-		r99 = append(r99, float64(c.pk.p99)/float64(c.direct.p99))
-		a50 = append(a50, float64(c.pk.p50-c.direct.p50)/1e6)
-		a99 = append(a99, float64(c.pk.p99-c.direct.p99)/1e6)
+	f := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	// added is, per run, the time serve i adds at p50 and at p99.
+	added := func(i int) (a50, a99 []float64) {
+		d := slices.IndexFunc(ts, func(t target) bool { return t.bin == "" && t.extra == ts[i].extra })
+		for _, c := range cs {
+			a50 = append(a50, float64(c[i].p50-c[d].p50)/1e6)
+			a99 = append(a99, float64(c[i].p99-c[d].p99)/1e6)
+		}
+		return a50, a99
 	}
-	f := func(v float64) string { return fmt.Sprintf("%.1f", v) }
-	ms := func(v float64) string { return fmt.Sprintf("%.2f", v) }
-	fmt.Printf("\nratio promptkit / direct (min | median | max): p50 %s; p99 %s\n", minMedMax(r50, cmpf, f), minMedMax(r99, cmpf, f))
-	fmt.Printf("added by promptkit, ms (min | median | max): p50 %s; p99 %s\n", minMedMax(a50, cmpf, ms), minMedMax(a99, cmpf, ms))
+	cpu := func(i int) (v []float64) {
+		for _, c := range cs {
+			v = append(v, float64(c[i].cpu.Microseconds()))
+		}
+		return v
+	}
+	fmt.Println("\nadded to the provider called directly, ms, and serve's CPU time per request, µs (min | median | max):")
+	prev := -1
+	for i, t := range ts {
+		if t.bin == "" {
+			continue
+		}
+		a50, a99 := added(i)
+		c := cpu(i)
+		fmt.Printf("  %s: p50 %s; p99 %s; CPU %s\n", t.name, minMedMax(slices.Clone(a50), cmpf, f), minMedMax(slices.Clone(a99), cmpf, f),
+			minMedMax(slices.Clone(c), cmpf, func(v float64) string { return fmt.Sprintf("%.0f", v) }))
+		if prev >= 0 {
+			b50, b99 := added(prev)
+			bc := cpu(prev)
+			var r50, r99, rc []float64
+			for k := range cs {
+				r50, r99, rc = append(r50, a50[k]/b50[k]), append(r99, a99[k]/b99[k]), append(rc, c[k]/bc[k])
+			}
+			fmt.Printf("    / %s, run by run: added p50 %s; added p99 %s; CPU %s\n", ts[prev].name,
+				minMedMax(r50, cmpf, f), minMedMax(r99, cmpf, f), minMedMax(rc, cmpf, f))
+		}
+		prev = i
+	}
 }
