@@ -1,12 +1,14 @@
 package jobs
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/promptkit/promptkit/pktype"
 )
@@ -216,40 +218,20 @@ func fieldInvalid(err error) error {
 }
 
 // AnswerBody is the form of a backend's answer object (a
-// chat.completion) that a store keeps (Response.Body): made storable as
-// SanitizeText makes text (no NUL, valid UTF-8), and without its first
-// choice's text and tool calls, which the response's Output and
-// ToolCalls hold; a null text stays, so that an answer of calls alone or
-// a refusal keeps its null content. Nil for none; an answer that is not
-// a JSON object is ErrInvalid.
+// chat.completion) that a store keeps (Response.Body): the object as the
+// backend sent it, made storable as SanitizeText makes text (no NUL,
+// valid UTF-8). Nil for none; an answer that is not a JSON object is
+// ErrInvalid.
 func AnswerBody(raw json.RawMessage) (json.RawMessage, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	raw = sanitizeJSON(json.RawMessage(strings.ToValidUTF8(string(raw), "\uFFFD")))
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+	if !utf8.Valid(raw) {
+		raw = json.RawMessage(strings.ToValidUTF8(string(raw), "\uFFFD"))
+	}
+	raw = sanitizeJSON(raw)
+	if b := bytes.TrimSpace(raw); len(b) == 0 || b[0] != '{' || !json.Valid(b) {
 		return nil, invalid("the answer body is not a JSON object")
 	}
-	var choices []map[string]json.RawMessage
-	if json.Unmarshal(obj["choices"], &choices) != nil || len(choices) == 0 {
-		return raw, nil
-	}
-	first := 0
-	for i, c := range choices {
-		if strings.TrimSpace(string(c["index"])) == "0" {
-			first = i
-		}
-	}
-	var msg map[string]json.RawMessage
-	if json.Unmarshal(choices[first]["message"], &msg) != nil || msg == nil {
-		return raw, nil
-	}
-	if c, ok := msg["content"]; ok && string(c) != "null" {
-		delete(msg, "content")
-	}
-	delete(msg, "tool_calls")
-	choices[first]["message"], _ = json.Marshal(msg) // cannot fail: raw members
-	obj["choices"], _ = json.Marshal(choices)
-	return json.Marshal(obj)
+	return raw, nil
 }

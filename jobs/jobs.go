@@ -263,11 +263,10 @@ type Response struct {
 	Usage     pktype.Usage `json:"usage"`
 	CreatedAt time.Time    `json:"created_at"`
 	// Body is the final generation's answer as the backend sent it (see
-	// AnswerBody), but its first choice's text and tool calls, which
-	// Output and ToolCalls hold: every other choice and field (reasoning,
-	// logprobs, system_fingerprint, usage details, ...). Nil for an
-	// answer stored before it was kept, from an injected client, or an
-	// embedding.
+	// AnswerBody): every choice and field, those promptkit does not model
+	// too (reasoning, logprobs, system_fingerprint, usage details, ...).
+	// Nil for an answer stored before it was kept, from an injected
+	// client, or an embedding.
 	Body json.RawMessage `json:"body,omitempty"`
 }
 

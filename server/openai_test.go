@@ -549,7 +549,7 @@ func TestChatTextNeverLogged(t *testing.T) {
 	e.call("POST", "/v1/chat/completions", "", body, "Idempotency-Key", marker)
 	e.call("POST", "/v1/chat/completions", "", strings.Replace(body, "say", "tell", 1), "Idempotency-Key", marker)
 	e.call("POST", "/v1/chat/completions", "", `{"model":"`+marker+`","messages":[{"role":"user","content":"`+marker+`"}]}`)
-	e.call("POST", "/v1/chat/completions", "", `{"model":"default","messages":[{"role":"user","content":"`+marker+`"}],"`+marker+`":1}`)
+	e.call("POST", "/v1/chat/completions", "", `{"model":"default","messages":[{"role":"user","content":"`+marker+`"}],"n":"`+marker+`"}`)
 	e.call("POST", "/v1/chat/completions", "", `{"model":"default","messages":[{"role":"user","content":"`+marker+`"}],"tools":[{"x":"`+marker+`"}]}`)
 	logs := e.logs.String()
 	if !strings.Contains(logs, j.PromptID) {
@@ -603,9 +603,9 @@ func TestOpenAISchemasFitTheGoTypes(t *testing.T) {
 			t.Errorf("%s: %v\n%s", c.name, err, b)
 		}
 	}
-	// The request schema is closed, as the decoder is.
+	// The request schema refuses what the decoder refuses.
 	for _, body := range []string{
-		`{"model":"m","messages":[{"role":"user","content":"x"}],"n":2}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"n":129}`,
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[]}`,
 		`{"model":"m","messages":[{"role":"tool","content":"x"}]}`,
 	} {

@@ -41,18 +41,29 @@ func BenchmarkAnswerBody(b *testing.B) {
 	}
 }
 
-// BenchmarkCompletion is the chat completion re-encoded from the kept
-// body, as /v1/chat/completions answers it.
+// BenchmarkCompletion is the chat completion made from the kept body,
+// as /v1/chat/completions writes it.
 func BenchmarkCompletion(b *testing.B) {
 	body, err := jobs.AnswerBody(answer(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	j := jobs.Job{ID: "01a251df-31a0-71b3-84b4-b4488a5de24a"}
-	r := jobs.Response{Body: body, Output: "Fake provider reply: How far is the moon from the earth? (1)", Model: "fast-model", CreatedAt: time.Now()}
+	r := jobs.Response{Body: body, Output: "Fake provider reply: How far is the moon from the earth? (1)", Model: "fast-model", FinishReason: "stop", CreatedAt: time.Now()}
 	for b.Loop() {
-		c := openaiapi.Completion(j, r)
-		if _, err := json.Marshal(&c); err != nil {
+		if _, err := json.Marshal(openaiapi.CompletionJSON(j, r)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCompletionNoBody is the chat completion of an answer without
+// a kept body (an injected client's, or one stored before bodies were).
+func BenchmarkCompletionNoBody(b *testing.B) {
+	j := jobs.Job{ID: "01a251df-31a0-71b3-84b4-b4488a5de24a"}
+	r := jobs.Response{Output: "Fake provider reply: How far is the moon from the earth? (1)", Model: "fast-model", CreatedAt: time.Now()}
+	for b.Loop() {
+		if _, err := json.Marshal(openaiapi.CompletionJSON(j, r)); err != nil {
 			b.Fatal(err)
 		}
 	}

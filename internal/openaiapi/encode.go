@@ -78,48 +78,129 @@ func NewModel(id string) Model {
 	return Model{ID: id, Object: "model", OwnedBy: "promptkit"}
 }
 
-// Completion is the chat.completion of a succeeded job: id "chatcmpl-" +
-// job id, created = the response's time, model = the model that answered.
-// Every choice and member the backend sent is there as it sent it
-// (jobs.Response.Body): reasoning_content, logprobs,
+// CompletionJSON is the chat.completion of a succeeded job: id
+// "chatcmpl-" + job id, created = the response's time, model = the model
+// that answered, and every choice and member the backend sent as it sent
+// it (jobs.Response.Body): reasoning_content, logprobs,
 // system_fingerprint, more choices for n, ... The first choice's content
 // is the answer's text (its parsed JSON instead when the text itself is
 // not JSON but a checked JSON answer was parsed from it), null when the
-// model only called tools; its tool_calls are the model's calls; its
-// finish_reason is the provider's, when it sent none "tool_calls" for an
-// answer with calls and "stop" otherwise. usage is present only when the
-// provider reported the prompt and completion counts, and counts every
-// generation the answer took (repairs too), with the backend's details.
+// model only called tools; its tool_calls are the model's calls, each with
+// its type; a finish_reason the provider did not send is "tool_calls" for
+// an answer with calls and "stop" otherwise. usage is present only when
+// the provider reported the prompt and completion counts, and counts
+// every generation the answer took (repairs too), with the backend's
+// details. An answer kept without its body is made from its columns.
+//
+// The body is patched, not decoded: its choices are copied as they are
+// unless one of them needs what promptkit fills in (see fills).
+func CompletionJSON(j jobs.Job, r jobs.Response) json.RawMessage {
+	top := members(r.Body)
+	if top == nil {
+		b, _ := json.Marshal(synthesized(j, r)) // cannot fail: strings, numbers, valid JSON
+		return b
+	}
+	top["id"], top["object"] = mustJSON("chatcmpl-"+j.ID), json.RawMessage(`"chat.completion"`)
+	top["created"], top["model"] = mustJSON(r.CreatedAt.Unix()), mustJSON(r.Model)
+	u := usageOf(r.Usage, top["usage"])
+	delete(top, "usage")
+	if u != nil {
+		top["usage"], _ = json.Marshal(u) // cannot fail: numbers and raw JSON
+	}
+	if fills(r) {
+		top["choices"] = filled(top["choices"], r)
+	}
+	b, err := json.Marshal(top)
+	if err != nil { // a body that is not what AnswerBody keeps
+		b, _ = json.Marshal(synthesized(j, r))
+	}
+	return b
+}
+
+// Completion is CompletionJSON decoded, for the code that reads its
+// choices (a stream's end, the Responses API).
 func Completion(j jobs.Job, r jobs.Response) ChatCompletion {
-	body := members(r.Body)
-	var raws []json.RawMessage
-	_ = json.Unmarshal(body["choices"], &raws)
-	c := ChatCompletion{ID: "chatcmpl-" + j.ID, Object: "chat.completion", Created: r.CreatedAt.Unix(), Model: r.Model,
-		Extra: except(body, "id", "object", "created", "model", "choices", "usage")}
-	first := Choice{Message: Message{Role: pktype.RoleAssistant}}
-	for _, raw := range raws {
-		ch := bodyChoice(members(raw))
-		if ch.Index == 0 {
-			first = ch
-			continue
-		}
-		c.Choices = append(c.Choices, ch)
-	}
+	var c ChatCompletion
+	_ = json.Unmarshal(CompletionJSON(j, r), &c) // cannot fail: what CompletionJSON writes
+	return c
+}
+
+// synthesized is the completion of an answer kept without its body: one
+// choice, made from the response's columns.
+func synthesized(j jobs.Job, r jobs.Response) ChatCompletion {
 	content := AnswerText(r)
-	msg := &first.Message
-	msg.Content, msg.ToolCalls = &content, r.ToolCalls
-	finish := cmp.Or(r.FinishReason, "stop")
-	if len(r.ToolCalls) > 0 {
-		finish = cmp.Or(r.FinishReason, "tool_calls")
-	}
-	if content == "" && (len(r.ToolCalls) > 0 || string(msg.Extra["content"]) == "null") {
+	msg := Message{Role: pktype.RoleAssistant, Content: &content, ToolCalls: r.ToolCalls}
+	if content == "" && len(r.ToolCalls) > 0 {
 		msg.Content = nil
 	}
-	delete(msg.Extra, "content")
-	first.FinishReason = finish
-	c.Choices = append([]Choice{first}, c.Choices...)
-	c.Usage = usageOf(r.Usage, body["usage"])
-	return c
+	return ChatCompletion{ID: "chatcmpl-" + j.ID, Object: "chat.completion", Created: r.CreatedAt.Unix(), Model: r.Model,
+		Choices: []Choice{{Message: msg, FinishReason: finishOf(r)}}, Usage: usageOf(r.Usage, nil)}
+}
+
+// finishOf is the first choice's finish_reason: the provider's, else
+// "tool_calls" for an answer with calls and "stop" otherwise.
+func finishOf(r jobs.Response) string {
+	if len(r.ToolCalls) > 0 {
+		return cmp.Or(r.FinishReason, "tool_calls")
+	}
+	return cmp.Or(r.FinishReason, "stop")
+}
+
+// fills reports whether the body's choices need what promptkit fills in:
+// the parsed JSON for the text, the calls' types (a backend may leave the
+// only type out), a finish_reason the provider did not send.
+func fills(r jobs.Response) bool {
+	return AnswerText(r) != r.Output || len(r.ToolCalls) > 0 || r.FinishReason == ""
+}
+
+// filled is a body's choices with what promptkit fills in: on the first,
+// the answer's text and calls (see CompletionJSON); on every one, a
+// finish_reason when the provider sent none, and each call's type.
+func filled(raw json.RawMessage, r jobs.Response) json.RawMessage {
+	var choices []map[string]json.RawMessage
+	if json.Unmarshal(raw, &choices) != nil {
+		return raw
+	}
+	for _, ch := range choices {
+		msg := members(ch["message"])
+		if msg == nil {
+			msg = map[string]json.RawMessage{}
+		}
+		var finish string
+		_ = json.Unmarshal(ch["finish_reason"], &finish)
+		if string(ch["index"]) == "0" || len(choices) == 1 {
+			content := AnswerText(r)
+			wasNull := string(msg["content"]) == "null"
+			msg["content"] = mustJSON(content)
+			if content == "" && (len(r.ToolCalls) > 0 || wasNull) {
+				msg["content"] = json.RawMessage("null")
+			}
+			delete(msg, "tool_calls")
+			if len(r.ToolCalls) > 0 {
+				msg["tool_calls"], _ = json.Marshal(r.ToolCalls) // cannot fail: strings
+			}
+			finish = cmp.Or(finish, finishOf(r))
+		} else {
+			var calls []map[string]json.RawMessage
+			if json.Unmarshal(msg["tool_calls"], &calls) == nil && len(calls) > 0 {
+				for _, c := range calls {
+					if _, ok := c["type"]; !ok {
+						c["type"] = json.RawMessage(`"function"`)
+					}
+				}
+				msg["tool_calls"], _ = json.Marshal(calls)
+				finish = cmp.Or(finish, "tool_calls")
+			}
+			finish = cmp.Or(finish, "stop")
+		}
+		ch["message"], _ = json.Marshal(msg)
+		ch["finish_reason"] = mustJSON(finish)
+	}
+	b, err := json.Marshal(choices)
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 // members is a JSON object's members; nil for anything else.
@@ -143,26 +224,6 @@ func except(m map[string]json.RawMessage, keys ...string) pktype.Params {
 		return nil
 	}
 	return out
-}
-
-// bodyChoice is a choice of a stored answer's body as the backend sent
-// it; a null content stays among the message's extra members, for
-// Completion to tell it from an empty text.
-func bodyChoice(m map[string]json.RawMessage) Choice {
-	ch := Choice{Logprobs: m["logprobs"], Extra: except(m, "index", "message", "logprobs", "finish_reason")}
-	_ = json.Unmarshal(m["index"], &ch.Index)
-	_ = json.Unmarshal(m["finish_reason"], &ch.FinishReason)
-	ch.FinishReason = cmp.Or(ch.FinishReason, "stop")
-	msg := members(m["message"])
-	ch.Message = Message{Role: pktype.RoleAssistant, Extra: except(msg, "role", "content", "tool_calls")}
-	var content *string
-	if json.Unmarshal(msg["content"], &content) == nil && content != nil {
-		ch.Message.Content = content
-	} else if c, ok := msg["content"]; ok {
-		ch.Message.Extra = ch.Message.Extra.Or(pktype.Params{"content": c})
-	}
-	_ = json.Unmarshal(msg["tool_calls"], &ch.Message.ToolCalls)
-	return ch
 }
 
 // usageOf is OpenAI's usage for what the provider reported, nil unless it
@@ -393,9 +454,9 @@ func ChoiceChunks(ch Choice, sent Sent) []ChunkChoice {
 	return out
 }
 
-// mustJSON is a string's JSON.
-func mustJSON(s string) json.RawMessage {
-	b, _ := json.Marshal(s) // cannot fail: a string
+// mustJSON is v's JSON, for values that always have one.
+func mustJSON(v any) json.RawMessage {
+	b, _ := json.Marshal(v) // cannot fail: a string or a number
 	return b
 }
 
@@ -475,7 +536,7 @@ func OutputLine(r jobs.BatchResult, status jobs.BatchStatus) ([]byte, bool) {
 		out.Response = &lineResponse{StatusCode: http.StatusOK, RequestID: r.Job.ID,
 			Body: Embeddings(vectors, r.Response.Model, r.Response.Usage, r.Prompt.Embedding.EncodingFormat == pktype.EncodingBase64)}
 	case r.Job.State == jobs.Succeeded && r.Response != nil:
-		out.Response = &lineResponse{StatusCode: http.StatusOK, RequestID: r.Job.ID, Body: Completion(r.Job, *r.Response)}
+		out.Response = &lineResponse{StatusCode: http.StatusOK, RequestID: r.Job.ID, Body: CompletionJSON(r.Job, *r.Response)}
 	case r.Job.State == jobs.Succeeded:
 		// The answer was archived before the batch was finalized.
 		out.Error = &lineError{Code: "response_unavailable", Message: "This request's answer is no longer stored."}

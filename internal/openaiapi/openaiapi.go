@@ -98,6 +98,12 @@ func (c ChatCompletion) MarshalJSON() ([]byte, error) {
 	return withExtra(plain(c), c.Extra)
 }
 
+// UnmarshalJSON reads c, its other members into Extra.
+func (c *ChatCompletion) UnmarshalJSON(b []byte) error {
+	type plain ChatCompletion
+	return withoutExtra(b, (*plain)(c), &c.Extra, "id", "object", "created", "model", "choices", "usage")
+}
+
 // Choice is one choice of a completion: its logprobs (null when none)
 // and other members (Extra) as the backend sent them.
 type Choice struct {
@@ -115,6 +121,18 @@ func (c Choice) MarshalJSON() ([]byte, error) {
 		c.Logprobs = json.RawMessage("null")
 	}
 	return withExtra(plain(c), c.Extra)
+}
+
+// UnmarshalJSON reads c, its other members into Extra.
+func (c *Choice) UnmarshalJSON(b []byte) error {
+	type plain Choice
+	if err := withoutExtra(b, (*plain)(c), &c.Extra, "index", "message", "logprobs", "finish_reason"); err != nil {
+		return err
+	}
+	if string(c.Logprobs) == "null" {
+		c.Logprobs = nil // as written when there are none
+	}
+	return nil
 }
 
 // Message is an answer message: content is null when the model only
@@ -137,6 +155,21 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	return withExtra(plain(m), m.Extra)
 }
 
+// UnmarshalJSON reads m, its other members into Extra.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	type plain Message
+	if err := withoutExtra(b, (*plain)(m), &m.Extra, "role", "content", "tool_calls"); err != nil {
+		return err
+	}
+	if string(m.Extra["refusal"]) == "null" {
+		delete(m.Extra, "refusal") // as written when there is none
+	}
+	if len(m.Extra) == 0 {
+		m.Extra = nil
+	}
+	return nil
+}
+
 // Usage is OpenAI's usage object, present only when the backend
 // reported the counts. Extra are its other members (the details of
 // prompt and completion tokens, ...).
@@ -151,6 +184,22 @@ type Usage struct {
 func (u Usage) MarshalJSON() ([]byte, error) {
 	type plain Usage
 	return withExtra(plain(u), u.Extra)
+}
+
+// UnmarshalJSON reads u, its other members into Extra.
+func (u *Usage) UnmarshalJSON(b []byte) error {
+	type plain Usage
+	return withoutExtra(b, (*plain)(u), &u.Extra, "prompt_tokens", "completion_tokens", "total_tokens")
+}
+
+// withoutExtra decodes b into v, and its members but known into extra
+// (nil when none).
+func withoutExtra(b []byte, v any, extra *pktype.Params, known ...string) error {
+	if err := json.Unmarshal(b, v); err != nil {
+		return err
+	}
+	*extra = except(members(b), known...)
+	return nil
 }
 
 // withExtra is v's JSON with extra's members after its own.

@@ -199,3 +199,20 @@ func TestResponseObjectReasoning(t *testing.T) {
 		t.Errorf("events %q", types)
 	}
 }
+
+// A choice whose content is null (a refusal) keeps it null, once.
+func TestCompletionNullContent(t *testing.T) {
+	t.Parallel()
+	body, err := jobs.AnswerBody(json.RawMessage(`{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"no"}},` +
+		`{"index":1,"message":{"role":"assistant","content":null,"refusal":"no either"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(openaiapi.Completion(jobs.Job{ID: "j"}, jobs.Response{Body: body}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"content":null`); n != 2 || !strings.Contains(string(b), `"refusal":"no either"`) {
+		t.Errorf("completion %s: want each choice's content null, once", b)
+	}
+}

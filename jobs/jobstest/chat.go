@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/promptkit/promptkit/jobs"
@@ -180,10 +181,5 @@ var answerBody = json.RawMessage(`{"id":"x","object":"chat.completion","model":"
 	`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"completion_tokens_details":{"reasoning_tokens":1}}}`)
 
 // storedAnswerBody is answerBody as every store keeps it
-// (jobs.AnswerBody): without the first choice's text and calls, which the
-// response's output and tool calls hold, and its NUL replaced.
-var storedAnswerBody = json.RawMessage(`{"choices":[{"finish_reason":"tool_calls","index":0,` +
-	`"logprobs":{"content":[{"token":"out","logprob":-0.5}]},"message":{"reasoning_content":"why\ufffd","role":"assistant"}},` +
-	`{"finish_reason":"stop","index":1,"logprobs":null,"message":{"role":"assistant","content":"other"}}],` +
-	`"id":"x","model":"m","object":"chat.completion","system_fingerprint":"fp",` +
-	`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"completion_tokens_details":{"reasoning_tokens":1}}}`)
+// (jobs.AnswerBody): as sent, its NUL replaced.
+var storedAnswerBody = json.RawMessage(strings.Replace(string(answerBody), `\u0000`, `\ufffd`, 1))

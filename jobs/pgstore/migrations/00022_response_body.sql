@@ -1,8 +1,7 @@
 -- The answer as the backend sent it (jobs.Response.Body): every choice
--- and field promptkit does not model (reasoning, logprobs,
--- system_fingerprint, usage details, ...), but the first choice's text
--- and tool calls, which output and tool_calls hold. NULL for responses
--- stored before, as for answers that have none. json, not jsonb: kept as
+-- and field, those promptkit does not model too (reasoning, logprobs,
+-- system_fingerprint, usage details, ...). NULL for responses stored
+-- before, as for answers that have none. json, not jsonb: kept as
 -- the backend wrote it. A new nullable column rewrites no table.
 
 -- +goose Up

@@ -327,7 +327,7 @@ func (a *API) chatOutcome(ctx context.Context, id auth.Identity, j jobs.Job) (in
 		if err != nil {
 			return 0, nil, err
 		}
-		return http.StatusOK, openaiapi.Completion(j, resp), nil
+		return http.StatusOK, openaiapi.CompletionJSON(j, resp), nil
 	case j.State.Terminal():
 		status, body := openaiapi.JobError(j)
 		return status, body, nil

@@ -129,6 +129,8 @@ func (r *relay) frame(d pktype.StreamDelta, s *openaiapi.Sent) ([]byte, bool) {
 	var model string
 	if json.Unmarshal(chunk["model"], &model) == nil && model != "" {
 		r.model = model
+	} else {
+		chunk["model"] = mustJSON(r.model) // every chunk names one
 	}
 	chunk["id"], chunk["object"], chunk["created"] = mustJSON(r.id), json.RawMessage(`"chat.completion.chunk"`), mustJSON(r.created)
 	delete(chunk, "usage")
@@ -256,8 +258,9 @@ func (a *API) streamChat(w http.ResponseWriter, r *http.Request, id auth.Identit
 		_ = sse.Flush()
 		return
 	}
-	c, ok := v.(openaiapi.ChatCompletion)
-	if status != http.StatusOK || !ok {
+	raw, ok := v.(json.RawMessage)
+	var c openaiapi.ChatCompletion
+	if status != http.StatusOK || !ok || json.Unmarshal(raw, &c) != nil {
 		_ = event(v)
 		_ = sse.Flush()
 		return
