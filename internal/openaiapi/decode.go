@@ -417,6 +417,46 @@ func decodeMessage(m map[string]json.RawMessage, mp string) (pktype.Message, err
 // their text, the text parts' joined with a newline. Parts of other types
 // (images, audio, files, ...) are the backend's to read.
 func decodeContentParts(raw json.RawMessage, p string) (string, error) {
+	return eachPart(raw, p, func(pp, typ string, part map[string]json.RawMessage) (bool, error) {
+		return typ == "text", nil
+	})
+}
+
+// decodeParts reads content: a string, or an array of text parts of type
+// want ("input_text" or "output_text" in the Responses API), joined with
+// a newline. An output_text part may carry the annotations it was
+// answered with when it has none.
+func decodeParts(raw json.RawMessage, p, want string) (string, error) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	return eachPart(raw, p, func(pp, typ string, part map[string]json.RawMessage) (bool, error) {
+		if typ != want {
+			return false, reqErr(pp+".type", CodeUnsupportedValue,
+				"%s.type must be %s: promptkit takes text only (no images, files, audio or refusals).", pp, want)
+		}
+		for _, key := range slices.Sorted(maps.Keys(part)) {
+			v := part[key]
+			switch {
+			case key == "type" || key == "text":
+			case want == "output_text" && (key == "annotations" || key == "logprobs"):
+				var list []json.RawMessage
+				if !isNull(v) && (json.Unmarshal(v, &list) != nil || len(list) > 0) {
+					return false, reqErr(pp+"."+key, CodeUnsupportedValue, "%s.%s must be empty: promptkit sends the text only.", pp, key)
+				}
+			default:
+				return false, unknownKey(pp+".", key)
+			}
+		}
+		return true, nil
+	})
+}
+
+// eachPart reads an array of content parts at p, each an object with a
+// type, and returns the text of those take says are text (each must then
+// have its text, a string), joined with a newline; take's error ends it.
+func eachPart(raw json.RawMessage, p string, take func(pp, typ string, part map[string]json.RawMessage) (bool, error)) (string, error) {
 	var parts []json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
 		return "", invalidType(p, "a string or an array of content parts")
@@ -436,7 +476,10 @@ func decodeContentParts(raw json.RawMessage, p string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if t != "text" {
+		if ok, err := take(pp, t, part); !ok || err != nil {
+			if err != nil {
+				return "", err
+			}
 			continue
 		}
 		textRaw, err := required(part, "text", pp+".text")
@@ -450,67 +493,6 @@ func decodeContentParts(raw json.RawMessage, p string) (string, error) {
 		texts = append(texts, text)
 	}
 	return strings.Join(texts, "\n"), nil
-}
-
-// decodeParts reads content: a string, or an array of text parts of type
-// want ("input_text" or "output_text" in the Responses API), joined with
-// a newline. An output_text part may carry the annotations it was
-// answered with when it has none.
-func decodeParts(raw json.RawMessage, p, want string) (string, error) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", invalidType(p, "a string or an array of content parts")
-	}
-	var b strings.Builder
-	for j, r := range parts {
-		pp := fmt.Sprintf("%s[%d]", p, j)
-		part, err := object(r, pp)
-		if err != nil {
-			return "", err
-		}
-		typ, err := required(part, "type", pp+".type")
-		if err != nil {
-			return "", err
-		}
-		t, err := decodeString(typ, pp+".type")
-		if err != nil {
-			return "", err
-		}
-		if t != want {
-			return "", reqErr(pp+".type", CodeUnsupportedValue,
-				"%s.type must be %s: promptkit takes text only (no images, files, audio or refusals).", pp, want)
-		}
-		for _, key := range slices.Sorted(maps.Keys(part)) {
-			v := part[key]
-			switch {
-			case key == "type" || key == "text":
-			case want == "output_text" && (key == "annotations" || key == "logprobs"):
-				var list []json.RawMessage
-				if !isNull(v) && (json.Unmarshal(v, &list) != nil || len(list) > 0) {
-					return "", reqErr(pp+"."+key, CodeUnsupportedValue, "%s.%s must be empty: promptkit sends the text only.", pp, key)
-				}
-			default:
-				return "", unknownKey(pp+".", key)
-			}
-		}
-		textRaw, err := required(part, "text", pp+".text")
-		if err != nil {
-			return "", err
-		}
-		text, err := decodeString(textRaw, pp+".text")
-		if err != nil {
-			return "", err
-		}
-		if j > 0 {
-			b.WriteByte('\n')
-		}
-		b.WriteString(text)
-	}
-	return b.String(), nil
 }
 
 func decodeStop(raw json.RawMessage, p string) ([]string, error) {

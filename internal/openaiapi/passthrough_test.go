@@ -216,3 +216,28 @@ func TestCompletionNullContent(t *testing.T) {
 		t.Errorf("completion %s: want each choice's content null, once", b)
 	}
 }
+
+// A parameter promptkit sends on may be named anything; an error about
+// it never repeats a name that is not a parameter's (a NUL in it here).
+func TestExtraParameterNamesAreNotQuoted(t *testing.T) {
+	t.Parallel()
+	const secret = "SECRET-31"
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"` + secret + ` \u0000":1}`,
+		`{"model":"m","input":"x","` + secret + ` \u0000":1}`,
+	} {
+		var err error
+		if strings.Contains(body, `"input"`) {
+			var p openaiapi.ResponsesParams
+			if p, err = openaiapi.DecodeResponses([]byte(body)); err == nil {
+				_, err = p.Conversation(nil, p.Input)
+			}
+		} else {
+			_, err = openaiapi.DecodeChat([]byte(body))
+		}
+		re, ok := err.(*openaiapi.RequestError)
+		if !ok || strings.Contains(re.Message, secret) || strings.Contains(re.Param, secret) {
+			t.Errorf("%s: %#v", body, err)
+		}
+	}
+}

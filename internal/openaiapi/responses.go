@@ -653,6 +653,9 @@ func (p ResponsesParams) Conversation(prev []pktype.Message, items []Item) (jobs
 				}
 			}
 		}
+		if !paramName.MatchString(param) {
+			param = "?" // an extra parameter's own name, which may be anything
+		}
 		return c, reqErr(param, CodeInvalidValue, "%s %s.", param, ie.Reason)
 	case len(msgs) == 0:
 		return c, reqErr("input", CodeInvalidValue, "input must not be empty.")
