@@ -545,7 +545,7 @@ func checkRequest(req RunRequest) error {
 		return bad("TopP must be between 0 and 1")
 	case req.MaxTokens != nil && *req.MaxTokens <= 0:
 		return bad("MaxTokens must be positive")
-	case len(req.ResponseFormat) > 0 && !isObject(req.ResponseFormat):
+	case len(req.ResponseFormat) > 0 && !pktype.IsObject(req.ResponseFormat):
 		return bad("ResponseFormat must be a JSON object")
 	}
 	if err := pktype.CheckParams(req.Extra, "Extra."); err != nil {
@@ -565,12 +565,6 @@ func checkRequest(req RunRequest) error {
 	return nil
 }
 
-// isObject reports whether raw is a JSON object.
-func isObject(raw json.RawMessage) bool {
-	var obj map[string]json.RawMessage
-	return json.Unmarshal(raw, &obj) == nil && obj != nil
-}
-
 // schemaNamePattern is what OpenAI's response_format accepts as a name.
 var schemaNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -587,8 +581,7 @@ var objectSchema = func() *compiledSchema {
 // schema is part of the request, so errors say what is wrong without
 // quoting any of it.
 func compileRequestSchema(raw json.RawMessage) (*compiledSchema, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+	if !pktype.IsObject(raw) {
 		return nil, fmt.Errorf("%w: OutputSchema is not a JSON object", ErrInvalidRequest)
 	}
 	s, err := compileSchema("promptkit:///request/output.json", raw)

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -87,10 +85,8 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 		if err := checkJSONText(fmt.Sprintf("messages[%d].content", i), m.Parts); err != nil {
 			return c, err
 		}
-		for _, k := range slices.Sorted(maps.Keys(m.Extra)) {
-			if err := checkJSONText(fmt.Sprintf("messages[%d].%s", i, k), append([]byte(k), m.Extra[k]...)); err != nil {
-				return c, err
-			}
+		if err := checkParamsText(fmt.Sprintf("messages[%d].", i), m.Extra); err != nil {
+			return c, err
 		}
 		if len(m.ToolCalls) > 0 || m.ToolCallID != "" {
 			// Encoded, a NUL anywhere in the calls is a \u0000 escape.
@@ -123,10 +119,8 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 	if err := pktype.CheckParams(c.Extra, ""); err != nil {
 		return c, fieldInvalid(err)
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.Extra)) {
-		if err := checkJSONText(k, append([]byte(k), c.Extra[k]...)); err != nil {
-			return c, err
-		}
+	if err := checkParamsText("", c.Extra); err != nil {
+		return c, err
 	}
 	if err := checkText("response_format.json_schema.name", c.SchemaName); err != nil {
 		return c, err
@@ -153,8 +147,7 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 			return c, invalid("chat: a schema goes with response_format json_schema")
 		}
 	case FormatJSONSchema:
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(c.Schema, &obj); err != nil || obj == nil {
+		if !pktype.IsObject(c.Schema) {
 			return c, invalid("chat: the json_schema schema is not a JSON object")
 		}
 	default:

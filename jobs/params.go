@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,6 +113,17 @@ func checkText(field, v string) error {
 func checkJSONText(field string, raw []byte) error {
 	if jsonNUL(raw) >= 0 {
 		return invalidField(field, msgNUL)
+	}
+	return nil
+}
+
+// checkParamsText refuses a NUL in any of p's names or values; the
+// field is prefix and the name.
+func checkParamsText(prefix string, p pktype.Params) error {
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		if err := checkJSONText(prefix+k, append([]byte(k), p[k]...)); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -250,8 +262,7 @@ func (p EnqueueParams) Normalize() (EnqueueParams, error) {
 		p.Embedding = &e
 	}
 	if len(p.Inputs) > 0 && !p.normalized {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(p.Inputs, &obj); err != nil || obj == nil {
+		if !pktype.IsObject(p.Inputs) {
 			return p, invalid("inputs are not a JSON object")
 		}
 	}

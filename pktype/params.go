@@ -33,6 +33,14 @@ var modeledParams = []string{
 // Params may not hold.
 func Modeled(key string) bool { return slices.Contains(modeledParams, key) }
 
+// messageFields are the members of a message promptkit writes from a
+// Message's own fields (Role, Content or Parts, ToolCalls, ToolCallID).
+var messageFields = []string{"role", "content", "tool_calls", "tool_call_id"}
+
+// MessageField reports whether key names a member of a message that
+// promptkit writes itself: one a Message's Extra may not hold.
+func MessageField(key string) bool { return slices.Contains(messageFields, key) }
+
 // CheckParams reports the first key of p that promptkit models (see
 // Params) or whose value is not JSON, as a *FieldError naming
 // prefix+key.

@@ -43,6 +43,13 @@ var (
 	ErrSchemaTooManyNodes = fmt.Errorf("has more than %d objects and booleans (subschemas)", MaxSchemaNodes)
 )
 
+// IsObject reports whether raw is a JSON object (not null, not another
+// value): what a schema, a response_format or a prompt's inputs must be.
+func IsObject(raw []byte) bool {
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && obj != nil
+}
+
 // CheckSchemaShape checks that raw is one JSON value within MaxSchemaBytes,
 // MaxSchemaDepth and MaxSchemaNodes, without building the document and
 // without recursion, stopping at the first limit crossed; the error then

@@ -174,8 +174,7 @@ func (u ToolUse) Check() error {
 		}
 		names[t.Function.Name] = true
 		if len(t.Function.Parameters) > 0 {
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(t.Function.Parameters, &obj); err != nil || obj == nil {
+			if !IsObject(t.Function.Parameters) {
 				return fieldErr(p+".function.parameters", "must be a JSON Schema object")
 			}
 			if err := CheckSchemaShape(t.Function.Parameters); err != nil {
@@ -224,8 +223,7 @@ func CheckMessages(msgs []Message) error {
 			return fieldErr(p+".content", "parts must be a JSON array")
 		}
 		for _, k := range slices.Sorted(maps.Keys(m.Extra)) {
-			switch k {
-			case "role", "content", "tool_calls", "tool_call_id":
+			if MessageField(k) {
 				return fieldErr(p+"."+k, "is a field promptkit sets itself, not an extra one")
 			}
 			if !json.Valid(m.Extra[k]) {

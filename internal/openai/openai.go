@@ -17,11 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -156,8 +158,8 @@ func wireMessages(msgs []pktype.Message) ([]wireMessage, error) {
 		default:
 			out[i].Content = json.RawMessage("null")
 		}
-		for _, k := range []string{"role", "content", "tool_calls", "tool_call_id"} {
-			if _, ok := m.Extra[k]; ok {
+		for _, k := range slices.Sorted(maps.Keys(m.Extra)) {
+			if pktype.MessageField(k) {
 				return nil, invalid("message %d has %s among its extra fields", i, k)
 			}
 		}

@@ -434,25 +434,23 @@ func (a *assembler) choice(ch map[string]json.RawMessage, i int, raw []byte) err
 				}
 			}
 		case "content", "reasoning_content", "reasoning":
+			mergeMember(c.message, k, v)
 			if isNull(v) {
-				mergeMember(c.message, k, v)
 				continue
 			}
 			var s string
-			if v[0] != '"' || json.Unmarshal(v, &s) != nil {
+			switch {
+			case v[0] == '"' && json.Unmarshal(v, &s) == nil:
 				if k == "content" {
-					return malformed(errWrongType)
+					d.Text = s
+				} else {
+					d.Reasoning += s
 				}
-				mergeMember(c.message, k, v) // a reasoning object, not text
-				something = true
-				continue
+			case k == "content":
+				return malformed(errWrongType)
+			default:
+				something = true // a reasoning object, not text
 			}
-			if k == "content" {
-				d.Text = s
-			} else {
-				d.Reasoning += s
-			}
-			mergeMember(c.message, k, v)
 		case "role":
 			mergeMember(c.message, k, v)
 		default:

@@ -3,7 +3,6 @@ package openaiapi
 import (
 	"cmp"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -335,11 +334,29 @@ type FunctionDelta struct {
 // call whole, and the finish reason; then, with includeUsage, a chunk
 // with no choices and the usage.
 func Chunks(c ChatCompletion, includeUsage bool) []ChatCompletionChunk {
+	out, _ := ChunksAfter(c, nil, includeUsage) // nothing sent: always continued
+	return out
+}
+
+// ChunksAfter are the chunks that end a stream which already sent
+// sent[i] of choice i (ChoiceChunks of each choice, then the usage chunk
+// as in Chunks); ok is false when what was sent is not where c begins
+// (Sent.Continues), or names a choice c lacks.
+func ChunksAfter(c ChatCompletion, sent map[int]*Sent, includeUsage bool) (out []ChatCompletionChunk, ok bool) {
+	if len(sent) > len(c.Choices) {
+		return nil, false
+	}
 	base := ChatCompletionChunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model, WithUsage: includeUsage,
 		Extra: c.Extra}
-	var out []ChatCompletionChunk
 	for _, ch := range c.Choices {
-		for _, cc := range ChoiceChunks(ch, Sent{}) {
+		var s Sent
+		if p := sent[ch.Index]; p != nil {
+			s = *p
+		}
+		if !s.Continues(ch) {
+			return nil, false
+		}
+		for _, cc := range ChoiceChunks(ch, s) {
 			chunk := base
 			chunk.Choices = []ChunkChoice{cc}
 			out = append(out, chunk)
@@ -351,7 +368,7 @@ func Chunks(c ChatCompletion, includeUsage bool) []ChatCompletionChunk {
 		last.Usage = c.Usage
 		out = append(out, last)
 	}
-	return out
+	return out, true
 }
 
 // Sent is what a stream already sent of one choice: whether it began
@@ -414,18 +431,16 @@ func ChoiceChunks(ch Choice, sent Sent) []ChunkChoice {
 		empty := ""
 		one(Delta{Role: pktype.RoleAssistant, Content: &empty})
 	}
-	var extra pktype.Params
-	for _, k := range slices.Sorted(maps.Keys(msg.Extra)) {
-		v := msg.Extra[k]
+	extra := pktype.Params{}
+	for k, v := range msg.Extra {
 		var s string
 		switch {
-		case k == "content":
 		case json.Unmarshal(v, &s) == nil:
 			if rest := s[min(len(sent.Text[k]), len(s)):]; rest != "" {
-				extra = extra.Or(pktype.Params{k: mustJSON(rest)})
+				extra[k] = mustJSON(rest)
 			}
 		case !sent.Started:
-			extra = extra.Or(pktype.Params{k: v}) // annotations, audio, ...
+			extra[k] = v // annotations, audio, ...
 		}
 	}
 	if len(extra) > 0 {

@@ -496,12 +496,8 @@ func TextDelta(promptID, typ string, idx int, delta string) ResponseEvent {
 // ItemDone are the events that close output item idx: its text done, its
 // part done and the item done.
 func ItemDone(item OutputItem, idx int) []ResponseEvent {
-	text := ""
-	if item.Content != nil && len(*item.Content) > 0 {
-		text = (*item.Content)[0].Text
-	}
-	part := (*item.Content)[0]
-	done := item
+	part := (*item.Content)[0] // a message or a reasoning item: one part
+	text, done := part.Text, item
 	textDone := ResponseEvent{Type: "response.output_text.done", ItemID: item.ID, OutputIndex: &idx, ContentIndex: new(0), Text: &text,
 		Logprobs: &[]struct{}{}}
 	if item.Type == ItemReasoning {

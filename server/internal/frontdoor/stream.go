@@ -173,34 +173,15 @@ func (r *relay) chunk(choices ...openaiapi.ChunkChoice) openaiapi.ChatCompletion
 		WithUsage: r.withUsage, Choices: choices}
 }
 
-// rest are the chunks that end the stream with what of c was not sent;
-// ok is false when what was sent is not where c begins.
+// rest are the chunks that end the stream with what of c was not sent,
+// under the stream's id and time; ok is false when what was sent is not
+// where c begins.
 func (r *relay) rest(c openaiapi.ChatCompletion) ([]openaiapi.ChatCompletionChunk, bool) {
-	var out []openaiapi.ChatCompletionChunk
-	for _, ch := range c.Choices {
-		var s openaiapi.Sent
-		if p := r.sent[ch.Index]; p != nil {
-			s = *p
-		}
-		if !s.Continues(ch) {
-			return nil, false
-		}
-		for _, cc := range openaiapi.ChoiceChunks(ch, s) {
-			chunk := r.chunk(cc)
-			chunk.Model, chunk.Extra = c.Model, c.Extra
-			out = append(out, chunk)
-		}
+	out, ok := openaiapi.ChunksAfter(c, r.sent, r.withUsage)
+	for i := range out {
+		out[i].ID, out[i].Created = r.id, r.created
 	}
-	if len(r.sent) > len(c.Choices) {
-		return nil, false
-	}
-	if r.withUsage {
-		last := r.chunk()
-		last.Choices = []openaiapi.ChunkChoice{}
-		last.Model, last.Extra, last.Usage = c.Model, c.Extra, c.Usage
-		out = append(out, last)
-	}
-	return out, true
+	return out, ok
 }
 
 // mustJSON is v's JSON, for values that always have one.
