@@ -60,10 +60,10 @@ type EmbedRequest struct {
 	// as they do in RunRequest: the call is one generation of attempts
 	// (Generation 1 in the events), retried on 429 and 5xx after
 	// Retry-After or backoff.
-	TransientRetries   *int                            `json:"transient_retries,omitempty"`
-	Observer           ExecutionObserver               `json:"-"`
-	NoWaitPastDeadline bool                            `json:"no_wait_past_deadline,omitempty"`
-	BeforeCall         func(ctx context.Context) error `json:"-"`
+	TransientRetries   *int              `json:"transient_retries,omitempty"`
+	Observer           ExecutionObserver `json:"-"`
+	NoWaitPastDeadline bool              `json:"no_wait_past_deadline,omitempty"`
+	BeforeCall         BeforeCallFunc    `json:"-"`
 }
 
 // EmbedResult is a completed embedding call.
@@ -135,7 +135,7 @@ type embedPlan struct {
 	retries uint64
 	noWait  bool
 	// beforeCall is EmbedRequest.BeforeCall.
-	beforeCall func(context.Context) error
+	beforeCall BeforeCallFunc
 }
 
 func (e *Engine) resolveEmbed(req EmbedRequest) (*embedPlan, error) {
@@ -222,7 +222,7 @@ func (e *Engine) embed(ctx context.Context, p *embedPlan, rec *observe.Recorder)
 
 	req := p.request
 	seq := dispatch.Sequence{Backend: req.BackendID, Generation: 1, Tokens: embedTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec,
-		Before: p.beforeCall}
+		Before: before(p.beforeCall, embedEstimate(req, e.prices[req.Model]))}
 	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
 	}

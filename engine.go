@@ -165,10 +165,11 @@ type RunRequest struct {
 	// BeforeCall, if non-nil, is called before every provider call of the
 	// run (each transient retry and each repair included), before the
 	// call waits for its backend: an error ends the run with it (wrapped,
-	// errors.Is holds) and no call is made. A job queue checks a budget
-	// with it, so that a run's later calls are not made past the budget.
+	// errors.Is holds) and no call is made. It is told the call's
+	// CallEstimate. A job queue reserves a share of a budget with it, so
+	// that no call is made past the budget.
 	// It is called on the run's goroutine. PrepareExecution retains it.
-	BeforeCall func(ctx context.Context) error `json:"-"`
+	BeforeCall BeforeCallFunc `json:"-"`
 }
 
 // PreparedRun describes a rendered run without executing it.
@@ -324,7 +325,7 @@ type plan struct {
 	// onDelta is RunRequest.OnDelta: nil for calls that do not stream.
 	onDelta func(StreamDelta)
 	// beforeCall is RunRequest.BeforeCall.
-	beforeCall func(context.Context) error
+	beforeCall BeforeCallFunc
 }
 
 func (p *plan) identity() observe.Identity {
@@ -1095,7 +1096,7 @@ func repairRequest(p *plan, invalid string, diags []string) GenerateRequest {
 func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen uint64, rec *observe.Recorder) (resp *GenerateResponse, answered member, err error) {
 	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait,
 		WaitDeadline: p.waitDeadline, Recorder: rec,
-		Before: p.beforeCall}
+		Before: before(p.beforeCall, callEstimate(req, p.price))}
 	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
 	}
@@ -1163,6 +1164,16 @@ func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outc
 // estimateTokens is a deliberately rough cost for tokens-per-minute pacing:
 // about four bytes per token, plus the completion budget.
 func estimateTokens(r GenerateRequest) int {
+	n := promptTokens(r)
+	if limit := r.OutputLimit(); limit != nil {
+		n += *limit * r.Choices()
+	}
+	return max(n, 1)
+}
+
+// promptTokens estimates a request's prompt tokens: a quarter of its
+// bytes.
+func promptTokens(r GenerateRequest) int {
 	n := 0
 	for _, m := range r.Messages {
 		n += max(len(m.Content), len(m.Parts))
@@ -1176,9 +1187,5 @@ func estimateTokens(r GenerateRequest) int {
 		}
 		n += len(t.Function.Parameters)
 	}
-	n /= 4
-	if limit := r.OutputLimit(); limit != nil {
-		n += *limit * r.Choices()
-	}
-	return max(n, 1)
+	return n / 4
 }

@@ -35,6 +35,7 @@ type (
 	// Prices and costs (Config.Prices, RunResult.Cost).
 	Price        = pktype.Price
 	Cost         = pktype.Cost
+	CallEstimate = pktype.CallEstimate
 	ToolUse      = pktype.ToolUse
 	Tool         = pktype.Tool
 	ToolFunction = pktype.ToolFunction

@@ -438,7 +438,7 @@ func TestBeforeCallStopsLaterCalls(t *testing.T) {
 	r.srv.Enqueue(providertest.Status(503), providertest.Status(503), providertest.Reply("never sent"))
 	spent := errors.New("budget spent")
 	asked := 0
-	_, err := r.eng.Run(context.Background(), promptkit.RunRequest{Text: "x", BeforeCall: func(context.Context) error {
+	_, err := r.eng.Run(context.Background(), promptkit.RunRequest{Text: "x", BeforeCall: func(context.Context, promptkit.CallEstimate) error {
 		asked++
 		if asked == 2 {
 			return spent

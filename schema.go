@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
-	"regexp/syntax"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,13 +27,29 @@ type compiledSchema struct {
 // schema's own terms (the location of the offending keyword and the rule
 // it breaks), never with the internal URL the schema is compiled under.
 //
-// raw must first pass pktype.CheckSchemaShape, and its patterns share one
-// budget (maxRegexpCost): compiling cannot be interrupted, so its cost is
-// bounded instead.
+// Compiling cannot be interrupted, so its cost is bounded instead: raw
+// must pass pktype.CheckSchemaShape, then pktype.SchemaCost (patterns,
+// $id resources: what the shape does not bound). A schema compiled
+// before under the same url comes from a small cache: a request's schema
+// is compiled when it is checked at submission and again when it runs,
+// and clients tend to send the same schema with every request.
 func compileSchema(url string, raw json.RawMessage) (*compiledSchema, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
+	key := schemaKey(url, raw)
+	if s := compiled.get(key); s != nil {
+		return s, nil
+	}
+	s, err := compileNew(url, raw)
+	if err == nil {
+		compiled.put(key, s, len(raw))
+	}
+	return s, err
+}
+
+// compileNew is compileSchema without the cache.
+func compileNew(url string, raw json.RawMessage) (*compiledSchema, error) {
 	if err := pktype.CheckSchemaShape(raw); err != nil {
 		return nil, err
 	}
@@ -42,16 +57,22 @@ func compileSchema(url string, raw json.RawMessage) (*compiledSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not valid JSON: %s", jsonErrorKind(err))
 	}
+	if err := pktype.SchemaCost(doc); err != nil {
+		return nil, err
+	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(jsonschema.SchemeURLLoader{})
-	var budget regexpBudget
+	budget := regexpBudget{seen: map[string]regexpResult{}}
 	c.UseRegexpEngine(budget.compile)
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, schemaError(url, err)
 	}
 	s, err := c.Compile(url)
-	if budget.exceeded {
-		return nil, errRegexpBudget
+	// The compiled schema keeps the engine for "format": "regex" (see
+	// regexpBudget.compile); from now on it is shared.
+	budget.seen, budget.done = nil, true
+	if budget.err != nil {
+		return nil, budget.err
 	}
 	if err != nil {
 		return nil, schemaError(url, err)
@@ -60,71 +81,82 @@ func compileSchema(url string, raw json.RawMessage) (*compiledSchema, error) {
 }
 
 // isSchemaLimit reports whether err is the refusal of a schema over one
-// of the limits on its cost (pktype.CheckSchemaShape's or the pattern
-// budget), whose words quote nothing of it.
+// of the limits on its cost (pktype.CheckSchemaShape's or
+// pktype.SchemaCost's), whose words quote nothing of it.
 func isSchemaLimit(err error) bool {
-	return errors.Is(err, pktype.ErrSchemaTooDeep) || errors.Is(err, pktype.ErrSchemaTooLarge) ||
-		errors.Is(err, pktype.ErrSchemaTooManyNodes) || errors.Is(err, errRegexpBudget)
+	for _, limit := range []error{pktype.ErrSchemaTooDeep, pktype.ErrSchemaTooLarge, pktype.ErrSchemaTooManyNodes,
+		pktype.ErrSchemaTooManyResources, pktype.ErrSchemaTooManyPatterns, pktype.ErrSchemaPatternsTooLarge} {
+		if errors.Is(err, limit) {
+			return true
+		}
+	}
+	return false
 }
 
-// maxRegexpCost bounds the summed size (see regexpCost) of a schema's
-// patterns and patternProperties. Go's regexp compiles in time and memory
-// linear in that size but allows millions of instructions per pattern:
-// "[a-z]{999}" repeated 600 times, 6 KB, takes over a second and hundreds
-// of megabytes. Realistic patterns cost tens, "^.{0,1000}$" a thousand.
-const maxRegexpCost = 50_000
+// regexpResult is a pattern compiled once in a compile.
+type regexpResult struct {
+	re  jsonschema.Regexp
+	err error
+}
 
-// errRegexpBudget reads after the schema's name, as pktype's limits do.
-var errRegexpBudget = fmt.Errorf("has patterns too large to compile (together over %d regexp instructions, about one per character matched)", maxRegexpCost)
-
-// regexpBudget is a regexp engine for one compile that refuses patterns
-// once their summed cost exceeds maxRegexpCost. The compiler reports the
-// refusal as an invalid pattern; exceeded tells it apart.
+// regexpBudget is the regexp engine of one compile. pktype.SchemaCost has
+// bounded the patterns where it looks; this bounds whatever the compiler
+// asks for the same way, should it look elsewhere: past
+// pktype.MaxSchemaPatterns or pktype.MaxSchemaRegexpCost summed it
+// refuses, and err says which. The compiler asks for each pattern twice
+// (checking the schema against the metaschema, then compiling it), and a
+// schema may repeat one, so a pattern is compiled and counted once.
+//
+// The compiled schema keeps the engine to check strings whose format is
+// "regex" (drafts before 2019-09 assert formats), from any goroutine:
+// once done, a call shares nothing and each string has a budget of its
+// own.
 type regexpBudget struct {
-	spent    int
-	exceeded bool
+	seen  map[string]regexpResult
+	spent int
+	err   error
+	done  bool
 }
 
 func (b *regexpBudget) compile(s string) (jsonschema.Regexp, error) {
-	re, err := syntax.Parse(s, syntax.Perl)
+	const limit = pktype.MaxSchemaRegexpCost
+	if b.done {
+		return compileRegexp(s, limit)
+	}
+	if r, ok := b.seen[s]; ok {
+		return r.re, r.err
+	}
+	if b.err != nil {
+		return nil, b.err // refused already: no more work
+	}
+	if len(b.seen) >= pktype.MaxSchemaPatterns {
+		b.err = pktype.ErrSchemaTooManyPatterns
+		return nil, b.err
+	}
+	cost, err := pktype.RegexpCost(s, limit-b.spent)
+	if err == nil && cost > limit-b.spent {
+		b.err = pktype.ErrSchemaPatternsTooLarge
+		return nil, b.err
+	}
+	var r regexpResult
+	if r.err = err; err == nil {
+		b.spent += cost
+		r.re, r.err = regexp.Compile(s)
+	}
+	b.seen[s] = r
+	return r.re, r.err
+}
+
+// compileRegexp compiles s if it costs at most limit.
+func compileRegexp(s string, limit int) (jsonschema.Regexp, error) {
+	cost, err := pktype.RegexpCost(s, limit)
 	if err != nil {
 		return nil, err
 	}
-	// The compiler asks for each pattern twice: checking the schema
-	// against the metaschema, then compiling it.
-	const limit = 2 * maxRegexpCost
-	if b.spent += regexpCost(re, limit-b.spent); b.spent > limit {
-		b.exceeded = true
-		return nil, errRegexpBudget
+	if cost > limit {
+		return nil, pktype.ErrSchemaPatternsTooLarge
 	}
 	return regexp.Compile(s)
-}
-
-// regexpCost estimates the instructions re compiles to, with repetitions
-// expanded, stopping once it passes limit.
-func regexpCost(re *syntax.Regexp, limit int) int {
-	cost := 1
-	switch re.Op {
-	case syntax.OpLiteral:
-		cost = max(len(re.Rune), 1)
-	case syntax.OpRepeat:
-		n := re.Max
-		if n < 0 {
-			n = re.Min
-		}
-		sub := regexpCost(re.Sub[0], limit)
-		if n > 0 && sub > limit/n {
-			return limit + 1
-		}
-		return 1 + max(n, 1)*sub
-	}
-	for _, sub := range re.Sub {
-		if cost > limit {
-			break
-		}
-		cost += regexpCost(sub, limit-cost)
-	}
-	return cost
 }
 
 // schemaError rewrites a compiler error: a schema that breaks the JSON

@@ -32,7 +32,7 @@ func TestOutputSchemaOverLimits(t *testing.T) {
 	for _, c := range []struct{ name, schema, words string }{
 		{"5,000 deep", deepSchema(5000), "is nested deeper than 64 levels"},
 		{"65 deep", deepSchema(65), "is nested deeper than 64 levels"},
-		{"2,049 subschemas", `{"anyOf":[` + strings.Repeat(`{"type":"string"},`, 2047) + `{}]}`, "has more than 2048 objects and booleans"},
+		{"1,025 subschemas", `{"anyOf":[` + strings.Repeat(`{"type":"string"},`, 1023) + `{}]}`, "has more than 1024 objects and booleans"},
 		{"over 128 KiB", `{"description":"` + strings.Repeat("items", 30000) + `"}`, "is larger than 131072 bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -47,8 +47,8 @@ func TestOutputSchemaOverLimits(t *testing.T) {
 			}
 		})
 	}
-	// At the limits (64 deep, 2,048 objects) a schema compiles.
-	at := `{"anyOf":[` + deepSchema(62) + strings.Repeat(`,{}`, 2048-1-62) + `]}`
+	// At the limits (64 deep, 1,024 objects) a schema compiles.
+	at := `{"anyOf":[` + deepSchema(62) + strings.Repeat(`,{}`, 1024-1-62) + `]}`
 	if _, err := eng.Prepare(context.Background(), promptkit.RunRequest{Text: "x", OutputSchema: json.RawMessage(at)}); err != nil {
 		t.Fatalf("a schema at the limits: %v", err)
 	}
@@ -92,5 +92,62 @@ func TestSchemaPatternBudget(t *testing.T) {
 	props += `"e":{"type":"string","format":"email","pattern":"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}$"}}}`
 	if _, err := promptkit.ParsePrompt("p/ok.prompt", []byte("---\noutput_schema: "+props+"\n---\nHi")); err != nil {
 		t.Fatalf("realistic patterns: %v", err)
+	}
+}
+
+// TestOutputSchemaCostLimits: within the shape limits, a request's schema
+// over what its compile may cost (issue 40: 1,500 patterns took 0.16 s
+// per compile) is refused as an invalid request naming the limit,
+// without quoting it; one at every limit is run.
+func TestOutputSchemaCostLimits(t *testing.T) {
+	t.Parallel()
+	eng, err := promptkit.New(promptkit.Config{
+		Backends: []promptkit.Backend{{ID: "a", BaseURL: "http://127.0.0.1:1/v1"}},
+		Profiles: []promptkit.Profile{{ID: "p", Backend: "a", Model: "m"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyOf := func(n int, item func(i int) string) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = item(i)
+		}
+		return `{"anyOf":[` + strings.Join(items, ",") + `]}`
+	}
+	pattern := func(i int) string { return fmt.Sprintf(`{"pattern":"^zqx%d$"}`, i) }
+	class := func(i int) string { return fmt.Sprintf(`{"pattern":"[%c-z]{999}"}`, 'a'+i) } // 1,000 instructions
+	id := func(i int) string { return fmt.Sprintf(`{"$id":"zqx%d"}`, i) }
+	for _, c := range []struct {
+		name, schema, words string // words empty: accepted
+	}{
+		{"257 patterns", anyOf(257, pattern), "has more than 256 distinct patterns"},
+		{"256 patterns, repeated", anyOf(800, func(i int) string { return pattern(i % 256) }), ""},
+		{"11,000 regexp instructions", anyOf(11, class), "has patterns too large to compile (together over 10000 regexp instructions"},
+		{"10,000 regexp instructions", anyOf(10, class), ""},
+		{"65 $ids", anyOf(65, id), "has more than 64 $id, $anchor and $dynamicAnchor keywords"},
+		{"64 $ids", anyOf(64, id), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			req := promptkit.RunRequest{Text: "x", OutputSchema: json.RawMessage(c.schema)}
+			_, err := eng.Prepare(context.Background(), req)
+			if c.words == "" {
+				if err != nil {
+					t.Fatalf("Prepare: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, promptkit.ErrInvalidRequest) || !strings.Contains(err.Error(), "OutputSchema "+c.words) ||
+				strings.Contains(err.Error(), "zqx") || strings.Contains(err.Error(), "{999}") {
+				t.Fatalf("Prepare: %v", err)
+			}
+		})
+	}
+	// A prompt file's schema is bounded alike, named by file and field.
+	file := "---\noutput_schema: " + anyOf(65, id) + "\n---\nHi"
+	if _, err := promptkit.ParsePrompt("p/ids.prompt", []byte(file)); !errors.Is(err, promptkit.ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), "p/ids.prompt: output_schema: has more than 64 $id") {
+		t.Fatalf("prompt file: %v", err)
 	}
 }

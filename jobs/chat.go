@@ -60,8 +60,8 @@ type ChatRequest struct {
 // result or makes calls; tools as pktype.ToolUse.Check wants them; a
 // format promptkit knows, with a schema exactly when it is json_schema,
 // which must be a JSON object within the limits of
-// pktype.CheckSchemaShape; metadata and the Responses fields without a
-// NUL, the input's start within the messages.
+// pktype.CheckSchemaShape and pktype.CheckSchemaCost; metadata and the
+// Responses fields without a NUL, the input's start within the messages.
 //
 // A request is checked once, where it is decoded (internal/openaiapi):
 // the request Normalize returns is marked as checked, and normalizing it
@@ -132,6 +132,9 @@ func (c ChatRequest) Normalize() (ChatRequest, error) {
 		// Refused here, before any store or compile sees it: compiling
 		// costs far more than the schema's size suggests.
 		if err := pktype.CheckSchemaShape(c.Schema); err != nil {
+			return c, invalidField("response_format.json_schema.schema", "%v", err)
+		}
+		if err := pktype.CheckSchemaCost(c.Schema); err != nil {
 			return c, invalidField("response_format.json_schema.schema", "%v", err)
 		}
 	}

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -22,10 +23,21 @@ func TestChatSchemaOverLimits(t *testing.T) {
 		}
 	}
 	deep := strings.Repeat(`{"items":`, 4999) + `{}` + strings.Repeat(`}`, 4999)
+	anyOf := func(n int, item func(i int) string) string {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = item(i)
+		}
+		return `{"anyOf":[` + strings.Join(items, ",") + `]}`
+	}
 	for _, c := range []struct{ schema, reason string }{
 		{deep, pktype.ErrSchemaTooDeep.Error()},
 		{`{"anyOf":[` + strings.Repeat(`true,`, 2048) + `true]}`, pktype.ErrSchemaTooManyNodes.Error()},
 		{`{"description":"` + strings.Repeat("items", 30000) + `"}`, pktype.ErrSchemaTooLarge.Error()},
+		// Within the shape, over what the compile may cost (issue 40).
+		{anyOf(pktype.MaxSchemaPatterns+1, func(i int) string { return fmt.Sprintf(`{"pattern":"^items%d$"}`, i) }), pktype.ErrSchemaTooManyPatterns.Error()},
+		{anyOf(11, func(i int) string { return fmt.Sprintf(`{"pattern":"[%c-z]{999}items"}`, 'a'+i) }), pktype.ErrSchemaPatternsTooLarge.Error()},
+		{anyOf(pktype.MaxSchemaResources+1, func(i int) string { return fmt.Sprintf(`{"$id":"items%d"}`, i) }), pktype.ErrSchemaTooManyResources.Error()},
 	} {
 		_, err := chat(c.schema).Normalize()
 		var ie *jobs.InvalidError
@@ -43,5 +55,14 @@ func TestChatSchemaOverLimits(t *testing.T) {
 	}
 	if _, err := chat(strings.Repeat(`{"items":`, 63) + `{}` + strings.Repeat(`}`, 63)).Normalize(); err != nil {
 		t.Fatalf("a schema 64 deep: %v", err)
+	}
+	atCaps := anyOf(pktype.MaxSchemaPatterns, func(i int) string {
+		if i < pktype.MaxSchemaResources {
+			return fmt.Sprintf(`{"$id":"r%d","pattern":"^x%d$"}`, i, i)
+		}
+		return fmt.Sprintf(`{"pattern":"^x%d$"}`, i)
+	})
+	if _, err := chat(atCaps).Normalize(); err != nil {
+		t.Fatalf("a schema with as many patterns and $ids as allowed: %v", err)
 	}
 }

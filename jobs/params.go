@@ -322,20 +322,6 @@ func (p ClaimParams) Normalize() (ClaimParams, error) {
 // MaxSkipProfiles bounds ClaimParams.SkipProfiles.
 const MaxSkipProfiles = 1000
 
-// Normalize checks p: an org, an N of at least 1, and a token's user.
-func (p SubmittedParams) Normalize() (SubmittedParams, error) {
-	switch {
-	case p.OrgID == "":
-		return p, invalid("submitted: empty org")
-	case p.N < 1:
-		return p, invalid("submitted: N %d is below 1", p.N)
-	case p.TokenID != "" && p.CreatedBy == "":
-		return p, invalid("submitted: a token's count needs its user")
-	}
-	p.Since = p.Since.UTC().Truncate(time.Microsecond)
-	return p, nil
-}
-
 // Normalize checks p: a succeeded job's parsed output must be JSON. The
 // provider's text is made storable (SanitizeText).
 func (p SucceedParams) Normalize() (SucceedParams, error) {

@@ -225,6 +225,21 @@ type Store interface {
 	// treat it as at its MaxRunning), its running jobs finish, and it
 	// holds up no other org's jobs. ErrInvalid for an empty org.
 	PauseOrg(ctx context.Context, org string, paused bool) (Limit, error)
+	// Reserve stores a reservation (see ReserveParams) if its Check admits
+	// it, and returns its ID; Check's error, as it is, otherwise. The
+	// reservations of an org, and of a token, are made one at a time
+	// across every process on the database: a check sees every
+	// reservation made before it. Expired reservations of the org are
+	// deleted on the way. ErrInvalid for what ReserveParams.Normalize
+	// refuses.
+	Reserve(ctx context.Context, p ReserveParams) (string, error)
+	// Release deletes a call's reservation once the call is in the ledger
+	// (or was never made); a released or expired one: no error.
+	Release(ctx context.Context, id string) error
+	// Reserved sums the open reservations of an org or a token: the
+	// requests reserved in the last minute and the calls in flight.
+	Reserved(ctx context.Context, p ReservedParams) (Reserved, error)
+
 	// RecordCalls adds provider calls made for no job (the front door's
 	// embeddings) to the usage ledger, as the org, user and token's, in
 	// one transaction: budgets and Usage then count them like a job's.
@@ -354,16 +369,6 @@ type Store interface {
 	// job is stored, and a worker may have started it); it is closed when
 	// ctx ends.
 	SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta
-
-	// Submitted returns when the org (or, with TokenID, the token) made
-	// its N-th newest submission (a job created: enqueued, a retry, a
-	// batch's line) at or after Since, or the zero time when it made
-	// fewer than N: a rate limit of N per window is reached exactly when
-	// it is not zero, and frees a place when that submission leaves the
-	// window. For an org it reads at most N entries of an index; for a
-	// token, its user's jobs of the window. It sees every process's
-	// submissions on the database.
-	Submitted(ctx context.Context, p SubmittedParams) (time.Time, error)
 
 	// Close releases the store.
 	Close() error
@@ -647,21 +652,6 @@ type EventsParams struct {
 	After     int64
 	// Limit defaults to 500.
 	Limit int
-}
-
-// SubmittedParams asks for an org's N-th newest submission since a time
-// (see Store.Submitted).
-type SubmittedParams struct {
-	// OrgID is the org whose jobs count. Required.
-	OrgID string
-	// TokenID, when set, counts only the org's jobs submitted with this
-	// token; CreatedBy must then be the token's user, whose jobs the
-	// store reads to find them.
-	TokenID, CreatedBy string
-	// Since is the start of the window, inclusive.
-	Since time.Time
-	// N is which submission, newest first: at least 1.
-	N int
 }
 
 // MetricsParams scopes Metrics.

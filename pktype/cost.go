@@ -60,6 +60,23 @@ func (p Price) Cost(u TokenUsage, known TokenUsagePresence, embedding bool) Cost
 	return Cost{USD: usd, Known: true}
 }
 
+// CallEstimate is what one provider call is expected to use, estimated
+// before it is made: what promptkit.RunRequest.BeforeCall and EmbedRequest.BeforeCall
+// are told, so that a caller can hold a share of a budget while the call
+// is in flight.
+type CallEstimate struct {
+	// Tokens estimates the call's tokens: a quarter of its prompt's bytes,
+	// plus its output limit (max tokens × choices) when it has one. The
+	// same estimate paces a backend's tokens per minute.
+	Tokens int
+	// Cost prices the estimate as the call's attempts are priced (the
+	// requested model's price): the prompt's quarter as input tokens and
+	// the output limit as output tokens. Unknown when the model has no
+	// price, or when a generation has no output limit: how long its
+	// answer will be is then unknown.
+	Cost Cost
+}
+
 // Cost is an amount spent at a provider, in USD, and whether it is known.
 // A call is priced only when its model has a Price and the provider
 // reported its usage; otherwise its cost is unknown, which is not zero. A

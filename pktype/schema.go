@@ -13,8 +13,9 @@ import (
 // file's input and output schemas) before it is compiled. Compiling costs
 // far more than the document's size suggests: quadratic in nesting depth
 // and in the number of subschemas, so that a 55 KB schema nested 5,000
-// deep kept a core busy for minutes. Within these limits the worst
-// document compiles in about 0.2 s on two cores
+// deep kept a core busy for minutes. Within these limits, and those the
+// root package's compile adds (on patterns and $id resources), the worst
+// document compiles in tens of milliseconds on two cores
 // (BenchmarkCompileSchemaWorst in the root package), and realistic
 // schemas fit: OpenAI's structured outputs allow 10 levels of object
 // nesting, about 40 JSON levels with nullable anyOf wrappers.
@@ -28,10 +29,12 @@ const (
 	// MaxSchemaNodes bounds the objects and booleans in the document: the
 	// values that can be a subschema, and what compiling is quadratic in.
 	// Bytes alone do not bound them: {"anyOf":[{},{},…]} holds one every 3
-	// bytes, and 40,000 of them took 13 s. 2,048 is about 2,000
-	// properties, far beyond a usable response format; doubling it would
-	// quadruple the worst compile.
-	MaxSchemaNodes = 2048
+	// bytes, and 40,000 of them took 13 s. The cost is about linear in
+	// them, times the depth they sit at: 2,048 allowed 0.12 s per
+	// compile at the deepest, 1,024 half that (issue 40). 1,024 is
+	// about 1,000 properties, or 340 nullable ones, far beyond a usable
+	// response format.
+	MaxSchemaNodes = 1024
 )
 
 // Errors of CheckSchemaShape, one per limit. Their text names the limit

@@ -21,7 +21,7 @@ func anyOf(n int, item string) string {
 
 // shapeErrors is every message CheckSchemaShape may return: none quotes
 // the document.
-var shapeErrors = regexp.MustCompile(`^(is nested deeper than 64 levels of objects and arrays|is larger than 131072 bytes|has more than 2048 objects and booleans \(subschemas\)|is not valid JSON: (syntax error at byte \d+|it is empty|it ends early|more than one value))$`)
+var shapeErrors = regexp.MustCompile(`^(is nested deeper than 64 levels of objects and arrays|is larger than 131072 bytes|has more than 1024 objects and booleans \(subschemas\)|is not valid JSON: (syntax error at byte \d+|it is empty|it ends early|more than one value))$`)
 
 func TestCheckSchemaShape(t *testing.T) {
 	t.Parallel()

@@ -23,6 +23,9 @@ const (
 	// routes do: 401 without a valid token, 403 for a member's. In local
 	// mode (no token exists, loopback) requests act as the local admin,
 	// so the metrics are open there until the first token is created.
+	// While the database is down, a token that read them within the last
+	// auth.OutageTTL still does, as local mode does; any other request is
+	// a 503 (auth.Auth.RequireCached).
 	MetricsAuth MetricsAccess = "auth"
 	// MetricsOpen serves them to anyone who reaches the address.
 	MetricsOpen MetricsAccess = "open"
@@ -53,7 +56,9 @@ func (s *Server) metricsRoutes(mux *http.ServeMux) {
 	case MetricsOpen:
 		s.handle(mux, metricsPattern, httpapi.REST, h)
 	case MetricsAuth:
-		s.handle(mux, metricsPattern, httpapi.REST, s.auth.Require(httpapi.REST, adminOnly(h)))
+		// RequireCached: the metrics must answer while the database is
+		// down, promptkit_store_up 0 being then their news.
+		s.handle(mux, metricsPattern, httpapi.REST, s.auth.RequireCached(httpapi.REST, adminOnly(h)))
 	}
 }
 

@@ -89,12 +89,12 @@ func onQuotaStores(t *testing.T, fn func(t *testing.T, q quotaEnv)) {
 	})
 }
 
-func newQuotaEnv(t *testing.T, st jobs.Store, clock *testkit.Clock) quotaEnv {
+func newQuotaEnv(t *testing.T, st jobs.Store, clock *testkit.Clock, opts ...option) quotaEnv {
 	l := &ledger{Store: st}
-	e := setupStore(t, st, func(c *Config) {
+	e := setupStore(t, st, append([]option{func(c *Config) {
 		c.Now = clock.Now
 		c.Quotas = quota.New(quota.Config{Store: l, Now: clock.Now})
-	})
+	}}, opts...)...)
 	e.clock = clock
 	return quotaEnv{env: e, ledger: l}
 }
@@ -277,7 +277,7 @@ func TestQuotaBudgetFromLedger(t *testing.T) {
 			c.Prices = []promptkit.Price{{Model: simulate.Model, Input: 1e6, Output: 1e6}} // $1 a token
 		})
 		q.runWorker(func(c *worker.Config) {
-			c.Engine, c.Now, c.Budget, c.Logger = eng, q.clock.Now, q.srv.cfg.Quotas.JobBudget, q.logs.DebugLogger()
+			c.Engine, c.Now, c.Budget, c.Logger = eng, q.clock.Now, q.srv.cfg.Quotas.JobCalls(time.Minute), q.logs.DebugLogger()
 		})
 		id, secret := q.tokenOf("org-a")
 		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitToken, Subject: id, DailyUSD: 2})

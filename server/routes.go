@@ -25,11 +25,12 @@ func (s *Server) routes() http.Handler {
 	s.mux = mux
 	s.dialects = map[string]httpapi.Dialect{}
 	// route registers h for pattern: on the pipeline in dialect d and,
-	// unless open, as the identity the request proves.
+	// unless open, as the identity the request proves, its query free of
+	// NUL bytes (httpapi.CheckQuery). The open routes read no parameter.
 	route := func(pattern string, d httpapi.Dialect, h httpapi.HandlerFunc, open bool) {
 		var next http.Handler = d.Handler(s.log, h)
 		if !open {
-			next = s.auth.Require(d, next)
+			next = d.RefuseNUL(routeParams(pattern), s.auth.Require(d, next))
 		}
 		s.handle(mux, pattern, d, next)
 	}
@@ -48,7 +49,7 @@ func (s *Server) routes() http.Handler {
 	// The event stream also accepts a stream ticket instead of a bearer
 	// token: EventSource cannot send one.
 	route("POST /v1/events/ticket", rest, s.auth.IssueTicket, !open)
-	s.handle(mux, "GET /v1/events", rest, s.auth.RequireStream(rest.Handler(s.log, s.hub.Stream)))
+	s.handle(mux, "GET /v1/events", rest, rest.RefuseNUL(routeParams("GET /v1/events"), s.auth.RequireStream(rest.Handler(s.log, s.hub.Stream))))
 
 	// The operator's API (server/internal/admin), which the dashboard reads.
 	route("GET /v1/admin/overview", rest, s.admin.Overview, !open)
@@ -66,7 +67,7 @@ func (s *Server) routes() http.Handler {
 	route("POST /v1/admin/workers/{id}/drain", rest, s.admin.DrainWorker, !open)
 	route("POST /v1/admin/workers/{id}/undrain", rest, s.admin.UndrainWorker, !open)
 	route("GET /v1/admin/tokens", rest, s.admin.Tokens, !open)
-	route("POST /v1/admin/tokens", rest, s.admin.CreateToken, !open)
+	route("POST /v1/admin/tokens", rest, s.auth.LimitTokenCreation(s.admin.CreateToken), !open)
 	route("POST /v1/admin/tokens/{id}/revoke", rest, s.admin.RevokeToken, !open)
 
 	// The OpenAI-compatible front door (server/internal/frontdoor).

@@ -81,6 +81,10 @@ const (
 	defaultReadHeaderTimout = 10 * time.Second
 )
 
+// OrgSubmitFactor is the default share of an org's tokens together: this
+// many tokens' submission rate and burst (Config.OrgSubmitRate).
+const OrgSubmitFactor = 5
+
 // Metrics receives what the server measures. internal/metrics implements
 // it; nil measures nothing.
 type Metrics interface {
@@ -124,6 +128,17 @@ type Config struct {
 	// limit.
 	SubmitRate  float64
 	SubmitBurst int
+	// OrgSubmitRate and OrgSubmitBurst are the same for all the tokens of
+	// one org together, so that an org with many tokens cannot take more
+	// than this. Zero: OrgSubmitFactor times SubmitRate and SubmitBurst
+	// (100 a second with bursts of 500); negative rate, or SubmitRate
+	// negative and this zero: no limit.
+	OrgSubmitRate  float64
+	OrgSubmitBurst int
+	// fair bounds the other resources orgs and tokens share (stream
+	// tickets, event streams, token creation); zero fields take the
+	// defaults. Tests make them small.
+	fair fairShares
 	// MaxBodyBytes caps a request body (413 beyond). Defaults to 1 MiB.
 	MaxBodyBytes int64
 	// MaxWait caps ?wait=. Defaults to 60s.
@@ -182,12 +197,20 @@ type Config struct {
 	Now func() time.Time
 }
 
+// fairShares are the bounds of Config.fair: each of these pools is
+// bounded in all, per org and per token (docs/api.md, "Fair shares").
+type fairShares struct {
+	tickets auth.Shares
+	streams auth.Shares
+	tokens  auth.TokenLimits
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
 		return c, errors.New("server: Config.Store is required")
 	}
-	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.TokenRecheck < 0 || c.SubmitBurst < 0 {
-		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval, TokenRecheck and SubmitBurst must not be negative")
+	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.TokenRecheck < 0 || c.SubmitBurst < 0 || c.OrgSubmitBurst < 0 {
+		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval, TokenRecheck, SubmitBurst and OrgSubmitBurst must not be negative")
 	}
 	var err error
 	if c.MetricsAccess, err = ParseMetricsAccess(string(c.MetricsAccess)); err != nil {
@@ -205,6 +228,13 @@ func (c Config) withDefaults() (Config, error) {
 	c.sseBuffer = cmp.Or(c.sseBuffer, defaultSSEBuffer)
 	c.SubmitRate = cmp.Or(c.SubmitRate, DefaultSubmitRate)
 	c.SubmitBurst = cmp.Or(c.SubmitBurst, DefaultSubmitBurst)
+	if c.OrgSubmitRate == 0 {
+		c.OrgSubmitRate = -1 // no limit per token: none per org either
+		if c.SubmitRate > 0 {
+			c.OrgSubmitRate = OrgSubmitFactor * c.SubmitRate
+		}
+	}
+	c.OrgSubmitBurst = cmp.Or(c.OrgSubmitBurst, OrgSubmitFactor*c.SubmitBurst)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -254,9 +284,10 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, st: cfg.Store, log: cfg.Logger}
 	s.serving, s.endServing = context.WithCancel(context.Background())
 	s.auth = auth.New(auth.Config{Store: cfg.Store, Addr: cfg.Addr, InsecureNoAuth: cfg.InsecureNoAuth,
-		SubmitRate: cfg.SubmitRate, SubmitBurst: cfg.SubmitBurst, Now: cfg.Now, Log: cfg.Logger})
+		SubmitRate: cfg.SubmitRate, SubmitBurst: cfg.SubmitBurst, OrgSubmitRate: cfg.OrgSubmitRate, OrgSubmitBurst: cfg.OrgSubmitBurst,
+		Tickets: cfg.fair.tickets, Tokens: cfg.fair.tokens, Now: cfg.Now, Log: cfg.Logger})
 	hub := events.Config{Store: cfg.Store, Poll: cfg.PollInterval, Recheck: cfg.TokenRecheck, KeepAlive: cfg.KeepAlive,
-		Buffer: cfg.sseBuffer, Valid: s.auth.Valid, Closing: s.serving.Done(), Log: cfg.Logger}
+		Buffer: cfg.sseBuffer, Streams: cfg.fair.streams, Valid: s.auth.Valid, Closing: s.serving.Done(), Log: cfg.Logger}
 	if cfg.Metrics != nil {
 		hub.Clients = cfg.Metrics.SSEClients
 	}

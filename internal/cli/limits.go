@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -60,6 +61,9 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "limit of %s %s set\n", out.Scope, out.Subject)
+				if note := budgetNote(g, out); note != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), note)
+				}
 				return nil
 			})
 		},
@@ -74,6 +78,41 @@ func newLimitsSetCmd(g *globals) *cobra.Command {
 	f.Float64Var(&l.MonthlyUSD, "monthly-usd", 0, "spend per month in USD (0: no limit)")
 	f.IntVar(&l.Weight, "weight", 0, "an org's share in fair sharing (0: 1)")
 	return cmd
+}
+
+// budgetNote says when a budget of l is smaller than what one request can
+// cost: a request body as large as the server takes, read as input tokens
+// (a quarter of its bytes) at the dearest input price of the config. The
+// spend may pass such a budget by one request's cost (docs/budgets.md,
+// The bound). "" when it is not, or when the config cannot be read.
+func budgetNote(g *globals, l jobs.Limit) string {
+	budget := l.DailyUSD
+	if l.MonthlyUSD > 0 && (budget == 0 || l.MonthlyUSD < budget) {
+		budget = l.MonthlyUSD
+	}
+	if budget == 0 {
+		return ""
+	}
+	sc, err := g.service()
+	if err != nil {
+		return ""
+	}
+	cfg, _, err := loadConfig(g.config, "")
+	if err != nil {
+		return ""
+	}
+	var dearest promptkit.Price
+	for _, p := range cfg.Prices {
+		if p.Input > dearest.Input {
+			dearest = p
+		}
+	}
+	worst := float64(sc.MaxBodyBytes) / 4 * dearest.Input / 1e6
+	if worst <= budget {
+		return ""
+	}
+	return fmt.Sprintf("note: one request of up to %d bytes (max_body_bytes) can cost $%.2f in input tokens alone at %s's price, "+
+		"more than this budget of $%.2f: the spend can pass it by one request's cost", sc.MaxBodyBytes, worst, dearest.Model, budget)
 }
 
 func newLimitsListCmd(g *globals) *cobra.Command {

@@ -52,3 +52,24 @@ func TestLimitsCommands(t *testing.T) {
 		}
 	}
 }
+
+// limits set says when a budget is smaller than one request at the
+// largest body the server takes can cost, at the dearest input price; a
+// budget above it, or a config without prices, gets no note.
+func TestLimitsSetSmallBudgetNote(t *testing.T) {
+	_, cfg := inDir(t, "service:\n  max_body_bytes: 4000000\nprices:\n  - model: cheap\n    input_per_million: 0.1\n"+
+		"  - model: dear\n    input_per_million: 2.5\n    output_per_million: 10\n")
+	db := filepath.Join(t.TempDir(), "jobs.db")
+	// 4,000,000 bytes: a million tokens at $2.50 a million.
+	code, _, errOut := run(t, "limits", "set", "--config", cfg, "--database", db, "--org", "acme", "--daily-usd", "0.20")
+	if code != 0 || !strings.Contains(errOut, "can cost $2.50") || !strings.Contains(errOut, "dear's price") ||
+		!strings.Contains(errOut, "budget of $0.20") {
+		t.Errorf("a $0.20 budget: exit %d, stderr %q; want a note naming $2.50 and the model", code, errOut)
+	}
+	if code, _, errOut := run(t, "limits", "set", "--config", cfg, "--database", db, "--org", "acme", "--daily-usd", "5"); code != 0 || errOut != "" {
+		t.Errorf("a $5 budget: exit %d, stderr %q; want no note", code, errOut)
+	}
+	if code, _, errOut := run(t, "limits", "set", "--database", db, "--org", "acme", "--monthly-usd", "0.01"); code != 0 || errOut != "" {
+		t.Errorf("no prices: exit %d, stderr %q; want no note", code, errOut)
+	}
+}

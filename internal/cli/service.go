@@ -294,7 +294,7 @@ func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, err
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
 		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
 		ShutdownGrace: workerGrace(rt.sc.ShutdownGrace), Logger: rt.log, KeepProviderDetail: rt.sc.KeepProviderDetail,
-		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(), Budget: rt.quotas.JobBudget,
+		Observe: rt.metrics.ObserveJob, Observer: rt.metrics.Observer(), Budget: rt.quotas.JobCalls(rt.sc.JobTimeout),
 	})
 }
 
@@ -427,7 +427,7 @@ func newServeCmd(g *globals) *cobra.Command {
 	var f serviceFlags
 	var addr, metricsAccess, metricsAddr string
 	var insecure bool
-	var submitRate float64
+	var submitRate, orgSubmitRate float64
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the job service: the HTTP API, a worker pool, the batch processor and the reclaim loop",
@@ -476,7 +476,7 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 			ctx := cmd.Context()
 			srv, err := server.New(server.Config{
 				Store: rt.store, Engine: rt.engine, Check: rt.check, Addr: rt.sc.Addr,
-				InsecureNoAuth: insecure, SubmitRate: submitRate, Logger: rt.log, Metrics: rt.metrics,
+				InsecureNoAuth: insecure, SubmitRate: submitRate, OrgSubmitRate: orgSubmitRate, Logger: rt.log, Metrics: rt.metrics,
 				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes, MaxBodyBytes: rt.sc.MaxBodyBytes,
 				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),
 				MetricsAccess: access, MetricsAddr: rt.sc.MetricsAddr, RunNow: runNow, Quotas: rt.quotas,
@@ -529,6 +529,7 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 	fl.StringVar(&addr, "addr", "", `listen address (default "127.0.0.1:8080", or service.addr)`)
 	fl.BoolVar(&insecure, "insecure-no-auth", false, "accept requests without a token on a non-loopback address while no token exists")
 	fl.Float64Var(&submitRate, "submit-rate", server.DefaultSubmitRate, "submissions per second per token (bursts of 100); negative: no limit")
+	fl.Float64Var(&orgSubmitRate, "org-submit-rate", 0, "submissions per second per org, all its tokens together (bursts of 500); 0: 5 times --submit-rate; negative: no limit")
 	fl.StringVar(&metricsAccess, "metrics-access", "", `who may read /metrics on --addr: auth (an admin token; none in local mode), open, off (default "auth", or service.metrics_access)`)
 	fl.StringVar(&metricsAddr, "metrics-addr", "", "also serve /metrics, open to anyone who reaches it, on this address (e.g. a private 10.0.0.5:9090)")
 	return cmd

@@ -3,8 +3,10 @@
 // a PostgreSQL server killed and restarted under a running worker, a
 // SQLite database on a disk that fills up and frees again, serve killed
 // under a running batch, serve killed under a background response
-// whose event stream is then resumed from another serve, and serve killed
-// with a call in flight while a token spends its daily budget.
+// whose event stream is then resumed from another serve, serve killed
+// with a call in flight while a token spends its daily budget, and serve
+// killed during a run's second provider call (after a failover, a repair,
+// a broken stream, a retry) to count calls against the record.
 //
 // The package has no code of its own; everything is in its tests, which
 // run with go test ./... like every other package. Each test bounds its

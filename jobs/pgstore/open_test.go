@@ -73,7 +73,7 @@ func TestOpenCreatesSchema(t *testing.T) {
 	if tables, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 		t.Fatal(err)
 	}
-	want := "batches change_floor fair_tags file_chunks files goose_db_version job_events job_queue job_running jobs limits pacing pacing_peers prompts readiness responses tokens usage_ledger workers"
+	want := "batches change_floor fair_tags file_chunks files goose_db_version job_events job_queue job_running jobs limits pacing pacing_peers prompts readiness reservations responses tokens usage_ledger workers"
 	if got := strings.Join(tables, " "); got != want {
 		t.Fatalf("tables in %s: %s, want %s", schema, got, want)
 	}

@@ -507,13 +507,24 @@ var usageDialect = usageq.Dialect{
 // Usage sums the usage ledger. See jobs.Store.
 func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
 	p, err := p.Normalize()
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: usage: %w", err)
+	if err == nil {
+		var out []jobs.UsageBucket
+		if out, err = usage(ctx, s.pool, p); err == nil {
+			return out, nil
+		}
 	}
-	q, args := usageq.Query(p, usageDialect)
-	rows, err := s.pool.Query(ctx, q, args...)
+	return nil, fmt.Errorf("pgstore: usage: %w", err)
+}
+
+// usage sums the ledger for normalized p on q: the pool, or a
+// reservation's transaction.
+func usage(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
+	sql, args := usageq.Query(p, usageDialect)
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: usage: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []jobs.UsageBucket
@@ -521,17 +532,14 @@ func (s *Store) Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBuck
 		var b jobs.UsageBucket
 		var day *time.Time
 		if err := rows.Scan(append([]any{&day}, usageq.Dests(&b)...)...); err != nil {
-			return nil, fmt.Errorf("pgstore: usage: %w", err)
+			return nil, err
 		}
 		b.Day = tm(day).UTC()
 		if b.Requests > 0 { // no rows at all still make one row without GROUP BY
 			out = append(out, b)
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("pgstore: usage: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // BackendActivity sums the ledger's recent calls per backend. See

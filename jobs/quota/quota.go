@@ -1,51 +1,62 @@
 // Package quota enforces the rates and budgets of the stored limits
 // (jobs.Limit) of organisations and tokens: requests and model tokens per
-// minute, and spend per UTC day and per calendar month. The server asks
-// it before admitting a submission (Admit) or a batch (Spendable); a
-// worker asks it before each run of a job (Spendable), which is what
-// bounds the spend of queued work and batches.
+// minute, and spend per UTC day and per calendar month. The server admits
+// each request that makes the provider work (Admit), and checks a batch's
+// budgets at its creation (Spendable); every provider call, a job's or an
+// embeddings request's, reserves its estimated share before it is made
+// (Call).
 //
-// Everything it counts is read from the database, so a limit holds
-// across every process on it: the requests from the jobs created in the
-// last 60 s (jobs.Store.Submitted), the tokens and the spend from the
-// usage ledger (jobs.Store.Usage). Only the limits themselves are cached,
-// for CacheFor (5 s by default): a limit set or changed takes up to that
-// long to apply, and a subject without a limit costs no query at all
-// while the cache is fresh.
+// # Admission reserves
+//
+// What admission counts is in the database, so a limit holds across
+// every process on it: the requests admitted in the last minute and the
+// calls in flight are reservations (jobs.Store.Reserve), the tokens and
+// the spend of finished calls are the usage ledger (jobs.Store.Usage).
+// A check and its reservation are one step in the store, made one at a
+// time per org and per token: concurrent requests cannot pass a limit
+// together, in one process or many. Only the limits themselves are
+// cached, for CacheFor (5 s by default): a limit set or changed takes up
+// to that long to apply, and a subject without a limit costs no query at
+// all while the cache is fresh.
 //
 // # Spend
 //
 // The spend of a period is the known cost of its calls, plus each call
 // of unknown cost (unknown usage, an unpriced model, a call lost with a
 // killed worker) counted at the period's mean known cost per call; when
-// the period has no call of known cost, such calls count nothing.
+// the period has no call of known cost, such calls count nothing. A call
+// in flight counts its estimate (pktype.CallEstimate), or, when its cost
+// cannot be estimated, the mean like a call of unknown cost.
 //
 // # The bound
 //
-// A run starts only while its org's and token's spend is below their
-// budgets, and the spend is read afresh for each run. So the spend
-// recorded passes a budget by at most the calls in flight when it was
-// reached: each running job has one call in flight at a time, and a call
-// lost to a killed worker is counted when the job is reclaimed, at the
-// mean cost.
+// A call is admitted only while the spend and the calls in flight are
+// below its org's and token's budgets, and it holds its estimate until it
+// is in the ledger. So the spend passes a budget by at most the cost of
+// the last call admitted below it, plus what the estimates of the calls
+// then in flight fell short of their costs (a call without an output
+// limit, or priced at the mean).
 package quota
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
-// Store is what enforcement reads: the limits, the jobs created in a
-// window and the usage ledger. A jobs.Store is one.
+// Store is what enforcement reads and writes: the limits, the usage
+// ledger and the reservations. A jobs.Store is one.
 type Store interface {
+	jobs.ReserveReader
 	Limits(ctx context.Context) ([]jobs.Limit, error)
-	Submitted(ctx context.Context, p jobs.SubmittedParams) (time.Time, error)
-	Usage(ctx context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error)
+	Reserve(ctx context.Context, p jobs.ReserveParams) (string, error)
+	Release(ctx context.Context, id string) error
 }
 
 var _ Store = jobs.Store(nil)
@@ -100,10 +111,9 @@ func New(cfg Config) *Quotas {
 
 // Subject is whom a request or a job spends for: its org and, when it
 // came with one, its token ("" for the local identity or a job queued
-// without a token) and the token's user (which the requests per minute
-// of a token are counted through).
+// without a token).
 type Subject struct {
-	Org, User, Token string
+	Org, Token string
 }
 
 // Rule names one limit of a jobs.Limit.
@@ -165,35 +175,138 @@ func (e *Exceeded) Is(target error) bool {
 	return target == ErrExceeded || target == jobs.ErrBudgetExceeded && e.Rule.Budget()
 }
 
-// Admit checks a submission of s against every rate and budget of its
-// org's and its token's limits, the token's first: nil, an *Exceeded, or
-// the store's error. Concurrent submissions checked at once may pass a
-// rate together by the few that raced.
-func (q *Quotas) Admit(ctx context.Context, s Subject) error {
-	return q.check(ctx, s, false)
+// Reservation is a share of limits held (Quotas.Admit, Quotas.Call):
+// Release returns it. The zero Reservation holds nothing.
+type Reservation struct {
+	store Store
+	id    string
 }
 
-// Spendable checks only the budgets of s (a batch being created, a job
-// about to run): nil, an *Exceeded (matching jobs.ErrBudgetExceeded), or
-// the store's error.
+// Release returns the reservation: a request that was not used (refused
+// after admission, or the repeat of a job already queued), or a call now
+// in the ledger. A reservation not released counts until it expires.
+// Releasing twice, or the zero Reservation, does nothing.
+func (r *Reservation) Release(ctx context.Context) error {
+	if r == nil || r.id == "" {
+		return nil
+	}
+	id := r.id
+	r.id = ""
+	if err := r.store.Release(ctx, id); err != nil {
+		return fmt.Errorf("quota: releasing a reservation: %w", err)
+	}
+	return nil
+}
+
+// Admit admits a submission of s, one that makes the provider work,
+// against every rate and budget of its org's and its token's limits, the
+// token's first: a Reservation of one request (counted for a minute by
+// the requests per minute), an *Exceeded, or the store's error. With a
+// requests per minute, the check and the reservation are one step in the
+// store: concurrent submissions, in any process on the database, cannot
+// pass the rate together.
+func (q *Quotas) Admit(ctx context.Context, s Subject) (Reservation, error) {
+	ls, err := q.limitsOf(ctx, s)
+	if err != nil || len(ls) == 0 {
+		return Reservation{}, err
+	}
+	if !slices.ContainsFunc(ls, func(l jobs.Limit) bool { return l.RequestsPerMinute > 0 }) {
+		// Nothing to count: reserving would serialise for no limit. The
+		// calls a request makes reserve their own share (Call).
+		return Reservation{}, check(ctx, q.store, ls, q.now(), checkRequest)
+	}
+	return q.reserve(ctx, s, ls, jobs.ReserveParams{Request: true, TTL: Window}, checkRequest)
+}
+
+// Call admits a provider call made for s, estimated est, against the
+// budgets of its org's and token's limits, and reserves the estimate
+// (its cost, and its tokens, which the tokens per minute of the
+// submissions count) until it is released (once the call is in the
+// ledger) or ttl (the longest the call may last) has passed: a
+// Reservation, an *Exceeded (a budget's matches jobs.ErrBudgetExceeded),
+// or the store's error. A call whose cost cannot be estimated counts at
+// the mean cost per call of the period's calls. The check and the
+// reservation are one step in the store, so calls admitted at once in
+// any process cannot pass a budget together: the spend passes it by at
+// most the cost of the last call admitted below it, and by what the
+// estimates of the calls then in flight fell short of their costs.
+func (q *Quotas) Call(ctx context.Context, s Subject, est pktype.CallEstimate, ttl time.Duration) (Reservation, error) {
+	return q.call(ctx, s, est, jobs.ReserveParams{TTL: ttl})
+}
+
+// call is Call with p's job and TTL.
+func (q *Quotas) call(ctx context.Context, s Subject, est pktype.CallEstimate, p jobs.ReserveParams) (Reservation, error) {
+	ls, err := q.limitsOf(ctx, s)
+	if err != nil {
+		return Reservation{}, err
+	}
+	if !slices.ContainsFunc(ls, func(l jobs.Limit) bool {
+		return l.TokensPerMinute > 0 || l.DailyUSD > 0 || l.MonthlyUSD > 0
+	}) {
+		return Reservation{}, nil
+	}
+	p.Call, p.Tokens = true, int64(est.Tokens)
+	if est.Cost.Known {
+		p.USD = &est.Cost.USD
+	}
+	return q.reserve(ctx, s, ls, p, checkBudgets)
+}
+
+// Spendable checks only the budgets of s (a batch being created): nil,
+// an *Exceeded (matching jobs.ErrBudgetExceeded), or the store's error.
+// It reserves nothing: each line's calls reserve their own (Call).
 func (q *Quotas) Spendable(ctx context.Context, s Subject) error {
-	return q.check(ctx, s, true)
-}
-
-// JobBudget is Spendable for the org and token of job j: what a worker
-// asks before each run (worker.Config.Budget).
-func (q *Quotas) JobBudget(ctx context.Context, j jobs.Job) error {
-	return q.Spendable(ctx, Subject{Org: j.OrgID, User: j.CreatedBy, Token: j.TokenID})
-}
-
-func (q *Quotas) check(ctx context.Context, s Subject, budgetsOnly bool) error {
 	ls, err := q.limitsOf(ctx, s)
 	if err != nil {
 		return err
 	}
-	now := q.now()
+	return check(ctx, q.store, ls, q.now(), checkBudgets)
+}
+
+// reserve stores p for s if its limits ls admit it, checked as what says.
+func (q *Quotas) reserve(ctx context.Context, s Subject, ls []jobs.Limit, p jobs.ReserveParams, what checkKind) (Reservation, error) {
+	p.OrgID, p.TokenID = s.Org, s.Token
+	p.Check = func(ctx context.Context, r jobs.ReserveReader, now time.Time) error {
+		return check(ctx, r, ls, now, what)
+	}
+	id, err := q.store.Reserve(ctx, p)
+	if err != nil {
+		if _, ok := errors.AsType[*Exceeded](err); ok {
+			return Reservation{}, err
+		}
+		return Reservation{}, fmt.Errorf("quota: reserving: %w", err)
+	}
+	return Reservation{store: q.store, id: id}, nil
+}
+
+// checkKind says which rules a check applies.
+type checkKind int
+
+const (
+	checkRequest checkKind = iota // every rule: a submission
+	checkBudgets                  // the budgets alone: a call, a batch
+)
+
+// JobCalls is a worker's Config.Budget: each call of a job reserved
+// (Call) as the job's org's and token's while the job runs under the
+// claim it was made under, for at most ttl, the worker's job timeout,
+// which no call of a run outlasts.
+func (q *Quotas) JobCalls(ttl time.Duration) func(context.Context, jobs.Job, pktype.CallEstimate) (func(context.Context) error, error) {
+	return func(ctx context.Context, j jobs.Job, est pktype.CallEstimate) (func(context.Context) error, error) {
+		r, err := q.call(ctx, JobSubject(j), est, jobs.ReserveParams{TTL: ttl, JobID: j.ID, ClaimedAt: j.ClaimedAt})
+		return r.Release, err
+	}
+}
+
+// JobSubject is whom job j spends for.
+func JobSubject(j jobs.Job) Subject {
+	return Subject{Org: j.OrgID, Token: j.TokenID}
+}
+
+// check checks the limits ls at now, reading r.
+func check(ctx context.Context, r jobs.ReserveReader, ls []jobs.Limit, now time.Time, what checkKind) error {
 	for _, l := range ls {
-		if err := q.checkOne(ctx, s, l, now, budgetsOnly); err != nil {
+		if err := checkOne(ctx, r, l, now, what); err != nil {
 			return err
 		}
 	}
@@ -227,10 +340,23 @@ func (q *Quotas) limitsOf(ctx context.Context, s Subject) ([]jobs.Limit, error) 
 	return out, nil
 }
 
-// checkOne checks l, the limit of s's org or token, at now.
-func (q *Quotas) checkOne(ctx context.Context, s Subject, l jobs.Limit, now time.Time, budgetsOnly bool) error {
-	exceeded := func(r Rule, limit float64, retry time.Duration) error {
-		return &Exceeded{Scope: l.Scope, Rule: r, Limit: limit, RetryAfter: max(retry, time.Second)}
+// checkOne checks l, the limit of an org or a token, at now, reading r:
+// the ledger, and the reservations of the subject open at now.
+func checkOne(ctx context.Context, r jobs.ReserveReader, l jobs.Limit, now time.Time, what checkKind) error {
+	exceeded := func(rule Rule, limit float64, retry time.Duration) error {
+		return &Exceeded{Scope: l.Scope, Rule: rule, Limit: limit, RetryAfter: max(retry, time.Second)}
+	}
+	rates := what == checkRequest && l.TokensPerMinute > 0
+	budgets := l.DailyUSD > 0 || l.MonthlyUSD > 0
+	if !rates && !budgets && (what != checkRequest || l.RequestsPerMinute == 0) {
+		return nil
+	}
+	held, err := r.Reserved(ctx, jobs.ReservedParams{Scope: l.Scope, Subject: l.Subject})
+	if err != nil {
+		return fmt.Errorf("quota: reading the reservations: %w", err)
+	}
+	if what == checkRequest && l.RequestsPerMinute > 0 && held.Requests >= l.RequestsPerMinute {
+		return exceeded(RequestsPerMinute, float64(l.RequestsPerMinute), held.NextExpiry.Sub(now))
 	}
 	// To left zero: up to the store's now.
 	var usage jobs.UsageParams
@@ -239,35 +365,20 @@ func (q *Quotas) checkOne(ctx context.Context, s Subject, l jobs.Limit, now time
 	} else {
 		usage.OrgID = l.Subject
 	}
-	if !budgetsOnly && l.RequestsPerMinute > 0 {
-		// The window is the last minute, its start left out: a submission
-		// leaves it exactly Window after it was made.
-		p := jobs.SubmittedParams{OrgID: s.Org, Since: now.Add(-Window + time.Microsecond), N: l.RequestsPerMinute}
-		if l.Scope == jobs.LimitToken {
-			p.TokenID, p.CreatedBy = l.Subject, s.User
-		}
-		at, err := q.store.Submitted(ctx, p)
-		if err != nil {
-			return fmt.Errorf("quota: counting the requests: %w", err)
-		}
-		if !at.IsZero() {
-			return exceeded(RequestsPerMinute, float64(l.RequestsPerMinute), at.Add(Window).Sub(now))
-		}
-	}
-	if !budgetsOnly && l.TokensPerMinute > 0 {
+	if rates {
 		p := usage
 		p.From = now.Add(-Window)
-		t, err := q.total(ctx, p)
+		t, err := total(ctx, r, p)
 		if err != nil {
 			return err
 		}
-		if t.tokens >= int64(l.TokensPerMinute) {
+		if t.tokens+held.Tokens >= int64(l.TokensPerMinute) {
 			// The ledger's buckets do not say when their tokens leave the
 			// window: a whole window surely frees it.
 			return exceeded(TokensPerMinute, float64(l.TokensPerMinute), Window)
 		}
 	}
-	if l.DailyUSD <= 0 && l.MonthlyUSD <= 0 {
+	if !budgets {
 		return nil
 	}
 	// One read for both budgets: the month's usage by day, of which
@@ -281,7 +392,7 @@ func (q *Quotas) checkOne(ctx context.Context, s Subject, l jobs.Limit, now time
 	if l.MonthlyUSD > 0 {
 		p.From = month
 	}
-	bs, err := q.store.Usage(ctx, p)
+	bs, err := r.Usage(ctx, p)
 	if err != nil {
 		return fmt.Errorf("quota: reading the usage: %w", err)
 	}
@@ -292,10 +403,10 @@ func (q *Quotas) checkOne(ctx context.Context, s Subject, l jobs.Limit, now time
 			today.add(b)
 		}
 	}
-	if l.DailyUSD > 0 && today.spend() >= l.DailyUSD {
+	if l.DailyUSD > 0 && today.spend(held) >= l.DailyUSD {
 		return exceeded(DailyBudget, l.DailyUSD, day.Add(24*time.Hour).Sub(now))
 	}
-	if l.MonthlyUSD > 0 && all.spend() >= l.MonthlyUSD {
+	if l.MonthlyUSD > 0 && all.spend(held) >= l.MonthlyUSD {
 		return exceeded(MonthlyBudget, l.MonthlyUSD, month.AddDate(0, 1, 0).Sub(now))
 	}
 	return nil
@@ -307,14 +418,17 @@ type totals struct {
 	cost                          float64
 }
 
-// spend is the period's known cost, plus its calls of unknown cost at
+// spend is the period's known cost and the estimates of the calls in
+// flight (held), plus its calls, and calls in flight, of unknown cost at
 // the mean known cost per call (none when no call's cost is known).
-func (t totals) spend() float64 {
+func (t totals) spend(held jobs.Reserved) float64 {
+	spent := t.cost + held.CostUSD
+	unknown := t.unknownCost + int64(held.UnknownCost)
 	known := t.requests - t.unknownCost
-	if t.unknownCost == 0 || known <= 0 {
-		return t.cost
+	if unknown == 0 || known <= 0 {
+		return spent
 	}
-	return t.cost + float64(t.unknownCost)*t.cost/float64(known)
+	return spent + float64(unknown)*t.cost/float64(known)
 }
 
 // add counts bucket b in t.
@@ -325,8 +439,8 @@ func (t *totals) add(b jobs.UsageBucket) {
 	t.cost += b.CostUSD
 }
 
-func (q *Quotas) total(ctx context.Context, p jobs.UsageParams) (totals, error) {
-	bs, err := q.store.Usage(ctx, p)
+func total(ctx context.Context, r jobs.ReserveReader, p jobs.UsageParams) (totals, error) {
+	bs, err := r.Usage(ctx, p)
 	if err != nil {
 		return totals{}, fmt.Errorf("quota: reading the usage: %w", err)
 	}

@@ -3,6 +3,7 @@ package quota_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,33 +11,46 @@ import (
 	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/quota"
+	"github.com/promptkit/promptkit/pktype"
 )
+
+// admit is Quotas.Admit's error.
+func admit(q *quota.Quotas, ctx context.Context, s quota.Subject) error {
+	_, err := q.Admit(ctx, s)
+	return err
+}
 
 // t0 is 10:00:30 UTC on 15 March: 14 h before the day ends, 16 days and
 // 14 h before the month does.
 var t0 = time.Date(2030, 3, 15, 10, 0, 30, 0, time.UTC)
 
-// fakeStore holds limits, submission times and ledger buckets, and
-// counts the reads.
+// fakeStore holds limits, reservations and ledger buckets, and counts
+// the reads. Its Reserve runs one check at a time, as a store does.
 type fakeStore struct {
+	clock   *testkit.Clock
+	reserve sync.Mutex // held by Reserve around its check
 	mu      sync.Mutex
 	limits  []jobs.Limit
-	jobs    map[string][]time.Time // "org/" or "org/token" → creation times, oldest first
+	held    map[string]held // by reservation ID
+	n       int
 	usage   []entry
 	reads   map[string]int
 	usageOf []jobs.UsageParams
-	// submittedOf are the Submitted calls' params.
-	submittedOf []jobs.SubmittedParams
+}
+
+// held is one reservation.
+type held struct {
+	org, token string
+	request    bool
+	tokens     int64
+	usd        *float64
+	expires    time.Time
 }
 
 // entry is one ledger bucket at a time.
 type entry struct {
 	at time.Time
 	b  jobs.UsageBucket
-}
-
-func newFake() *fakeStore {
-	return &fakeStore{jobs: map[string][]time.Time{}, reads: map[string]int{}}
 }
 
 func (f *fakeStore) Limits(context.Context) ([]jobs.Limit, error) {
@@ -46,21 +60,60 @@ func (f *fakeStore) Limits(context.Context) ([]jobs.Limit, error) {
 	return append([]jobs.Limit(nil), f.limits...), nil
 }
 
-func (f *fakeStore) Submitted(_ context.Context, p jobs.SubmittedParams) (time.Time, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.reads["submitted"]++
-	f.submittedOf = append(f.submittedOf, p)
-	var in []time.Time
-	for _, at := range f.jobs[p.OrgID+"/"+p.TokenID] {
-		if !at.Before(p.Since) {
-			in = append(in, at)
+func (f *fakeStore) Reserve(ctx context.Context, p jobs.ReserveParams) (string, error) {
+	if _, err := p.Normalize(); err != nil {
+		return "", err
+	}
+	f.reserve.Lock()
+	defer f.reserve.Unlock()
+	now := f.clock.Now()
+	if p.Check != nil {
+		if err := p.Check(ctx, f, now); err != nil {
+			return "", err
 		}
 	}
-	if len(in) < p.N {
-		return time.Time{}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	id := fmt.Sprint("r", f.n)
+	f.held[id] = held{org: p.OrgID, token: p.TokenID, request: p.Request, tokens: p.Tokens, usd: p.USD, expires: now.Add(p.TTL)}
+	return id, nil
+}
+
+func (f *fakeStore) Release(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.held, id)
+	return nil
+}
+
+func (f *fakeStore) Reserved(_ context.Context, p jobs.ReservedParams) (jobs.Reserved, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads["reserved"]++
+	now := f.clock.Now()
+	var r jobs.Reserved
+	for _, h := range f.held {
+		if !h.expires.After(now) || p.Scope == jobs.LimitOrg && h.org != p.Subject || p.Scope == jobs.LimitToken && h.token != p.Subject {
+			continue
+		}
+		switch {
+		case h.request:
+			r.Requests++
+			if r.NextExpiry.IsZero() || h.expires.Before(r.NextExpiry) {
+				r.NextExpiry = h.expires
+			}
+		default:
+			r.Calls++
+			r.Tokens += h.tokens
+			if h.usd == nil {
+				r.UnknownCost++
+			} else {
+				r.CostUSD += *h.usd
+			}
+		}
 	}
-	return in[len(in)-p.N], nil
+	return r, nil
 }
 
 func (f *fakeStore) Usage(_ context.Context, p jobs.UsageParams) ([]jobs.UsageBucket, error) {
@@ -88,14 +141,13 @@ func (f *fakeStore) set(ls ...jobs.Limit) {
 	f.limits = ls
 }
 
-// submit records a job of org, submitted with token ("": none).
+// submit records a request of org, with token ("": none), admitted at
+// at: it counts for a minute.
 func (f *fakeStore) submit(org, token string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.jobs[org+"/"] = append(f.jobs[org+"/"], at)
-	if token != "" {
-		f.jobs[org+"/"+token] = append(f.jobs[org+"/"+token], at)
-	}
+	f.n++
+	f.held[fmt.Sprint("s", f.n)] = held{org: org, token: token, request: true, expires: at.Add(quota.Window)}
 }
 
 func (f *fakeStore) spend(at time.Time, b jobs.UsageBucket) {
@@ -112,8 +164,8 @@ func (f *fakeStore) count(what string) int {
 
 func setup(t *testing.T) (*fakeStore, *testkit.Clock, *quota.Quotas) {
 	t.Helper()
-	f := newFake()
 	c := testkit.NewClock(t0)
+	f := &fakeStore{clock: c, held: map[string]held{}, reads: map[string]int{}}
 	return f, c, quota.New(quota.Config{Store: f, Now: c.Now})
 }
 
@@ -143,9 +195,9 @@ func TestRequestsPerMinute(t *testing.T) {
 		f.submit("a", "", t0.Add(-ago*time.Second))
 	}
 	f.submit("b", "", t0)
-	exceeded(t, q.Admit(ctx, quota.Subject{Org: "a"}), quota.RequestsPerMinute,
+	exceeded(t, admit(q, ctx, quota.Subject{Org: "a"}), quota.RequestsPerMinute,
 		"the organisation's limit of 3 requests per minute is reached", 10*time.Second)
-	if err := q.Admit(ctx, quota.Subject{Org: "b"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "b"}); err != nil {
 		t.Errorf("another org: %v", err)
 	}
 	// A rate is no budget: a job may still run.
@@ -154,13 +206,12 @@ func TestRequestsPerMinute(t *testing.T) {
 	}
 	// The oldest leaves the window 10 s later.
 	c.Advance(10 * time.Second)
-	if err := q.Admit(ctx, quota.Subject{Org: "a"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a"}); err != nil {
 		t.Errorf("after the oldest left the window: %v", err)
 	}
 }
 
-// A token's requests per minute count only its own submissions, through
-// its user.
+// A token's requests per minute count only its own submissions.
 func TestTokenRequestsPerMinute(t *testing.T) {
 	t.Parallel()
 	f, _, q := setup(t)
@@ -169,21 +220,14 @@ func TestTokenRequestsPerMinute(t *testing.T) {
 	f.submit("a", "tok", t0.Add(-30*time.Second))
 	f.submit("a", "other", t0.Add(-20*time.Second))
 	f.submit("a", "", t0.Add(-10*time.Second))
-	if err := q.Admit(ctx, quota.Subject{Org: "a", User: "u", Token: "tok"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a", Token: "tok"}); err != nil {
 		t.Fatalf("1 of 2: %v", err)
 	}
 	f.submit("a", "tok", t0.Add(-5*time.Second))
-	exceeded(t, q.Admit(ctx, quota.Subject{Org: "a", User: "u", Token: "tok"}), quota.RequestsPerMinute,
+	exceeded(t, admit(q, ctx, quota.Subject{Org: "a", Token: "tok"}), quota.RequestsPerMinute,
 		"the token's limit of 2 requests per minute is reached", 30*time.Second)
-	if err := q.Admit(ctx, quota.Subject{Org: "a", User: "u", Token: "other"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a", Token: "other"}); err != nil {
 		t.Errorf("another token: %v", err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range f.submittedOf {
-		if p.TokenID == "tok" && (p.OrgID != "a" || p.CreatedBy != "u") {
-			t.Errorf("Submitted(%+v): the token's count goes through its org and user", p)
-		}
 	}
 }
 
@@ -193,23 +237,23 @@ func TestTokensPerMinute(t *testing.T) {
 	f.set(jobs.Limit{Scope: jobs.LimitToken, Subject: "tok", TokensPerMinute: 1000})
 	ctx := t.Context()
 	f.spend(t0.Add(-30*time.Second), jobs.UsageBucket{TokenID: "tok", Requests: 1, InputTokens: 600, OutputTokens: 300})
-	if err := q.Admit(ctx, quota.Subject{Org: "a", Token: "tok"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a", Token: "tok"}); err != nil {
 		t.Fatalf("900 of 1000 tokens: %v", err)
 	}
 	// Unknown usage counts no tokens; another token's none of this one's.
 	f.spend(t0.Add(-20*time.Second), jobs.UsageBucket{TokenID: "tok", Requests: 1, UnknownUsage: 1, UnknownCost: 1})
 	f.spend(t0.Add(-20*time.Second), jobs.UsageBucket{TokenID: "other", Requests: 1, InputTokens: 5000})
-	if err := q.Admit(ctx, quota.Subject{Org: "a", Token: "tok"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a", Token: "tok"}); err != nil {
 		t.Fatalf("unknown usage counted: %v", err)
 	}
 	f.spend(t0.Add(-10*time.Second), jobs.UsageBucket{TokenID: "tok", Requests: 1, InputTokens: 100})
-	exceeded(t, q.Admit(ctx, quota.Subject{Org: "a", Token: "tok"}), quota.TokensPerMinute,
+	exceeded(t, admit(q, ctx, quota.Subject{Org: "a", Token: "tok"}), quota.TokensPerMinute,
 		"the token's limit of 1000 tokens per minute is reached", time.Minute)
-	if err := q.Admit(ctx, quota.Subject{Org: "a", Token: "other"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a", Token: "other"}); err != nil {
 		t.Errorf("a token without limits: %v", err)
 	}
 	c.Advance(31 * time.Second) // the 900 tokens leave the window
-	if err := q.Admit(ctx, quota.Subject{Org: "a", Token: "tok"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a", Token: "tok"}); err != nil {
 		t.Errorf("after the window: %v", err)
 	}
 }
@@ -231,14 +275,14 @@ func TestDailyBudget(t *testing.T) {
 	f.spend(t0.Add(-time.Minute), jobs.UsageBucket{TokenID: "tok", Requests: 1, UnknownCost: 1, UnknownUsage: 1})
 	want := "the token's daily budget of $5.00 is reached"
 	exceeded(t, q.Spendable(ctx, s), quota.DailyBudget, want, 13*time.Hour+59*time.Minute+30*time.Second)
-	exceeded(t, q.Admit(ctx, s), quota.DailyBudget, want, 13*time.Hour+59*time.Minute+30*time.Second)
+	exceeded(t, admit(q, ctx, s), quota.DailyBudget, want, 13*time.Hour+59*time.Minute+30*time.Second)
 	// The org has no limit; a request without the token is not refused.
-	if err := q.Admit(ctx, quota.Subject{Org: "a"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a"}); err != nil {
 		t.Errorf("the org without the token: %v", err)
 	}
 	// The next UTC day starts afresh.
 	c.Advance(14 * time.Hour)
-	if err := q.Admit(ctx, s); err != nil {
+	if err := admit(q, ctx, s); err != nil {
 		t.Errorf("the next day: %v", err)
 	}
 }
@@ -250,7 +294,7 @@ func TestMonthlyBudget(t *testing.T) {
 	ctx := t.Context()
 	f.spend(time.Date(2030, 2, 28, 12, 0, 0, 0, time.UTC), jobs.UsageBucket{OrgID: "a", Requests: 1, CostUSD: 50})
 	f.spend(time.Date(2030, 3, 2, 12, 0, 0, 0, time.UTC), jobs.UsageBucket{OrgID: "a", Requests: 1, CostUSD: 19.5})
-	if err := q.Admit(ctx, quota.Subject{Org: "a"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a"}); err != nil {
 		t.Fatalf("$19.50 of $20 this month: %v", err)
 	}
 	if n := f.count("usage"); n != 1 {
@@ -258,12 +302,12 @@ func TestMonthlyBudget(t *testing.T) {
 	}
 	f.spend(t0.Add(-time.Second), jobs.UsageBucket{OrgID: "a", Requests: 1, CostUSD: 0.5})
 	untilApril := time.Date(2030, 4, 1, 0, 0, 0, 0, time.UTC).Sub(t0)
-	exceeded(t, q.Admit(ctx, quota.Subject{Org: "a"}), quota.MonthlyBudget,
+	exceeded(t, admit(q, ctx, quota.Subject{Org: "a"}), quota.MonthlyBudget,
 		"the organisation's monthly budget of $20.00 is reached", untilApril)
 	exceeded(t, q.Spendable(ctx, quota.Subject{Org: "a", Token: "any"}), quota.MonthlyBudget,
 		"the organisation's monthly budget of $20.00 is reached", untilApril)
 	c.Advance(untilApril)
-	if err := q.Admit(ctx, quota.Subject{Org: "a"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "a"}); err != nil {
 		t.Errorf("in April: %v", err)
 	}
 }
@@ -287,21 +331,24 @@ func TestLimitsCached(t *testing.T) {
 	f, c, q := setup(t)
 	ctx := t.Context()
 	for range 3 {
-		if err := q.Admit(ctx, quota.Subject{Org: "free", Token: "tok"}); err != nil {
+		if err := admit(q, ctx, quota.Subject{Org: "free", Token: "tok"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := f.count("limits"); n != 1 || f.count("usage")+f.count("submitted") != 0 {
-		t.Errorf("reads: limits %d, usage %d, submitted %d; want 1, 0, 0", n, f.count("usage"), f.count("submitted"))
+	if _, err := q.Call(ctx, quota.Subject{Org: "free", Token: "tok"}, pktype.CallEstimate{Tokens: 5}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count("limits"); n != 1 || f.count("usage")+f.count("reserved") != 0 || len(f.held) != 0 {
+		t.Errorf("reads: limits %d, usage %d, reserved %d, reservations %d; want 1, 0, 0, 0", n, f.count("usage"), f.count("reserved"), len(f.held))
 	}
 	f.set(jobs.Limit{Scope: jobs.LimitOrg, Subject: "free", RequestsPerMinute: 1})
 	f.submit("free", "", t0)
 	c.Advance(quota.DefaultCacheFor - time.Millisecond)
-	if err := q.Admit(ctx, quota.Subject{Org: "free"}); err != nil {
+	if err := admit(q, ctx, quota.Subject{Org: "free"}); err != nil {
 		t.Errorf("within the cache: %v", err)
 	}
 	c.Advance(time.Millisecond)
-	if err := q.Admit(ctx, quota.Subject{Org: "free"}); !errors.Is(err, quota.ErrExceeded) {
+	if err := admit(q, ctx, quota.Subject{Org: "free"}); !errors.Is(err, quota.ErrExceeded) {
 		t.Errorf("after the cache: %v, want the new limit", err)
 	}
 	if n := f.count("limits"); n != 2 {
@@ -321,13 +368,117 @@ func TestTokenAndOrg(t *testing.T) {
 	if err := q.Spendable(ctx, quota.Subject{Org: "a", Token: "tok2"}); err != nil {
 		t.Errorf("another token of the org: %v", err)
 	}
-	if err := q.JobBudget(ctx, jobs.Job{OrgID: "a", CreatedBy: "u", TokenID: "tok"}); !errors.Is(err, jobs.ErrBudgetExceeded) {
-		t.Errorf("JobBudget of the token's job: %v", err)
+	calls := q.JobCalls(time.Minute)
+	if _, err := calls(ctx, jobs.Job{OrgID: "a", CreatedBy: "u", TokenID: "tok"}, pktype.CallEstimate{}); !errors.Is(err, jobs.ErrBudgetExceeded) {
+		t.Errorf("JobCalls of the token's job: %v", err)
 	}
-	if err := q.JobBudget(ctx, jobs.Job{OrgID: "a", CreatedBy: "u"}); err != nil {
-		t.Errorf("JobBudget of a tokenless job of the org: %v", err)
+	if _, err := calls(ctx, jobs.Job{OrgID: "a", CreatedBy: "u"}, pktype.CallEstimate{}); err != nil {
+		t.Errorf("JobCalls of a tokenless job of the org: %v", err)
 	}
 	f.spend(t0.Add(-time.Minute), jobs.UsageBucket{OrgID: "a", TokenID: "tok2", Requests: 1, CostUSD: 8})
 	exceeded(t, q.Spendable(ctx, quota.Subject{Org: "a", Token: "tok2"}), quota.DailyBudget,
 		"the organisation's daily budget of $10.00 is reached", 13*time.Hour+59*time.Minute+30*time.Second)
+}
+
+// Concurrent submissions under a requests per minute admit exactly the
+// limit: each is checked and reserved in one step. A request released
+// (not used) gives its place back.
+func TestAdmitConcurrent(t *testing.T) {
+	t.Parallel()
+	f, _, q := setup(t)
+	f.set(jobs.Limit{Scope: jobs.LimitOrg, Subject: "a", RequestsPerMinute: 10})
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var admitted []quota.Reservation
+	for range 100 {
+		wg.Go(func() {
+			r, err := q.Admit(ctx, quota.Subject{Org: "a", Token: "tok"})
+			if err == nil {
+				mu.Lock()
+				admitted = append(admitted, r)
+				mu.Unlock()
+			} else if !errors.Is(err, quota.ErrExceeded) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if len(admitted) != 10 {
+		t.Fatalf("100 concurrent submissions under 10 per minute: %d admitted", len(admitted))
+	}
+	if err := admitted[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := admit(q, ctx, quota.Subject{Org: "a"}); err != nil {
+		t.Errorf("after a request was given back: %v", err)
+	}
+	if err := admit(q, ctx, quota.Subject{Org: "a"}); !errors.Is(err, quota.ErrExceeded) {
+		t.Errorf("the 11th: %v, want refused", err)
+	}
+}
+
+// A call in flight counts at its estimate until released: calls are
+// admitted while the spend and the calls in flight are below the budget,
+// so the spend passes it by at most the last call's cost.
+func TestCallReservesBudget(t *testing.T) {
+	t.Parallel()
+	f, _, q := setup(t)
+	f.set(jobs.Limit{Scope: jobs.LimitOrg, Subject: "a", DailyUSD: 1})
+	ctx := t.Context()
+	s := quota.Subject{Org: "a"}
+	est := pktype.CallEstimate{Tokens: 100, Cost: pktype.Cost{USD: 0.4, Known: true}}
+	var held []quota.Reservation
+	for i := range 3 {
+		r, err := q.Call(ctx, s, est, time.Minute)
+		if err != nil {
+			t.Fatalf("call %d with $%.1f in flight: %v", i+1, 0.4*float64(i), err)
+		}
+		held = append(held, r)
+	}
+	want := "the organisation's daily budget of $1.00 is reached"
+	_, err := q.Call(ctx, s, est, time.Minute)
+	exceeded(t, err, quota.DailyBudget, want, 13*time.Hour+59*time.Minute+30*time.Second)
+	// A batch cannot be created while the calls in flight fill the budget.
+	exceeded(t, q.Spendable(ctx, s), quota.DailyBudget, want, 13*time.Hour+59*time.Minute+30*time.Second)
+	// The first call ended and cost $0.10: in the ledger, released.
+	f.spend(t0, jobs.UsageBucket{OrgID: "a", Requests: 1, CostUSD: 0.1})
+	if err := held[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Call(ctx, s, est, time.Minute); err != nil {
+		t.Errorf("$0.90 spent and in flight: %v", err)
+	}
+}
+
+// A call whose cost cannot be estimated counts at the mean cost per call
+// of the period; its tokens count towards the submissions' tokens per
+// minute; a
+// reservation not released stops counting when its TTL ends.
+func TestCallUnknownCostAndTokens(t *testing.T) {
+	t.Parallel()
+	f, c, q := setup(t)
+	f.set(jobs.Limit{Scope: jobs.LimitToken, Subject: "tok", DailyUSD: 1, TokensPerMinute: 1000})
+	ctx := t.Context()
+	s := quota.Subject{Org: "a", Token: "tok"}
+	f.spend(t0.Add(-time.Hour), jobs.UsageBucket{TokenID: "tok", Requests: 2, CostUSD: 0.6})
+	if _, err := q.Call(ctx, s, pktype.CallEstimate{Tokens: 10}, time.Minute); err != nil {
+		t.Fatalf("$0.60 spent: %v", err)
+	}
+	// $0.60 + the unknown call at the mean, $0.30: $0.90.
+	if _, err := q.Call(ctx, s, pktype.CallEstimate{Tokens: 10}, time.Minute); err != nil {
+		t.Fatalf("$0.90 with a call in flight: %v", err)
+	}
+	_, err := q.Call(ctx, s, pktype.CallEstimate{Tokens: 10}, time.Minute)
+	exceeded(t, err, quota.DailyBudget, "the token's daily budget of $1.00 is reached", 13*time.Hour+59*time.Minute+30*time.Second)
+	c.Advance(time.Minute) // both expired
+	if _, err := q.Call(ctx, s, pktype.CallEstimate{Tokens: 1000}, time.Minute); err != nil {
+		t.Fatalf("after the reservations expired: %v", err)
+	}
+	// A rate is checked at submission: a call of a job admitted goes, and
+	// a submission is refused while the calls in flight fill the rate.
+	if _, err := q.Call(ctx, s, pktype.CallEstimate{Tokens: 1}, time.Minute); err != nil {
+		t.Errorf("a call past the tokens per minute: %v", err)
+	}
+	exceeded(t, admit(q, ctx, s), quota.TokensPerMinute, "the token's limit of 1000 tokens per minute is reached", time.Minute)
 }

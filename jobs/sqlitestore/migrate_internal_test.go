@@ -138,10 +138,9 @@ func TestQueryPlans(t *testing.T) {
 		{qEventsAfter, []any{0, "o", "u", 10}, []string{"SEARCH e USING INTEGER PRIMARY KEY (rowid>?)", "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)"}},
 		{qChangesFiltered, []any{0, 10, "o", "u"}, []string{"INDEX jobs_updated"}},
 		{qChangesTie, []any{0, "j", "o", "u"}, []string{"INDEX jobs_updated"}},
-		// Requests per minute: an org's newest jobs, a token's through its
-		// user's.
-		{qSubmittedOrg, []any{"o", 0, 9}, []string{"SEARCH jobs USING COVERING INDEX jobs_org_submitted (org_id=? AND created_at>?)"}},
-		{qSubmittedToken, []any{"o", 0, 9, "u", "t"}, []string{"SEARCH jobs USING INDEX jobs_org_user_created (org_id=? AND created_by=? AND created_at>?)"}},
+		// Admission: one org's or one token's open reservations.
+		{qReserved, []any{"o", 0}, []string{"SEARCH r USING INDEX reservations_org (org_id=? AND expires_at>?)", "SEARCH j USING INDEX sqlite_autoindex_jobs_1 (id=?)"}},
+		{qReservedToken, []any{"t", 0}, []string{"SEARCH r USING INDEX reservations_token (token_id=? AND expires_at>?)"}},
 		// A budget's check: one org's or one token's spend since a time.
 		{usageSQL(jobs.UsageParams{OrgID: "o", From: time.Unix(1, 0)}), []any{int64(1e6), "o"},
 			[]string{"SEARCH usage_ledger USING INDEX usage_ledger_org_at (org_id=? AND at>?)"}},

@@ -18,7 +18,9 @@ import (
 // Reads run on the reader pool unless noted. An empty org ID matches every
 // org: "(?2 = ” OR org_id = ?2)" costs nothing on primary-key lookups.
 const (
-	qGetPrompt   = `SELECT ` + promptCols + ` FROM prompts WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
+	qGetPrompt = `SELECT ` + promptCols + ` FROM prompts WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
+	// qHasPrompt is qGetPrompt's test alone: no prompt read and decoded.
+	qHasPrompt   = `SELECT 1 FROM prompts WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
 	qGetJob      = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1 AND (?2 = '' OR org_id = ?2)`
 	qGetResponse = `SELECT ` + responseCols + `
 		FROM responses r JOIN jobs j ON j.id = r.job_id WHERE r.id = ?1 AND (?2 = '' OR j.org_id = ?2)`
@@ -114,7 +116,8 @@ func (s *Store) GetResponse(ctx context.Context, orgID, id string) (jobs.Respons
 func (s *Store) PromptJobs(ctx context.Context, orgID, promptID string) ([]jobs.Job, error) {
 	// The prompt check scopes the call to the org and tells "unknown
 	// prompt" apart from "no jobs".
-	if _, err := s.GetPrompt(ctx, orgID, promptID); err != nil {
+	var one int
+	if err := s.readRow(ctx, qHasPrompt, promptID, orgID).Scan(&one); err != nil {
 		return nil, fmt.Errorf("sqlitestore: prompt jobs: %w", notFound(err))
 	}
 	out, err := s.readJobs(ctx, qPromptJobs, promptID)

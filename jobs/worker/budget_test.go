@@ -5,25 +5,34 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/quota"
 	"github.com/promptkit/promptkit/jobs/worker"
 	"github.com/promptkit/promptkit/providertest"
 )
 
-// Config.Budget is asked before each run: a spent budget fails the job
-// as budget_exceeded, naming the limit, without a provider call; a
-// failure to read the budget is a failed attempt, retried later.
+// Config.Budget is asked before a run's first call: a spent budget fails
+// the job as budget_exceeded, naming the limit, without a provider call;
+// a failure to read the budget is a failed attempt, retried later. A
+// reservation made is released once the job is settled, the call in the
+// ledger.
 func TestBudget(t *testing.T) {
 	eachStore(t, func(t *testing.T, f *fixture) {
 		f.srv.Enqueue(providertest.Reply("ok"))
 		spent := &quota.Exceeded{Scope: jobs.LimitToken, Rule: quota.DailyBudget, Limit: 5}
 		var answer error
-		var asked []string
+		var asked, released []string
 		w := f.worker("w1", func(c *worker.Config) {
-			c.Budget = func(_ context.Context, j jobs.Job) error {
+			c.Budget = func(_ context.Context, j jobs.Job, _ promptkit.CallEstimate) (func(context.Context) error, error) {
 				asked = append(asked, j.ID)
-				return answer
+				return func(context.Context) error {
+					if j := f.job(j.ID); !j.State.Terminal() {
+						t.Errorf("released before the job was settled: %s", j.State)
+					}
+					released = append(released, j.ID)
+					return nil
+				}, answer
 			}
 		})
 
@@ -52,8 +61,8 @@ func TestBudget(t *testing.T) {
 		if f.srv.Count() != 1 {
 			t.Errorf("provider saw %d requests, want 1: a job over or without its budget called it", f.srv.Count())
 		}
-		if !eq(asked, []string{free.JobID, over.JobID, unread.JobID}) {
-			t.Errorf("Budget asked for %v", asked)
+		if !eq(asked, []string{free.JobID, over.JobID, unread.JobID}) || !eq(released, []string{free.JobID}) {
+			t.Errorf("Budget asked for %v, released %v", asked, released)
 		}
 	})
 }
@@ -68,12 +77,12 @@ func TestBudgetBeforeLaterCalls(t *testing.T) {
 		asked := 0
 		w := f.worker("w1", func(c *worker.Config) {
 			c.Engine = f.engine(2)
-			c.Budget = func(context.Context, jobs.Job) error {
+			c.Budget = func(context.Context, jobs.Job, promptkit.CallEstimate) (func(context.Context) error, error) {
 				asked++
 				if asked == 1 {
-					return nil // before the run: within budget
+					return func(context.Context) error { return nil }, nil // before the run: within budget
 				}
-				return spent // before the retry: the 503's call spent it
+				return nil, spent // before the retry: the 503's call spent it
 			}
 		})
 		e := f.enqueue(jobs.EnqueueParams{Text: "retried", MaxAttempts: 3})

@@ -36,6 +36,8 @@ func (w *Worker) execute(parent context.Context, j jobs.Job, prompt *jobs.Prompt
 		claimNext()
 	}
 	settled, err := w.apply(fin, parent, wr)
+	// The last call is in the ledger now, with the settling write.
+	o.budget.release(fin)
 	w.settled(j, wr, err, now.Sub(start))
 	return settled, err == nil && wr.op != opDiscard
 }
@@ -52,9 +54,12 @@ type outcome struct {
 	// job is no longer ours) or errShutdown (hand it back).
 	stopped error
 	// refused, when set, is the kind the job fails with, without a run:
-	// its dependency failed, or its budget is spent. reason says why.
+	// its dependency failed. reason says why.
 	refused jobs.ErrorKind
 	reason  string
+	// budget holds the run's last call's reservation until the settling
+	// write; nil without Config.Budget.
+	budget *callBudget
 	// attempts are the attempt events the settling write carries (see
 	// attemptLog).
 	attempts []json.RawMessage
@@ -71,8 +76,7 @@ type task struct {
 	embed *promptkit.EmbedRequest
 }
 
-// prepare checks the job's dependency and its budget (Config.Budget) and
-// builds its engine request: the
+// prepare checks the job's dependency and builds its engine request: the
 // prompt (ad-hoc text, or a named prompt with inputs), the thread history
 // and the job's options; or the embeddings call of an embeddings prompt.
 func (w *Worker) prepare(ctx context.Context, j jobs.Job, prompt *jobs.Prompt) (task, outcome) {
@@ -87,15 +91,6 @@ func (w *Worker) prepare(ctx context.Context, j jobs.Job, prompt *jobs.Prompt) (
 		}
 		if run, reason := jobs.DependencyOutcome(depJob); !run {
 			return task{}, outcome{refused: jobs.KindDependencyFailed, reason: reason}
-		}
-	}
-	if w.cfg.Budget != nil {
-		err := w.cfg.Budget(ctx, j)
-		switch {
-		case errors.Is(err, jobs.ErrBudgetExceeded):
-			return task{}, outcome{refused: jobs.KindBudgetExceeded, reason: err.Error()}
-		case err != nil:
-			return task{}, outcome{err: fmt.Errorf("checking the budget: %w", err)}
 		}
 	}
 	if prompt == nil {
@@ -200,27 +195,55 @@ func history(turns []jobs.Turn) []promptkit.Message {
 	return msgs
 }
 
-// laterCalls is the run's BeforeCall with Config.Budget: the budget,
-// asked before each of the run's calls after the first (prepare asked it
-// just before the run), so that a transient retry or a repair is not
-// made once the budget is spent. Only a spent budget stops the run: a
-// budget that cannot be read now lets the call go, as the run was
-// admitted. Nil without Config.Budget.
-func (w *Worker) laterCalls(j jobs.Job) func(context.Context) error {
-	if w.cfg.Budget == nil {
+// callBudget holds a run's reservation of its job's budgets
+// (Config.Budget): one call's at a time, each released once its call is
+// in the ledger.
+type callBudget struct {
+	w   *Worker
+	job jobs.Job
+	// held releases the reservation of the run's latest call; nil when
+	// none is held.
+	held func(context.Context) error
+	// later is set once the run's first call was reserved.
+	later bool
+	// spent is the budget's refusal that stopped the run, if one did.
+	spent error
+}
+
+// before is the run's BeforeCall, after attemptLog's, which wrote the
+// previous call's attempt event: it releases that call's reservation
+// and reserves the next call's. A spent budget stops the run; so does a
+// budget that cannot be read before the first call (a failed attempt,
+// retried), while it lets a later call go (see Config.Budget).
+func (b *callBudget) before(ctx context.Context, est promptkit.CallEstimate) error {
+	b.release(ctx)
+	release, err := b.w.cfg.Budget(ctx, b.job, est)
+	first := !b.later
+	b.later = true
+	switch {
+	case errors.Is(err, jobs.ErrBudgetExceeded):
+		b.spent = err
+		return err
+	case err != nil && first:
+		return err
+	case err != nil:
+		b.w.log.Warn("reserving a call's budget failed; the call goes unreserved", "job", b.job.ID, "err", err)
 		return nil
 	}
-	first := true // BeforeCall is called on the run's goroutine only
-	return func(ctx context.Context) error {
-		if first {
-			first = false
-			return nil
-		}
-		if err := w.cfg.Budget(ctx, j); errors.Is(err, jobs.ErrBudgetExceeded) {
-			return err
-		}
-		return nil
+	b.held = release
+	return nil
+}
+
+// release returns the reservation held, if any. One that cannot be
+// returned expires by itself.
+func (b *callBudget) release(ctx context.Context) {
+	if b == nil || b.held == nil {
+		return
 	}
+	if err := b.held(ctx); err != nil {
+		b.w.log.Debug("releasing a call's budget failed; it expires", "job", b.job.ID, "err", err)
+	}
+	b.held = nil
 }
 
 // run calls the engine under the job timeout, recording its attempts:
@@ -241,10 +264,15 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 		// On the wall clock, as the engine's waits are (see settle).
 		req.WaitDeadline = time.Now().Add(d.Sub(w.cfg.Now()))
 	}
-	req.BeforeCall = w.laterCalls(j)
+	o := outcome{wallStart: time.Now(), clockStart: w.cfg.Now()}
+	var next promptkit.BeforeCallFunc
+	if w.cfg.Budget != nil {
+		o.budget = &callBudget{w: w, job: j}
+		next = o.budget.before
+	}
+	req.BeforeCall = rec.beforeCall(next)
 	runCtx, stop := context.WithTimeout(ctx, w.cfg.JobTimeout)
 	defer stop()
-	o := outcome{wallStart: time.Now(), clockStart: w.cfg.Now()}
 	if e := t.embed; e != nil {
 		er := *e
 		er.Observer, er.NoWaitPastDeadline, er.BeforeCall = req.Observer, true, req.BeforeCall
@@ -256,25 +284,37 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 		o.res, o.err = w.cfg.Engine.Run(runCtx, req)
 	}
 	o.attempts = rec.finish(o.err)
+	if b := o.budget; b != nil && b.spent != nil && errors.Is(o.err, b.spent) {
+		// The job fails with the budget's own words, naming the limit.
+		o.refused, o.reason = jobs.KindBudgetExceeded, b.spent.Error()
+	}
 	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
 		o.stopped = cause
+	} else if errors.Is(o.err, errCancelled) {
+		o.stopped = errCancelled // the store refused an attempt event: the claim is lost
 	}
 	return o
 }
 
 // attemptLog turns the engine's attempt observations into durable
-// attempt events. The engine calls observe on the goroutine running the
-// job, the one that later calls finish.
+// attempt events. The engine calls observe and the run's BeforeCall on
+// the goroutine running the job, the one that later calls finish.
 //
-// An attempt is held until the engine moves on: it is written at the next
-// event (the end of a retry wait, before the next call goes out), or, for
-// the run's last attempt, by the write that settles the job, in the same
-// transaction (finish hands it over): one write per job instead of two.
-// So at most one finished call is unwritten at a time, and never while
-// another is in flight: a worker that dies leaves at most one provider
-// call without an attempt event. An event whose write fails during the
-// run is kept too and goes with the settling write: the history must
-// account for every provider call.
+// One rule, whatever makes the run call again (a transient retry, a
+// failover to another backend of a model group, a schema repair, a
+// streamed call or an embeddings call alike): an attempt is held until
+// the run's next provider call, and written before that call goes out
+// (beforeCall, the engine's BeforeCall, which precedes every call); the
+// run's last attempt goes with the write that settles the job, in the
+// same transaction (finish hands it over): one write per job when the
+// first call answers. So at most one call of a run is ever unrecorded,
+// the last one: a worker that dies leaves at most one provider call
+// without an attempt event, which its reclaim counts, and budgets and the
+// ledger can rely on provider calls ≤ attempt events + reclaims. When the
+// write fails the next call waits until the store takes it (or the run
+// ends); when the store refuses it because the claim is lost, the run
+// stops there. An event not written during the run goes with the
+// settling write.
 //
 // With Config.KeepProviderDetail, the last attempt, when the provider
 // answered it with an error status, carries the provider's message from
@@ -287,54 +327,96 @@ type attemptLog struct {
 	job jobs.Job
 	// embedding says the run is an embedding call's (no output tokens).
 	embedding bool
-	// held is the last attempt, nil if none.
-	held *jobs.AttemptEvent
+	// held are the attempts not written yet, oldest first: at most the
+	// last one, since every call is preceded by beforeCall.
+	held []*jobs.AttemptEvent
 	// pending are the attempt events the settling write must carry.
 	pending []json.RawMessage
+	// failing says a write has failed since the last one that was made,
+	// so that an outage is logged once.
+	failing bool
 }
 
 func (l *attemptLog) observe(ev promptkit.ExecutionEvent) {
-	if ev.Kind == promptkit.ExecutionFinished {
-		return // the run returns next, and finish hands over what is held
+	if ev.Kind == promptkit.ExecutionAttempt {
+		l.held = append(l.held, new(jobs.NewAttemptEvent(ev, l.job.Attempt, l.embedding)))
 	}
-	l.flush()
-	if ev.Kind != promptkit.ExecutionAttempt {
-		return
-	}
-	l.held = new(jobs.NewAttemptEvent(ev, l.job.Attempt, l.embedding))
 }
 
-// finish ends the log once the run has returned err: the held attempt
-// joins pending, with the provider's message when KeepProviderDetail is
-// set and err is that attempt's answer (the same status), redacted and
-// cut like a stored error message (jobs.ErrorMessage), the engine having
-// already replaced the backend's key. It returns the attempt events for
-// the settling write.
+// beforeCall is the run's BeforeCall: it writes the held attempts, then
+// asks next (the budget, when set). Written first, the previous call is
+// in the ledger the budget reads.
+func (l *attemptLog) beforeCall(next promptkit.BeforeCallFunc) promptkit.BeforeCallFunc {
+	return func(ctx context.Context, est promptkit.CallEstimate) error {
+		if err := l.flush(ctx); err != nil {
+			return err
+		}
+		if next != nil {
+			return next(ctx, est)
+		}
+		return nil
+	}
+}
+
+// finish ends the log once the run has returned err: the held attempts
+// join pending, the last with the provider's message when
+// KeepProviderDetail is set and err is that attempt's answer (the same
+// status), redacted and cut like a stored error message
+// (jobs.ErrorMessage), the engine having already replaced the backend's
+// key. It returns the attempt events for the settling write.
 func (l *attemptLog) finish(err error) []json.RawMessage {
-	if h := l.held; h != nil {
+	for i, h := range l.held {
 		var ge *promptkit.GenerationError
-		if l.w.cfg.KeepProviderDetail && h.Dispatched && h.StatusCode != 0 && h.Outcome == string(promptkit.ExecutionOutcomeError) &&
-			errors.As(err, &ge) && ge.StatusCode() == h.StatusCode {
+		if i == len(l.held)-1 && l.w.cfg.KeepProviderDetail && h.Dispatched && h.StatusCode != 0 &&
+			h.Outcome == string(promptkit.ExecutionOutcomeError) && errors.As(err, &ge) && ge.StatusCode() == h.StatusCode {
 			h.Detail = jobs.ErrorMessage(ge.Detail())
 		}
 		l.pending = append(l.pending, h.JSON())
-		l.held = nil
 	}
+	l.held = nil
 	return l.pending
 }
 
-// flush writes the held attempt, if any; a write that fails keeps it for
-// the settling write.
-func (l *attemptLog) flush() {
-	if l.held == nil {
-		return
+// flush writes the held attempts before the run's next call. A write
+// that fails is tried again, after finalizeBackoff's pauses, until the
+// store takes it: the call waits, since making it would leave two calls
+// unrecorded. It returns errCancelled when the store refuses the write
+// because the job is no longer ours (its reclaim or cancel counted the
+// call), and ctx's error when the run ends first; the attempts not
+// written then stay held for the settling write.
+func (l *attemptLog) flush(ctx context.Context) error {
+	for len(l.held) > 0 {
+		p := jobs.AttemptParams{JobID: l.job.ID, Worker: l.w.cfg.Name, Data: l.held[0].JSON()}
+		for i := 0; ; i++ {
+			// On l.ctx, which the run's end does not cancel: a write cut
+			// short might have been made, and would then be made twice.
+			err := l.w.store.AppendAttempt(l.ctx, p)
+			if err == nil {
+				if l.failing {
+					l.failing = false
+					l.w.log.Info("attempt event written after the database recovered", "job", l.job.ID, "tries", i+1)
+				}
+				break
+			}
+			if errors.Is(err, jobs.ErrNotClaimed) {
+				l.held = l.held[1:] // the store will never take it
+				return errCancelled
+			}
+			if !l.failing {
+				l.failing = true
+				l.w.log.Warn("attempt event write failing; the run's next provider call waits for the database", "job", l.job.ID, "err", err)
+			}
+			t := time.NewTimer(l.w.backoff(i))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+		l.held = l.held[1:]
 	}
-	data := l.held.JSON()
-	l.held = nil
-	p := jobs.AttemptParams{JobID: l.job.ID, Worker: l.w.cfg.Name, Data: data}
-	if err := l.w.store.AppendAttempt(l.ctx, p); err != nil && !errors.Is(err, jobs.ErrNotClaimed) {
-		l.pending = append(l.pending, data)
-	}
+	return nil
 }
 
 // finalizeBackoff is the pause after the n-th failed try (from 0) of a

@@ -75,14 +75,19 @@ type Config struct {
 	// reaches the job's error message or the logs. Defaults to false.
 	KeepProviderDetail bool
 
-	// Budget, if set, is asked before each run of a job whether the job's
-	// org and token may still spend (quota.Quotas.Spendable, with the
-	// spend read afresh each time): an error matching
-	// jobs.ErrBudgetExceeded fails the job as budget_exceeded with the
-	// error's text (naming the limit) and no provider call; another error
-	// is a failed attempt of kind unknown, retried. Defaults to nil: no
-	// budgets.
-	Budget func(ctx context.Context, j jobs.Job) error
+	// Budget, if set, is asked before each provider call of a job's run
+	// (the first, each retry, failover and repair) to reserve the call's
+	// estimated share of the job's org's and token's budgets
+	// (quota.Quotas.Call): the worker releases it once the call is in the
+	// ledger, after the attempt event that reports it is written (before
+	// the next call, or by the settling write). An error matching
+	// jobs.ErrBudgetExceeded fails the job as budget_exceeded, with no
+	// further call; any other error, before the run's first call, is a
+	// failed attempt of kind unknown, retried, and, before a later call,
+	// lets the call go unreserved (the run was admitted; the spend is in
+	// the ledger all the same).
+	// Defaults to nil: no budgets.
+	Budget func(ctx context.Context, j jobs.Job, est promptkit.CallEstimate) (release func(context.Context) error, err error)
 
 	// Now is the clock the worker stamps times with. Defaults to time.Now.
 	Now func() time.Time
@@ -96,8 +101,8 @@ type Config struct {
 	// nil: nothing is told.
 	Observe func(JobEvent)
 	// Observer, if set, receives the engine's execution events of every
-	// job this worker runs. An attempt's event is stored later: at the
-	// engine's next event, or with the job's result. It must not block
+	// job this worker runs. An attempt's event is stored later: before
+	// the run's next provider call, or with the job's result. It must not block
 	// (see promptkit.ExecutionObserver).
 	// Defaults to nil: nothing is told.
 	Observer promptkit.ExecutionObserver

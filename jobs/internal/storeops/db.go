@@ -107,6 +107,13 @@ type DB interface {
 	// CallsInsert adds normalized calls made for no job to the usage
 	// ledger, in one transaction that commits alone.
 	CallsInsert(ctx context.Context, p jobs.RecordCallsParams) error
+
+	// ReservationDelete deletes a reservation, if it is there; it commits
+	// alone.
+	ReservationDelete(ctx context.Context, id string) error
+	// ReservedRead sums the reservations of an org or a token that have
+	// not expired at the store's time.
+	ReservedRead(ctx context.Context, p jobs.ReservedParams) (jobs.Reserved, error)
 }
 
 // Tx is a store's write transaction, bound to the context WriteTx got.
@@ -134,6 +141,21 @@ type Tx interface {
 	FileSetBytes(p FileSetBytesParams) (jobs.File, error)
 	// FileDelete deletes a file and its chunks.
 	FileDelete(p FileGetParams) error
+
+	// ReserveLock takes the locks of an org's and a token's ("": none)
+	// reservations, held until the transaction ends: two transactions
+	// that take the same one run one after the other.
+	ReserveLock(org, token string) error
+	// Now is the transaction's time.
+	Now() time.Time
+	// ReservationsExpire deletes the org's expired reservations.
+	ReservationsExpire(org string) error
+	// ReservationInsert inserts a reservation.
+	ReservationInsert(p ReservationInsertParams) error
+	// ReservedRead is DB.ReservedRead, in the transaction.
+	ReservedRead(p jobs.ReservedParams) (jobs.Reserved, error)
+	// UsageRead is jobs.Store.Usage (p normalized), in the transaction.
+	UsageRead(p jobs.UsageParams) ([]jobs.UsageBucket, error)
 }
 
 // FileGetParams name a file.

@@ -195,6 +195,10 @@ func (fakeDB) LimitUpsert(context.Context, jobs.Limit) (jobs.Limit, error) {
 func (fakeDB) LimitDelete(context.Context, jobs.LimitScope, string) error { return errUnused }
 func (fakeDB) LimitList(context.Context) ([]jobs.Limit, error)            { return nil, errUnused }
 func (fakeDB) CallsInsert(context.Context, jobs.RecordCallsParams) error  { return errUnused }
+func (fakeDB) ReservationDelete(context.Context, string) error            { return errUnused }
+func (fakeDB) ReservedRead(context.Context, jobs.ReservedParams) (jobs.Reserved, error) {
+	return jobs.Reserved{}, errUnused
+}
 func (fakeDB) LimitPause(context.Context, string, bool) (jobs.Limit, error) {
 	return jobs.Limit{}, errUnused
 }
@@ -211,6 +215,14 @@ func (fakeDB) WorkerDrain(context.Context, string, bool) (jobs.WorkerInfo, error
 
 func (fakeTx) BatchInsert(BatchInsertParams) (jobs.Batch, error) { return jobs.Batch{}, errUnused }
 func (fakeTx) FileDelete(FileGetParams) error                    { return errUnused }
+func (fakeTx) ReserveLock(string, string) error                  { return errUnused }
+func (fakeTx) Now() time.Time                                    { return time.Time{} }
+func (fakeTx) ReservationsExpire(string) error                   { return errUnused }
+func (fakeTx) ReservationInsert(ReservationInsertParams) error   { return errUnused }
+func (fakeTx) ReservedRead(jobs.ReservedParams) (jobs.Reserved, error) {
+	return jobs.Reserved{}, errUnused
+}
+func (fakeTx) UsageRead(jobs.UsageParams) ([]jobs.UsageBucket, error) { return nil, errUnused }
 
 func (f *fake) wantCalls(t *testing.T, what string, want ...string) {
 	t.Helper()

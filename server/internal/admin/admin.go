@@ -143,12 +143,14 @@ type OrgView struct {
 	Paused bool `json:"paused"`
 }
 
-// Overview answers GET /v1/admin/overview.
+// Overview answers GET /v1/admin/overview (?org= narrows it, as it does
+// the listings).
 func (a *API) Overview(w http.ResponseWriter, r *http.Request) error {
-	id, org, err := scope(r)
+	org, err := queryOrg(r)
 	if err != nil {
 		return err
 	}
+	id := auth.Of(r)
 	win, err := window(r)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
@@ -15,6 +16,8 @@ type TokenList struct {
 }
 
 // Tokens answers GET /v1/admin/tokens (?org= narrows an operator's list).
+// An admin's list leaves out its org's operator tokens, which it may not
+// act on (actsOn).
 func (a *API) Tokens(w http.ResponseWriter, r *http.Request) error {
 	org, err := queryOrg(r)
 	if err != nil {
@@ -24,8 +27,20 @@ func (a *API) Tokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("tokens", err)
 	}
+	id := auth.Of(r)
+	ts = slices.DeleteFunc(ts, func(t jobs.Token) bool { return !actsOn(id, t) })
 	httpapi.WriteJSON(w, http.StatusOK, TokenList{Tokens: httpapi.NonNil(ts)})
 	return nil
+}
+
+// actsOn reports whether id may see and act on token t: an operator on
+// every token; an org's admin on its own org's member and admin tokens,
+// not on an operator's, whose reach is wider than the admin's own.
+func actsOn(id auth.Identity, t jobs.Token) bool {
+	if id.Operator() {
+		return true
+	}
+	return id.Role.Admin() && t.OrgID == id.Org && t.Role != jobs.RoleOperator
 }
 
 // NewToken is the body of POST /v1/admin/tokens.
@@ -82,13 +97,14 @@ func (a *API) RevokeToken(w http.ResponseWriter, r *http.Request) error {
 	}
 	tid := r.PathValue("id")
 	if scopeOrg != "" {
-		// An admin may revoke its org's tokens only: look first, and
-		// answer another org's as unknown.
+		// An admin may revoke only the tokens it may list (actsOn): look
+		// first, and answer another org's, or an operator's, as unknown,
+		// as the listing does not show them.
 		ts, err := a.Store.ListTokens(r.Context(), scopeOrg)
 		if err != nil {
 			return httpapi.About("token", err)
 		}
-		if !slices.ContainsFunc(ts, func(t jobs.Token) bool { return t.ID == tid }) {
+		if !slices.ContainsFunc(ts, func(t jobs.Token) bool { return t.ID == tid && actsOn(id, t) }) {
 			return httpapi.NotFound("token")
 		}
 	}

@@ -3,8 +3,10 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,17 @@ type Config struct {
 	// make, with bursts of SubmitBurst; negative: no limit.
 	SubmitRate  float64
 	SubmitBurst int
+	// OrgSubmitRate and OrgSubmitBurst are the same for all the
+	// identities of one org together, so that an org's many tokens do not
+	// multiply its share; negative rate: no limit.
+	OrgSubmitRate  float64
+	OrgSubmitBurst int
+	// Tickets bounds the unspent stream tickets; zero fields take
+	// DefaultTicketShares'.
+	Tickets Shares
+	// Tokens bounds an org admin's token creation; zero fields take
+	// DefaultTokenLimits'.
+	Tokens TokenLimits
 	// Now is the clock of the budget, the tickets and the token check.
 	Now func() time.Time
 	Log *slog.Logger
@@ -36,17 +49,27 @@ type Config struct {
 type Auth struct {
 	cfg     Config
 	st      jobs.Store
-	limits  *limiter
+	limits  *limiter // submissions per identity
+	orgs    *limiter // submissions per org
 	tickets *tickets
+	minting *minting
 	// loopback: requests without a token may act as the local identity
 	// only on a loopback listener (or with InsecureNoAuth).
 	loopback  atomic.Bool
 	hasTokens atomic.Pointer[tokensSeen]
+	// lastSeen is the last look that succeeded, never cleared, and creds
+	// the tokens RequireCached saw valid: what an outage falls back on.
+	lastSeen atomic.Pointer[tokensSeen]
+	creds    credentials
 }
 
 // New builds an Auth; SetLoopback tells it the listener it serves.
 func New(cfg Config) *Auth {
-	return &Auth{cfg: cfg, st: cfg.Store, limits: newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now), tickets: newTickets(cfg.Now)}
+	return &Auth{cfg: cfg, st: cfg.Store,
+		limits:  newLimiter(cfg.SubmitRate, cfg.SubmitBurst, cfg.Now),
+		orgs:    newLimiter(cfg.OrgSubmitRate, cfg.OrgSubmitBurst, cfg.Now),
+		tickets: newTickets(cfg.Now, cfg.Tickets.Or(DefaultTicketShares)),
+		minting: newMinting(cfg.Now, cfg.Tokens.withDefaults())}
 }
 
 // SetLoopback says whether the listener is on a loopback address.
@@ -78,7 +101,9 @@ func (a *Auth) LocalMode(ctx context.Context) (bool, error) {
 // TokensTTL.
 func (a *Auth) sawTokens(has bool) {
 	now := a.cfg.Now()
-	a.hasTokens.Store(&tokensSeen{has: has, at: now, until: now.Add(TokensTTL)})
+	seen := &tokensSeen{has: has, at: now, until: now.Add(TokensTTL)}
+	a.hasTokens.Store(seen)
+	a.lastSeen.Store(seen)
 }
 
 // TokensTTL is how long LocalMode trusts its last look at the tokens: the
@@ -166,11 +191,23 @@ func (a *Auth) Valid(ctx context.Context, id Identity) (bool, error) {
 	return err == nil, err
 }
 
-// Take spends one of the identity's submissions, or is a 429 problem
-// saying when the next one is available.
+// Take spends one of the identity's submissions and one of its org's, or
+// is a 429 problem naming the rate reached and saying when the next
+// submission is available. A refusal spends neither.
 func (a *Auth) Take(id Identity) error {
-	if ok, delay := a.limits.allow(id.Key); !ok {
-		return httpapi.RateLimited(delay)
+	now := a.cfg.Now()
+	undo, delay := a.limits.take(now, id.Key)
+	if undo == nil {
+		return httpapi.RateLimited(delay, fmt.Sprintf("%s submission rate of %s a second, in bursts of %d",
+			id.Whose(), number(a.cfg.SubmitRate), a.cfg.SubmitBurst))
+	}
+	if _, delay := a.orgs.take(now, id.Org); delay > 0 {
+		undo()
+		return httpapi.RateLimited(delay, fmt.Sprintf("the organisation's submission rate of %s a second, in bursts of %d",
+			number(a.cfg.OrgSubmitRate), a.cfg.OrgSubmitBurst))
 	}
 	return nil
 }
+
+// number prints a rate without trailing zeros: 20, 0.5.
+func number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

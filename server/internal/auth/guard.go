@@ -38,9 +38,19 @@ type Route struct {
 func (a *Auth) Guard(next http.Handler, route func(*http.Request) Route) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// An error of the token look-up guards too: failing closed costs a
-		// foreign request nothing it was owed.
-		if local, err := a.LocalMode(r.Context()); !local && err == nil {
+		// When the token look-up fails, its last answer within OutageTTL
+		// decides, as it does for who the request may act as
+		// (RequireCached): a scraper that reaches /metrics by name keeps
+		// doing so with tokens. Without one it guards: failing closed
+		// costs a foreign request nothing it was owed.
+		local, err := a.LocalMode(r.Context())
+		if err != nil {
+			var known bool
+			if local, known = a.lastLocalMode(); !known {
+				local = true
+			}
+		}
+		if !local {
 			next.ServeHTTP(w, r)
 			return
 		}

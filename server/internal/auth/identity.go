@@ -1,8 +1,9 @@
 // Package auth is who a request acts as, and what it may then do: bearer
 // tokens and the local identity, the local-mode guard against web pages,
-// the per-identity submission budget, single-use stream tickets and the
-// admin-only check. Every route of the server takes its identity from
-// one Auth.
+// the submission budgets per identity and per org, single-use stream
+// tickets (bounded per identity, per org and in all), the bounds of an
+// org admin's token creation and the admin-only check. Every route of
+// the server takes its identity from one Auth.
 //
 // A request acts as the org, user and role of its bearer token or, when
 // no token exists and the server listens on a loopback address (or was
@@ -58,6 +59,15 @@ func (id Identity) TokenID() string {
 		return ""
 	}
 	return id.Key
+}
+
+// Whose names the identity in a limit's message: "the token's", or "the
+// local identity's".
+func (id Identity) Whose() string {
+	if id.Key == localKey {
+		return "the local identity's"
+	}
+	return "the token's"
 }
 
 // Operator reports whether the identity acts on every org and on what they

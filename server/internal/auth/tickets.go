@@ -22,27 +22,27 @@ import (
 const (
 	// TicketTTL is how long a ticket is valid after it is issued.
 	TicketTTL = 60 * time.Second
-	// maxTickets bounds the tickets held: expired ones are dropped when one
-	// is added, and beyond this many unspent, unexpired ones no more are
-	// issued until some expire (429). maxTicketsPerIdentity is the same
-	// bound for one identity, so that one client cannot use up the rest.
-	maxTickets            = 10000
-	maxTicketsPerIdentity = 100
 	// ticketBytes is the ticket's randomness: 256 bits.
 	ticketBytes = 32
 	// TicketPrefix marks tickets, so they are not mistaken for tokens.
 	TicketPrefix = "pkt_"
 )
 
+// DefaultTicketShares bound the unspent, unexpired tickets: 10,000 in
+// all, an org a tenth of them, an identity a tenth of its org's. A page
+// asks for one per (re)connection, so 100 is a hundred tabs reconnecting
+// within a minute.
+var DefaultTicketShares = Shares{Total: 10000, PerOrg: 1000, PerIdentity: 100}
+
 // tickets holds the unspent tickets, by the SHA-256 of their secret (the
 // secret itself is never kept).
 type tickets struct {
-	now func() time.Time
+	now    func() time.Time
+	shares Shares
 
 	mu   sync.Mutex
 	byID map[[sha256.Size]byte]ticket
-	// perKey counts the tickets held by identity key.
-	perKey map[string]int
+	held Held
 	// swept is when expired tickets were last dropped.
 	swept time.Time
 }
@@ -52,11 +52,19 @@ type ticket struct {
 	expires time.Time
 }
 
-func newTickets(now func() time.Time) *tickets {
-	return &tickets{now: now, byID: map[[sha256.Size]byte]ticket{}, perKey: map[string]int{}}
+func newTickets(now func() time.Time, shares Shares) *tickets {
+	return &tickets{now: now, shares: shares, byID: map[[sha256.Size]byte]ticket{}}
 }
 
-var errTooManyTickets = errors.New("too many unspent stream tickets")
+// ticketsFull is issue's refusal: the bound reached, named for the 429.
+type ticketsFull struct{ bound string }
+
+func (e *ticketsFull) Error() string { return e.bound + " is reached" }
+
+// full is the bound id has reached, or ""; t.mu is held.
+func (t *tickets) full(id Identity) string {
+	return t.held.Full(t.shares, id, "unspent stream tickets")
+}
 
 // issue makes a ticket for id and returns it with its expiry.
 func (t *tickets) issue(id Identity) (string, time.Time, error) {
@@ -69,10 +77,9 @@ func (t *tickets) issue(id Identity) (string, time.Time, error) {
 	expires := now.Add(TicketTTL)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	full := func() bool { return len(t.byID) >= maxTickets || t.perKey[id.Key] >= maxTicketsPerIdentity }
 	// Drop the expired tickets: at most once a second, or when a bound is
 	// reached (sweeping is a pass over all of them).
-	if now.Sub(t.swept) >= time.Second || now.Before(t.swept) || full() {
+	if now.Sub(t.swept) >= time.Second || now.Before(t.swept) || t.full(id) != "" {
 		t.swept = now
 		for k, tk := range t.byID {
 			if !now.Before(tk.expires) {
@@ -80,19 +87,17 @@ func (t *tickets) issue(id Identity) (string, time.Time, error) {
 			}
 		}
 	}
-	if full() {
-		return "", time.Time{}, errTooManyTickets
+	if bound := t.full(id); bound != "" {
+		return "", time.Time{}, &ticketsFull{bound}
 	}
 	t.byID[sha256.Sum256([]byte(secret))] = ticket{id: id, expires: expires}
-	t.perKey[id.Key]++
+	t.held.Add(id)
 	return secret, expires, nil
 }
 
 func (t *tickets) remove(k [sha256.Size]byte, tk ticket) {
 	delete(t.byID, k)
-	if t.perKey[tk.id.Key]--; t.perKey[tk.id.Key] <= 0 {
-		delete(t.perKey, tk.id.Key)
-	}
+	t.held.Remove(tk.id)
 }
 
 // redeem spends a ticket: the identity it was issued to, or
@@ -128,10 +133,12 @@ type TicketAnswer struct {
 // IssueTicket answers POST /v1/events/ticket: a ticket for the caller.
 func (a *Auth) IssueTicket(w http.ResponseWriter, r *http.Request) error {
 	secret, expires, err := a.tickets.issue(Of(r))
+	var full *ticketsFull
 	switch {
-	case errors.Is(err, errTooManyTickets):
+	case errors.As(err, &full):
+		// Within TicketTTL every ticket held now has expired.
 		return &httpapi.Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", RetryAfter: TicketTTL,
-			Message: "too many unspent stream tickets; try again later"}
+			Message: full.Error() + "; retry after the Retry-After delay, when some have expired"}
 	case err != nil:
 		return httpapi.About("issuing a stream ticket", err)
 	}

@@ -41,6 +41,9 @@ type Config struct {
 	Valid func(context.Context, auth.Identity) (bool, error)
 	// Closing, when closed, ends every stream: the server is closing.
 	Closing <-chan struct{}
+	// Streams bounds the open streams; beyond one, 429. Zero fields take
+	// DefaultStreamShares'.
+	Streams auth.Shares
 	// Clients, when set, is told of each stream opened (+1) and closed
 	// (-1).
 	Clients func(delta int)
@@ -51,6 +54,8 @@ type Config struct {
 type Hub struct {
 	cfg Config
 	st  jobs.Store
+	// open counts the streams, for Config.Streams.
+	open open
 
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
@@ -91,6 +96,7 @@ type published struct {
 
 // New builds a Hub; nothing runs until Start.
 func New(cfg Config) *Hub {
+	cfg.Streams = cfg.Streams.Or(DefaultStreamShares)
 	h := &Hub{cfg: cfg, st: cfg.Store, subs: map[*subscriber]struct{}{}}
 	h.loop = lifecycle.NewSetup(func(ctx context.Context) (func() error, error) {
 		// Reading starts after the newest event: a stream replays older

@@ -12,6 +12,10 @@ import (
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
+// writeGrace is how long past a keep-alive a write to a stream may wait
+// before the client is taken for gone.
+const writeGrace = 10 * time.Second
+
 // Stream answers GET /v1/events: the caller's job state changes as
 // Server-Sent Events. With Last-Event-ID (or ?last_event_id=) it first
 // replays what the client missed from the store, then continues live;
@@ -34,6 +38,11 @@ func (h *Hub) Stream(w http.ResponseWriter, r *http.Request) error {
 		}
 		sent, replay = n, true
 	}
+	release, full := h.open.acquire(h.cfg.Streams, id)
+	if full != "" {
+		return tooManyStreams(full, h.cfg.KeepAlive)
+	}
+	defer release()
 	sub, start := h.subscribe(func(e jobs.Event) bool {
 		return e.Type == jobs.EventTransition && id.Owns(e.OrgID, e.CreatedBy)
 	}, h.cfg.Buffer, &id)
@@ -45,7 +54,7 @@ func (h *Hub) Stream(w http.ResponseWriter, r *http.Request) error {
 
 	// Each burst of writes gets its own deadline: a client that stops
 	// reading is cut by it, and no one else.
-	sse, err := httpapi.StartSSE(w, h.cfg.KeepAlive+10*time.Second)
+	sse, err := httpapi.StartSSE(w, h.cfg.KeepAlive+writeGrace)
 	if err != nil {
 		return nil // the client left
 	}

@@ -9,8 +9,10 @@ import (
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/quota"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
+	"github.com/promptkit/promptkit/server/internal/submit"
 )
 
 // capacityRetryAfter is the Retry-After of a 503 for an engine that
@@ -40,16 +42,21 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := a.Jobs.Take(r.Context(), id); err != nil {
+	if _, err := a.Jobs.Take(r.Context(), id); err != nil {
 		return err
 	}
+	// An embeddings request is no job: its calls are in the ledger only
+	// once it ends (recordCalls), so each call's reservation is held
+	// until then, and the request counts as made whatever happens.
+	calls := callReservations{a: a, id: id}
+	defer calls.release(r.Context())
 	deadline := time.Now().Add(a.chatTimeout())
 	// The answer may come later than the server's write timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
 	// Its provider calls, for the usage ledger: no job records them.
-	var calls []jobs.UsageCall
+	var made []jobs.UsageCall
 	res, err := a.Engine.Embed(ctx, promptkit.EmbedRequest{
 		Input:              params.Input,
 		ProfileID:          target.Profile,
@@ -57,16 +64,20 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 		Backend:            target.Options.PreferProvider,
 		Dimensions:         params.Dimensions,
 		NoWaitPastDeadline: true,
+		BeforeCall:         calls.reserve(deadline),
 		Observer: func(ev promptkit.ExecutionEvent) {
 			if ev.Kind != promptkit.ExecutionAttempt {
 				return
 			}
 			if c, ok := jobs.NewAttemptEvent(ev, 0, true).Call(); ok {
-				calls = append(calls, c)
+				made = append(made, c)
 			}
 		},
 	})
-	a.recordCalls(r.Context(), id, calls)
+	a.recordCalls(r.Context(), id, made)
+	if _, ok := errors.AsType[*quota.Exceeded](err); ok {
+		return httpapi.About("quota", err)
+	}
 	if err != nil {
 		// The provider's faults are not the server's: logged for the
 		// operator at debug, as the answer carries them to the client.
@@ -76,6 +87,46 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 	a.Log.Debug("embeddings", "org", id.Org, "profile", res.ProfileID, "run_id", res.RunID, "inputs", len(params.Input), "attempts", res.Attempts)
 	httpapi.WriteJSON(w, http.StatusOK, openaiapi.Embeddings(res.Embeddings, res.Model, res.Usage, params.Base64))
 	return nil
+}
+
+// callReservations are the reservations of an embeddings request's calls
+// under its org's and token's budgets (quota.Quotas.Call).
+type callReservations struct {
+	a    *API
+	id   auth.Identity
+	held []quota.Reservation
+}
+
+// reserve is the request's BeforeCall: a call lasts until deadline at
+// most, and its reservation as long, with a margin for the ledger write.
+func (c *callReservations) reserve(deadline time.Time) promptkit.BeforeCallFunc {
+	q := c.a.Jobs.Quotas
+	if q == nil {
+		return nil
+	}
+	return func(ctx context.Context, est promptkit.CallEstimate) error {
+		r, err := q.Call(ctx, submit.Subject(c.id), est, time.Until(deadline)+time.Minute)
+		if err != nil {
+			if errors.Is(err, quota.ErrExceeded) {
+				return err
+			}
+			// The request was admitted; its calls are in the ledger all
+			// the same.
+			c.a.Log.Warn("embeddings: reserving a call's budget failed; the call goes unreserved", "org", c.id.Org, "err", err)
+			return nil
+		}
+		c.held = append(c.held, r)
+		return nil
+	}
+}
+
+// release returns the reservations, once the calls are in the ledger.
+func (c *callReservations) release(ctx context.Context) {
+	for i := range c.held {
+		if err := c.held[i].Release(context.WithoutCancel(ctx)); err != nil {
+			c.a.Log.Debug("embeddings: releasing a call's budget failed; it expires", "org", c.id.Org, "err", err)
+		}
+	}
 }
 
 // recordCalls adds an embeddings request's provider calls to the usage

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -241,42 +242,101 @@ func (a *API) continued(ctx context.Context, id auth.Identity, respID string) ([
 
 // resolveItems replaces each item reference of the input with the
 // stored item it names: an item of a response of the identity's (its
-// output, or its input).
+// output, or its input). openaiapi.DecodeResponses has bounded the
+// references and the responses they name; the responses are read
+// together (their prompts in one query, their answers in another, and
+// each one's jobs once, however many of its items are named), and what
+// the references resolve to is bounded by the body limit, as if the
+// items had been sent.
 func (a *API) resolveItems(ctx context.Context, id auth.Identity, items []openaiapi.Item) ([]openaiapi.Item, error) {
+	var promptIDs []string
+	for _, it := range items {
+		if it.Type != openaiapi.ItemReference {
+			continue
+		}
+		if p, ok := openaiapi.PromptOfItem(it.ID); ok && !slices.Contains(promptIDs, p) {
+			promptIDs = append(promptIDs, p)
+		}
+	}
+	stored, err := a.storedItems(ctx, id, promptIDs)
+	if err != nil {
+		return nil, httpapi.About("item reference", err)
+	}
 	out := slices.Clone(items)
+	left := a.MaxBody
 	for i, it := range out {
 		if it.Type != openaiapi.ItemReference {
 			continue
 		}
-		notFound := &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Param: it.Param + ".id",
-			Message: "No stored item has the id of " + it.Param + ".id."}
-		promptID, ok := openaiapi.PromptOfItem(it.ID)
+		o, ok := stored[it.ID]
 		if !ok {
-			return nil, notFound
+			return nil, &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found", Param: it.Param + ".id",
+				Message: "No stored item has the id of " + it.Param + ".id."}
 		}
-		p, err := a.ownedResponse(ctx, id, openaiapi.ResponseID(promptID))
-		if errors.Is(err, jobs.ErrNotFound) {
-			return nil, notFound
+		out[i] = openaiapi.ItemOf(o, it.Param)
+		if left -= int64(len(out[i].Text) + len(out[i].Arguments) + len(out[i].Name) + len(out[i].CallID)); left < 0 {
+			return nil, httpapi.OpenAIInvalid("input", openaiapi.CodeInvalidValue, fmt.Sprintf(
+				"input's item references stand for more than %d bytes, the most a request's body may hold: send fewer.", a.MaxBody))
 		}
-		if err != nil {
-			return nil, httpapi.About("item reference", err)
-		}
-		stored := openaiapi.InputItems(p)
-		_, resp, err := a.responseState(ctx, id, p)
-		if err != nil {
-			return nil, httpapi.About("item reference", err)
-		}
-		if resp != nil {
-			o := openaiapi.ResponseObject(p, jobs.Job{State: jobs.Succeeded}, resp)
-			stored = append(stored, o.Output...)
-		}
-		k := slices.IndexFunc(stored, func(o openaiapi.OutputItem) bool { return o.ID == it.ID })
-		if k < 0 {
-			return nil, notFound
-		}
-		out[i] = openaiapi.ItemOf(stored[k], it.Param)
 	}
 	return out, nil
+}
+
+// storedItems are the items of the responses of promptIDs that the
+// identity may see, by id: each one's input and, when it is answered,
+// its output. A prompt that is not such a response has none.
+func (a *API) storedItems(ctx context.Context, id auth.Identity, promptIDs []string) (map[string]openaiapi.OutputItem, error) {
+	if len(promptIDs) == 0 {
+		return nil, nil
+	}
+	prompts, err := a.Store.GetPrompts(ctx, id.Org, promptIDs)
+	if err != nil {
+		return nil, err
+	}
+	stored := map[string]openaiapi.OutputItem{}
+	add := func(items []openaiapi.OutputItem) {
+		for _, o := range items {
+			if _, ok := stored[o.ID]; !ok {
+				stored[o.ID] = o
+			}
+		}
+	}
+	answers := map[string]string{} // prompt id → its current job's response id
+	for _, pid := range promptIDs {
+		// There is no read of many prompts' jobs: one read each, which
+		// stops when the request goes.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		p, ok := prompts[pid]
+		if !ok || !id.Owns(p.OrgID, p.CreatedBy) || p.Chat == nil || p.Chat.Responses == nil {
+			continue
+		}
+		add(openaiapi.InputItems(p))
+		js, err := a.Store.PromptJobs(ctx, id.Org, pid)
+		if errors.Is(err, jobs.ErrNotFound) || err == nil && len(js) == 0 {
+			continue // archived between the reads
+		}
+		if err != nil {
+			return nil, err
+		}
+		if j := js[len(js)-1]; j.State == jobs.Succeeded && j.ResponseID != "" {
+			answers[pid] = j.ResponseID
+		}
+	}
+	if len(answers) == 0 {
+		return stored, nil
+	}
+	resps, err := a.Store.GetResponses(ctx, id.Org, slices.Collect(maps.Values(answers)))
+	if err != nil {
+		return nil, err
+	}
+	for _, pid := range promptIDs { // after the inputs: an output never hides an input of the same id
+		if resp, ok := resps[answers[pid]]; ok {
+			add(openaiapi.ResponseObject(prompts[pid], jobs.Job{State: jobs.Succeeded}, &resp).Output)
+		}
+	}
+	return stored, nil
 }
 
 // responseOutcome is the answer of a response request that waited, as

@@ -39,7 +39,9 @@ func TestClassify(t *testing.T) {
 		{"engine refusal", fmt.Errorf("%w: no such profile", promptkit.ErrProfileNotFound), 400, "invalid_request", "invalid_request", "", "", ""},
 		{"openai request", &openaiapi.RequestError{Param: "n", Code: "unsupported_value", Message: "n must be 1."}, 400, "unsupported_value", "unsupported_value", "n must be 1.", "n must be 1.", "n"},
 		{"too large", TooLarge(10), 413, "too_large", "request_too_large", "the body is over 10 bytes", "The body is over 10 bytes.", ""},
-		{"rate limited", RateLimited(1500 * time.Millisecond), 429, "rate_limited", "rate_limit_exceeded", "", "", ""},
+		{"rate limited", RateLimited(1500*time.Millisecond, "the token's submission rate of 1 a second"), 429, "rate_limited", "rate_limit_exceeded",
+			"the token's submission rate of 1 a second is reached; retry after the Retry-After delay",
+			"The token's submission rate of 1 a second is reached; retry after the Retry-After delay.", ""},
 		{"org's rate", About("quota", &quota.Exceeded{Scope: jobs.LimitOrg, Rule: quota.RequestsPerMinute, Limit: 60, RetryAfter: time.Second}), 429,
 			"rate_limited", "rate_limit_exceeded", "the organisation's limit of 60 requests per minute is reached",
 			"The organisation's limit of 60 requests per minute is reached.", ""},
@@ -99,7 +101,7 @@ func TestClassify(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	REST.Write(rec, RateLimited(1500*time.Millisecond))
+	REST.Write(rec, RateLimited(1500*time.Millisecond, "a rate"))
 	if got := rec.Header().Get("Retry-After"); got != "2" {
 		t.Errorf("Retry-After %q, want 2", got)
 	}

@@ -69,11 +69,12 @@ func TooLarge(limit int64) *Problem {
 		Message: fmt.Sprintf("the body is over %d bytes", limit), OpenAIMessage: fmt.Sprintf("The body is over %d bytes.", limit)}
 }
 
-// RateLimited is the 429 of an identity out of submissions for d.
-func RateLimited(d time.Duration) *Problem {
+// RateLimited is the 429 of a rate of the server's own reached for d:
+// limit names it ("the token's submission rate of 20 a second").
+func RateLimited(d time.Duration, limit string) *Problem {
+	msg := limit + " is reached; retry after the Retry-After delay"
 	return &Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", OpenAICode: "rate_limit_exceeded", RetryAfter: d,
-		Message:       "too many submissions; retry after the Retry-After delay",
-		OpenAIMessage: "Too many requests from this token; retry after the Retry-After delay."}
+		Message: msg, OpenAIMessage: sentence(msg)}
 }
 
 // LimitReached is the 429 of a limit of the caller's org or token

@@ -79,6 +79,9 @@ func decodeStrict(body []byte, v any) error {
 			return errors.New("expected a JSON object")
 		}
 		return fmt.Errorf("field %s: expected %s", typ.Field, typ.Type)
+	case errors.As(err, new(*time.ParseError)):
+		// Its text quotes the value; the decoder names no field.
+		return errors.New("a time is not an RFC 3339 time, such as 2026-12-07T15:04:05Z")
 	default:
 		// Unknown fields ("json: unknown field \"x\"") and other decoder
 		// errors name a key of the caller's own request.

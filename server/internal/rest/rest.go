@@ -6,7 +6,9 @@
 package rest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -100,11 +102,24 @@ func newAnswer(r jobs.Response) *AnswerView { return &AnswerView{Response: r, HT
 // the same submission always has the same hash, whatever its key order
 // or spacing (the typed execution options encode canonically already).
 func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
-	var req jobs.Submission
+	// scheduled_for is read apart (the shallower field takes the key):
+	// time.Time's own error quotes the value, and names no field.
+	var req struct {
+		jobs.Submission
+		ScheduledFor json.RawMessage `json:"scheduled_for,omitempty"`
+	}
 	if err := httpapi.DecodeStrict(body, &req); err != nil {
 		return jobs.EnqueueParams{}, "", err
 	}
-	p, err := req.Params()
+	if v := bytes.TrimSpace(req.ScheduledFor); len(v) > 0 && !bytes.Equal(v, []byte("null")) {
+		var at time.Time
+		if json.Unmarshal(v, &at) != nil {
+			return jobs.EnqueueParams{}, "", &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_json", OpenAICode: "invalid_body",
+				Message: "field scheduled_for: expected an RFC 3339 time, such as 2026-12-07T15:04:05Z"}
+		}
+		req.Submission.ScheduledFor = &at
+	}
+	p, err := req.Submission.Params()
 	if err != nil {
 		return p, "", err
 	}
@@ -290,11 +305,13 @@ func (a *API) RetryPrompt(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return httpapi.About("prompt", err)
 	}
-	if err := a.Jobs.Take(r.Context(), id); err != nil {
+	admitted, err := a.Jobs.Take(r.Context(), id)
+	if err != nil {
 		return err
 	}
 	j, err := a.Store.Retry(r.Context(), jobs.RetryParams{OrgID: id.Org, JobID: v.Job.ID, Priority: req.Priority})
 	if err != nil {
+		_ = admitted.Release(context.WithoutCancel(r.Context())) // no job: the request does not count
 		return httpapi.About("retry", err)
 	}
 	a.Log.Info("prompt retried", "prompt_id", j.PromptID, "job_id", j.ID, "supersedes", j.Supersedes, "org", id.Org)

@@ -49,17 +49,26 @@ type Admitted struct {
 }
 
 // Take spends one of the identity's submissions (the server's
-// per-identity rate, auth.Auth.Take) and checks its org's and its token's
-// limits (quota.Quotas.Admit): nil, or a 429 problem naming what was
-// reached. Every route that makes the provider work takes one.
-func (s Jobs) Take(ctx context.Context, id auth.Identity) error {
+// per-identity rate, auth.Auth.Take) and admits it under its org's and
+// its token's limits (quota.Quotas.Admit): the reservation of one
+// request, which the caller releases when the request turns out not to
+// make the provider work (refused, or the repeat of a job already
+// queued); or a 429 problem naming what was reached. Every route that
+// makes the provider work takes one.
+func (s Jobs) Take(ctx context.Context, id auth.Identity) (quota.Reservation, error) {
 	if err := s.Auth.Take(id); err != nil {
-		return err
+		return quota.Reservation{}, err
 	}
 	if s.Quotas == nil {
-		return nil
+		return quota.Reservation{}, nil
 	}
-	return httpapi.About("quota", s.Quotas.Admit(ctx, quota.Subject{Org: id.Org, User: id.User, Token: id.TokenID()}))
+	r, err := s.Quotas.Admit(ctx, Subject(id))
+	return r, httpapi.About("quota", err)
+}
+
+// Subject is whom the identity's requests spend for.
+func Subject(id auth.Identity) quota.Subject {
+	return quota.Subject{Org: id.Org, Token: id.TokenID()}
 }
 
 // Spendable checks only the budgets of the identity's org and token
@@ -69,7 +78,7 @@ func (s Jobs) Spendable(ctx context.Context, id auth.Identity) error {
 	if s.Quotas == nil {
 		return nil
 	}
-	return httpapi.About("quota", s.Quotas.Spendable(ctx, quota.Subject{Org: id.Org, User: id.User, Token: id.TokenID()}))
+	return httpapi.About("quota", s.Quotas.Spendable(ctx, Subject(id)))
 }
 
 // Admit queues p (normalized) as the identity: one of its submissions is
@@ -80,10 +89,18 @@ func (s Jobs) Spendable(ctx context.Context, id auth.Identity) error {
 // With now (the caller waits for the answer) and RunNow set, a free
 // worker slot of this process runs the job at once; otherwise, or with
 // no slot free, it is queued.
-func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams, key, hash, what string, now bool) (Admitted, error) {
-	if err := s.Take(ctx, id); err != nil {
+func (s Jobs) Admit(ctx context.Context, id auth.Identity, p jobs.EnqueueParams, key, hash, what string, now bool) (a Admitted, err error) {
+	r, err := s.Take(ctx, id)
+	if err != nil {
 		return Admitted{}, err
 	}
+	defer func() {
+		if err != nil || a.Existing {
+			// Nothing new for the provider to do: the request does not
+			// count.
+			_ = r.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	if s.Check != nil {
 		if err := s.Check(ctx, p); err != nil {
 			return Admitted{}, httpapi.About(what, err)
