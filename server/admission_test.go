@@ -17,21 +17,42 @@ import (
 )
 
 // concurrently makes n requests at once, each from call(i), and returns
-// how many got each status.
-func concurrently(n int, call func(i int) resp) map[int]int {
+// how many got each status, and the distinct bodies of the errors.
+func concurrently(n int, call func(i int) resp) (map[int]int, map[string]bool) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	codes := map[int]int{}
+	codes, errs := map[int]int{}, map[string]bool{}
 	for i := range n {
 		wg.Go(func() {
 			r := call(i)
 			mu.Lock()
 			defer mu.Unlock()
 			codes[r.code]++
+			if r.code >= 400 {
+				errs[string(r.body)] = true
+			}
 		})
 	}
 	wg.Wait()
-	return codes
+	return codes, errs
+}
+
+// untilRefused makes requests one at a time until one is refused 429 (at
+// most n), and returns that answer. Requests refused at once may leave a
+// budget short: the calls in flight held their estimates.
+func untilRefused(t *testing.T, n int, call func() resp) resp {
+	t.Helper()
+	for range n {
+		switch r := call(); r.code {
+		case 200:
+		case 429:
+			return r
+		default:
+			t.Fatalf("%d %s, want 200 or 429", r.code, r.body)
+		}
+	}
+	t.Fatalf("%d more requests all admitted", n)
+	return resp{}
 }
 
 // jobsOf counts the jobs an org has stored.
@@ -44,6 +65,19 @@ func (e *env) jobsOf(org string) int {
 	return len(page.Jobs)
 }
 
+// spentBy sums an org's ledger.
+func (e *env) spentBy(org string) jobs.UsageBucket {
+	e.t.Helper()
+	bs, err := e.st.Usage(e.t.Context(), jobs.UsageParams{OrgID: org})
+	if err != nil || len(bs) > 1 {
+		e.t.Fatalf("usage: %+v, %v", bs, err)
+	}
+	if len(bs) == 0 {
+		return jobs.UsageBucket{}
+	}
+	return bs[0]
+}
+
 // TestAdmissionRequestsPerMinuteConcurrent: 100 simultaneous
 // submissions from one token against an org's 10 requests per minute
 // admit exactly 10, on each store, and store 10 jobs; then 40 distinct
@@ -53,7 +87,7 @@ func TestAdmissionRequestsPerMinuteConcurrent(t *testing.T) {
 	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
 		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", RequestsPerMinute: 10})
 		_, secret := q.tokenOf("org-a")
-		codes := concurrently(100, func(i int) resp {
+		codes, _ := concurrently(100, func(i int) resp {
 			return q.call("POST", "/v1/prompts", secret, map[string]any{"text": fmt.Sprint("prompt ", i)})
 		})
 		if codes[202] != 10 || codes[429] != 90 {
@@ -63,7 +97,7 @@ func TestAdmissionRequestsPerMinuteConcurrent(t *testing.T) {
 			t.Errorf("%d jobs stored, want 10", n)
 		}
 		_, other := q.tokenOf("org-a")
-		codes = concurrently(40, func(i int) resp {
+		codes, _ = concurrently(40, func(i int) resp {
 			return q.call("POST", "/v1/chat/completions", other, fmt.Sprintf(`{"model":"default","messages":[{"role":"user","content":"chat %d"}]}`, i))
 		})
 		if codes[429] != 40 {
@@ -88,7 +122,7 @@ func TestAdmissionAcrossThreeServers(t *testing.T) {
 	}
 	servers[0].ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", RequestsPerMinute: 10})
 	_, secret := servers[0].tokenOf("org-a")
-	codes := concurrently(100, func(i int) resp {
+	codes, _ := concurrently(100, func(i int) resp {
 		return servers[i%3].call("POST", "/v1/prompts", secret, map[string]any{"text": fmt.Sprint("prompt ", i)})
 	})
 	if codes[202] != 10 || codes[429] != 90 {
@@ -101,9 +135,10 @@ func TestAdmissionAcrossThreeServers(t *testing.T) {
 
 // TestAdmissionEmbeddingsBudget: 40 simultaneous embeddings requests
 // against an org's daily budget of $0.20, each request costing $0.05:
-// each call reserves its estimate before it is made, so the ledger ends
-// at most one request's cost over the budget, and the rest are refused
-// 429 insufficient_quota.
+// each call reserves its estimate before it is made, so the ledger stays
+// within one request's cost over the budget, and the rest are refused 429
+// insufficient_quota; then requests one at a time are admitted until the
+// budget is reached.
 func TestAdmissionEmbeddingsBudget(t *testing.T) {
 	storekit.Each(t, func(t *testing.T, db storekit.DB) {
 		clock := testkit.NewClock(quotaNoon)
@@ -117,20 +152,23 @@ func TestAdmissionEmbeddingsBudget(t *testing.T) {
 		// Five words of six bytes: five tokens, $0.05; estimated at a
 		// quarter of the bytes, 7 tokens.
 		body := `{"model":"default","input":["` + strings.TrimSpace(strings.Repeat("hello ", 5)) + `"]}`
-		codes := concurrently(40, func(int) resp { return q.call("POST", "/v1/embeddings", secret, body) })
-		spent, err := q.st.Usage(t.Context(), jobs.UsageParams{OrgID: "org-a"})
-		t.Logf("answers %v, ledger %+v", codes, spent)
-		if err != nil || len(spent) != 1 {
-			t.Fatalf("usage: %+v, %v", spent, err)
+		embed := func() resp { return q.call("POST", "/v1/embeddings", secret, body) }
+		codes, errs := concurrently(40, func(int) resp { return embed() })
+		spent := q.spentBy("org-a")
+		t.Logf("answers %v, ledger %+v, errors %v", codes, spent, errs)
+		if spent.UnknownCost != 0 || spent.CostUSD > 0.20+0.05+1e-9 {
+			t.Errorf("ledger: $%.2f over %d calls (%d unknown), want at most $0.25", spent.CostUSD, spent.Requests, spent.UnknownCost)
 		}
-		if got := spent[0]; got.UnknownCost != 0 || got.CostUSD > 0.20+0.05+1e-9 || got.CostUSD < 0.20-1e-9 {
-			t.Errorf("ledger: $%.2f over %d calls (%d unknown), want $0.20 to $0.25; answers %v", got.CostUSD, got.Requests, got.UnknownCost, codes)
+		if codes[200]+codes[429] != 40 || codes[429] == 0 || int64(codes[200]) != spent.Requests {
+			t.Errorf("answers %v, ledger calls %d: want each answered call in the ledger, the rest 429", codes, spent.Requests)
 		}
-		if codes[200]+codes[429] != 40 || codes[429] == 0 || int64(codes[200]) != spent[0].Requests {
-			t.Errorf("answers %v, ledger calls %d: want each answered call in the ledger, the rest 429", codes, spent[0].Requests)
+		// Once nothing is in flight, requests are admitted until the
+		// budget is reached, and not past one request's cost.
+		refusedOpenAI(t, untilRefused(t, 10, embed), "insufficient_quota", "insufficient_quota",
+			"The organisation's daily budget of $0.20 is reached.", 12*time.Hour)
+		if got := q.spentBy("org-a").CostUSD; got < 0.20-1e-9 || got > 0.25+1e-9 {
+			t.Errorf("ledger at the refusal: $%.2f, want $0.20 to $0.25", got)
 		}
-		refusedOpenAI(t, q.call("POST", "/v1/embeddings", secret, body), "insufficient_quota", "insufficient_quota",
-			"The organisation's daily budget of $0.20 is reached.", 12*3600e9)
 	})
 }
 
@@ -156,21 +194,52 @@ func TestAdmissionChatBudget(t *testing.T) {
 		// Three tokens in, "Fake provider reply: " and the three back out:
 		// $0.12 a chat; estimated $0.14 (a quarter of 17 bytes, and 10 out).
 		// Distinct chats: the same one again would be the same job.
-		codes := concurrently(40, func(i int) resp {
+		chat := func(i int) resp {
 			return q.call("POST", "/v1/chat/completions", secret,
 				fmt.Sprintf(`{"model":"default","max_tokens":10,"messages":[{"role":"user","content":"hello hello h%04d"}]}`, i))
-		})
-		spent, err := q.st.Usage(t.Context(), jobs.UsageParams{OrgID: "org-a"})
-		t.Logf("answers %v, ledger %+v", codes, spent)
-		if err != nil || len(spent) != 1 {
-			t.Fatalf("usage: %+v, %v", spent, err)
 		}
-		perCall := spent[0].CostUSD / float64(spent[0].Requests)
-		if got := spent[0]; got.UnknownCost != 0 || got.CostUSD > 0.20+perCall+1e-9 || got.CostUSD < 0.20-perCall {
-			t.Errorf("ledger: $%.2f over %d calls, want at most $0.20 and one call ($%.2f)", got.CostUSD, got.Requests, perCall)
+		codes, errs := concurrently(40, chat)
+		spent := q.spentBy("org-a")
+		t.Logf("answers %v, ledger %+v, errors %v", codes, spent, errs)
+		if spent.UnknownCost != 0 || spent.CostUSD > 0.20+0.12+1e-9 {
+			t.Errorf("ledger: $%.2f over %d calls, want at most $0.20 and one call ($0.12)", spent.CostUSD, spent.Requests)
 		}
-		if codes[200]+codes[429] != 40 || codes[429] == 0 || int64(codes[200]) != spent[0].Requests {
-			t.Errorf("answers %v, ledger calls %d: want each answered chat in the ledger, the rest 429", codes, spent[0].Requests)
+		if codes[200]+codes[429] != 40 || codes[429] == 0 || int64(codes[200]) != spent.Requests {
+			t.Errorf("answers %v, ledger calls %d: want each answered chat in the ledger, the rest 429", codes, spent.Requests)
+		}
+		next := 40
+		untilRefused(t, 10, func() resp { next++; return chat(next) })
+		if got := q.spentBy("org-a").CostUSD; got < 0.20-1e-9 || got > 0.32+1e-9 {
+			t.Errorf("ledger at the refusal: $%.2f, want $0.20 to $0.32", got)
+		}
+	})
+}
+
+// TestAdmissionEmbeddingsTokensPerMinute: 40 simultaneous embeddings
+// requests against an org's 30 tokens per minute, each request 5 tokens
+// (estimated 7): each call reserves its tokens before it is made, so the
+// minute's ledger ends at most one call's tokens over the limit, and the
+// rest are refused 429 rate_limit_exceeded.
+func TestAdmissionEmbeddingsTokensPerMinute(t *testing.T) {
+	onQuotaStores(t, func(t *testing.T, q quotaEnv) {
+		q.ledger.fromStore = true
+		q.ledger.setLimit(t, jobs.Limit{Scope: jobs.LimitOrg, Subject: "org-a", TokensPerMinute: 30})
+		_, secret := q.tokenOf("org-a")
+		body := `{"model":"default","input":["` + strings.TrimSpace(strings.Repeat("hello ", 5)) + `"]}`
+		embed := func() resp { return q.call("POST", "/v1/embeddings", secret, body) }
+		codes, errs := concurrently(40, func(int) resp { return embed() })
+		used := q.spentBy("org-a")
+		t.Logf("answers %v, ledger %+v, errors %v", codes, used, errs)
+		if used.InputTokens > 30+5 {
+			t.Errorf("ledger: %d tokens, want at most 35", used.InputTokens)
+		}
+		if codes[200]+codes[429] != 40 || codes[429] == 0 || int64(codes[200]) != used.Requests {
+			t.Errorf("answers %v, ledger calls %d: want each answered call in the ledger, the rest 429", codes, used.Requests)
+		}
+		refusedOpenAI(t, untilRefused(t, 10, embed), "rate_limit_error", "rate_limit_exceeded",
+			"The organisation's limit of 30 tokens per minute is reached.", time.Minute)
+		if got := q.spentBy("org-a").InputTokens; got < 30 || got > 35 {
+			t.Errorf("ledger at the refusal: %d tokens, want 30 to 35", got)
 		}
 	})
 }

@@ -219,17 +219,17 @@ func (q *Quotas) Admit(ctx context.Context, s Subject) (Reservation, error) {
 }
 
 // Call admits a provider call made for s, estimated est, against the
-// budgets of its org's and token's limits, and reserves the estimate
-// (its cost, and its tokens, which the tokens per minute of the
-// submissions count) until it is released (once the call is in the
-// ledger) or ttl (the longest the call may last) has passed: a
-// Reservation, an *Exceeded (a budget's matches jobs.ErrBudgetExceeded),
-// or the store's error. A call whose cost cannot be estimated counts at
+// tokens per minute and the budgets of its org's and token's limits, and
+// reserves the estimate (its tokens and its cost) until it is released
+// (once the call is in the ledger) or ttl (the longest the call may last)
+// has passed: a Reservation, an *Exceeded (a budget's matches
+// jobs.ErrBudgetExceeded; a rate's says when to try again), or the
+// store's error. A call whose cost cannot be estimated counts at
 // the mean cost per call of the period's calls. The check and the
 // reservation are one step in the store, so calls admitted at once in
-// any process cannot pass a budget together: the spend passes it by at
-// most the cost of the last call admitted below it, and by what the
-// estimates of the calls then in flight fell short of their costs.
+// any process cannot pass a limit together: the spend (the tokens) passes
+// it by at most the cost (the tokens) of the last call admitted below it,
+// and by what the estimates of the calls then in flight fell short.
 func (q *Quotas) Call(ctx context.Context, s Subject, est pktype.CallEstimate, ttl time.Duration) (Reservation, error) {
 	return q.call(ctx, s, est, jobs.ReserveParams{TTL: ttl})
 }
@@ -249,7 +249,7 @@ func (q *Quotas) call(ctx context.Context, s Subject, est pktype.CallEstimate, p
 	if est.Cost.Known {
 		p.USD = &est.Cost.USD
 	}
-	return q.reserve(ctx, s, ls, p, checkBudgets)
+	return q.reserve(ctx, s, ls, p, checkCall)
 }
 
 // Spendable checks only the budgets of s (a batch being created): nil,
@@ -284,7 +284,8 @@ type checkKind int
 
 const (
 	checkRequest checkKind = iota // every rule: a submission
-	checkBudgets                  // the budgets alone: a call, a batch
+	checkCall                     // the tokens per minute and the budgets: a call
+	checkBudgets                  // the budgets alone: a batch
 )
 
 // JobCalls is a worker's Config.Budget: each call of a job reserved
@@ -346,7 +347,7 @@ func checkOne(ctx context.Context, r jobs.ReserveReader, l jobs.Limit, now time.
 	exceeded := func(rule Rule, limit float64, retry time.Duration) error {
 		return &Exceeded{Scope: l.Scope, Rule: rule, Limit: limit, RetryAfter: max(retry, time.Second)}
 	}
-	rates := what == checkRequest && l.TokensPerMinute > 0
+	rates := what != checkBudgets && l.TokensPerMinute > 0
 	budgets := l.DailyUSD > 0 || l.MonthlyUSD > 0
 	if !rates && !budgets && (what != checkRequest || l.RequestsPerMinute == 0) {
 		return nil

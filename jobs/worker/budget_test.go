@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
@@ -96,6 +97,46 @@ func TestBudgetBeforeLaterCalls(t *testing.T) {
 		}
 		if evs, _ := f.events(e.JobID); !eq(evs, []string{"→queued", "queued→running", "attempt:503", "running→failed"}) {
 			t.Errorf("events = %v", evs)
+		}
+	})
+}
+
+// A rate reached before a call (the org's tokens per minute, filled by
+// the calls in flight) is a wait, not a failure: before the run's first
+// call, the job goes back to the queue until the window frees, spending
+// no attempt and making no call; before a later call, the attempt the
+// earlier call made is spent.
+func TestBudgetRateWaits(t *testing.T) {
+	eachStore(t, func(t *testing.T, f *fixture) {
+		f.srv.Enqueue(providertest.Status(503), providertest.Reply("never sent"))
+		full := &quota.Exceeded{Scope: jobs.LimitOrg, Rule: quota.TokensPerMinute, Limit: 1000, RetryAfter: 40 * time.Second}
+		asked := 0
+		w := f.worker("w1", func(c *worker.Config) {
+			c.Engine = f.engine(2)
+			c.Budget = func(context.Context, jobs.Job, promptkit.CallEstimate) (func(context.Context) error, error) {
+				asked++
+				if asked == 2 {
+					return func(context.Context) error { return nil }, nil // the first run's first call
+				}
+				return nil, full
+			}
+		})
+		e := f.enqueue(jobs.EnqueueParams{Text: "paced", MaxAttempts: 3})
+		start := f.clock.Now()
+		f.runOnce(w, 1)
+		j := f.job(e.JobID)
+		if j.State != jobs.Queued || j.ErrorKind != jobs.KindRateLimit || j.Attempt != 1 || !j.AvailableAt.Equal(start.Add(40*time.Second)) ||
+			j.ErrorMessage != "the organisation's limit of 1000 tokens per minute is reached" || f.srv.Count() != 0 {
+			t.Fatalf("before the first call: state=%s kind=%q attempt=%d available=%v msg=%q, provider saw %d; want queued rate_limit attempt 1 at +40s, no call",
+				j.State, j.ErrorKind, j.Attempt, j.AvailableAt.Sub(start), j.ErrorMessage, f.srv.Count())
+		}
+		// Its window passed: the first call goes (a 503), the retry waits.
+		f.clock.Advance(40 * time.Second)
+		f.runOnce(w, 1)
+		j = f.job(e.JobID)
+		if j.State != jobs.Queued || j.ErrorKind != jobs.KindRateLimit || j.Attempt != 2 || f.srv.Count() != 1 {
+			t.Errorf("before a later call: state=%s kind=%q attempt=%d, provider saw %d; want queued rate_limit attempt 2 after 1 call",
+				j.State, j.ErrorKind, j.Attempt, f.srv.Count())
 		}
 	})
 }

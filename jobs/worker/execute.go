@@ -9,6 +9,7 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/quota"
 )
 
 // execute runs one claimed job: prepare builds the engine request, run
@@ -60,6 +61,11 @@ type outcome struct {
 	// budget holds the run's last call's reservation until the settling
 	// write; nil without Config.Budget.
 	budget *callBudget
+	// waitUntil, when set, is when the org's or token's rate, reached
+	// before a call (Config.Budget), admits the job again; handback: the
+	// run made no call.
+	waitUntil time.Time
+	handback  bool
 	// attempts are the attempt events the settling write carries (see
 	// attemptLog).
 	attempts []json.RawMessage
@@ -206,23 +212,30 @@ type callBudget struct {
 	held func(context.Context) error
 	// later is set once the run's first call was reserved.
 	later bool
-	// spent is the budget's refusal that stopped the run, if one did.
-	spent error
+	// spent is the budget's refusal that stopped the run, if one did;
+	// rate a rate's (tokens per minute), made before any call when first.
+	spent, rate error
+	first       bool
 }
 
 // before is the run's BeforeCall, after attemptLog's, which wrote the
 // previous call's attempt event: it releases that call's reservation
-// and reserves the next call's. A spent budget stops the run; so does a
-// budget that cannot be read before the first call (a failed attempt,
-// retried), while it lets a later call go (see Config.Budget).
+// and reserves the next call's. A spent budget stops the run, and so
+// does a rate reached (the job waits for it); a budget that cannot be
+// read stops it before the first call (a failed attempt, retried), and
+// lets a later call go (see Config.Budget).
 func (b *callBudget) before(ctx context.Context, est promptkit.CallEstimate) error {
 	b.release(ctx)
 	release, err := b.w.cfg.Budget(ctx, b.job, est)
 	first := !b.later
 	b.later = true
+	var ex *quota.Exceeded
 	switch {
 	case errors.Is(err, jobs.ErrBudgetExceeded):
 		b.spent = err
+		return err
+	case errors.As(err, &ex):
+		b.rate, b.first = err, first
 		return err
 	case err != nil && first:
 		return err
@@ -287,6 +300,12 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 	if b := o.budget; b != nil && b.spent != nil && errors.Is(o.err, b.spent) {
 		// The job fails with the budget's own words, naming the limit.
 		o.refused, o.reason = jobs.KindBudgetExceeded, b.spent.Error()
+	}
+	var ex *quota.Exceeded
+	if b := o.budget; b != nil && b.rate != nil && errors.Is(o.err, b.rate) && errors.As(b.rate, &ex) {
+		// The job waits for the window, on the worker's clock, spending no
+		// attempt when it made no call.
+		o.waitUntil, o.reason, o.handback = w.cfg.Now().Add(ex.RetryAfter), b.rate.Error(), b.first
 	}
 	if cause := context.Cause(ctx); errors.Is(cause, errCancelled) || errors.Is(cause, errShutdown) {
 		o.stopped = cause

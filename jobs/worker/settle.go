@@ -82,6 +82,14 @@ func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(tim
 	// A job whose client stops waiting at a deadline is not put back to
 	// run after it: the client gets this failure now, not its own timeout.
 	late := func(at time.Time) bool { d, ok := j.Deadline(); return ok && at.After(d) }
+	if !o.waitUntil.IsZero() {
+		// The org's or token's rate is reached: the job waits for its
+		// window as for a provider's Retry-After.
+		if late(o.waitUntil) {
+			return fail(jobs.KindRateLimit, o.reason+msgPastDeadline)
+		}
+		return requeue(o.waitUntil, jobs.KindRateLimit, o.reason, o.handback)
+	}
 	if nb, ok := promptkit.NotBefore(o.err); ok && errors.Is(o.err, promptkit.ErrCapacity) {
 		// The backend is paused by the provider past this job's deadline:
 		// nothing was sent, so no attempt is spent.

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -65,6 +66,12 @@ func TestSettle(t *testing.T) {
 		{"shutdown: handed back now", job(2, 3), outcome{stopped: errShutdown, err: context.Canceled}, requeue(now, jobs.KindNone, true)},
 		{"dependency failed", job(1, 3), outcome{refused: jobs.KindDependencyFailed, reason: "dependency d is failed"}, fail(jobs.KindDependencyFailed)},
 		{"budget spent", job(1, 3), outcome{refused: jobs.KindBudgetExceeded, reason: "the token's daily budget of $5.00 is reached"}, fail(jobs.KindBudgetExceeded)},
+		{"tokens per minute before the first call: waits, no attempt spent", job(1, 3), outcome{err: errors.New("full"), waitUntil: now.Add(40 * time.Second), handback: true, reason: "the org's limit"},
+			requeue(now.Add(40*time.Second), jobs.KindRateLimit, true)},
+		{"tokens per minute before a later call: waits, the attempt spent", job(3, 3), outcome{err: errors.New("full"), waitUntil: now.Add(40 * time.Second), reason: "the org's limit"},
+			requeue(now.Add(40*time.Second), jobs.KindRateLimit, false)},
+		{"tokens per minute past the client's deadline", waited(1, 3), outcome{err: errors.New("full"), waitUntil: now.Add(40 * time.Second), handback: true, reason: "the org's limit"},
+			fail(jobs.KindRateLimit)},
 		{"success", job(1, 3), ran(valid, nil), write{op: opSucceed, jobID: "j1", succeed: jobs.SucceedParams{JobID: "j1", Worker: "w",
 			Output: valid.Text, Parsed: valid.Output, Model: "m2", Usage: usage, Body: valid.Raw}}},
 		{"invalid after repair: parse", job(1, 3), ran(invalid, nil), fail(jobs.KindParse)},

@@ -82,7 +82,10 @@ type Config struct {
 	// ledger, after the attempt event that reports it is written (before
 	// the next call, or by the settling write). An error matching
 	// jobs.ErrBudgetExceeded fails the job as budget_exceeded, with no
-	// further call; any other error, before the run's first call, is a
+	// further call; a *quota.Exceeded of a rate (tokens per minute) puts
+	// it back in the queue until its RetryAfter (spending no attempt when
+	// the run made no call, failing it rate_limited past its client's
+	// deadline); any other error, before the run's first call, is a
 	// failed attempt of kind unknown, retried, and, before a later call,
 	// lets the call go unreserved (the run was admitted; the spend is in
 	// the ledger all the same).

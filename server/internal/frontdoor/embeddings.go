@@ -49,7 +49,6 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 	// once it ends (recordCalls), so each call's reservation is held
 	// until then, and the request counts as made whatever happens.
 	calls := callReservations{a: a, id: id}
-	defer calls.release(r.Context())
 	deadline := time.Now().Add(a.chatTimeout())
 	// The answer may come later than the server's write timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(10 * time.Second))
@@ -75,6 +74,7 @@ func (a *API) Embeddings(w http.ResponseWriter, r *http.Request) error {
 		},
 	})
 	a.recordCalls(r.Context(), id, made)
+	calls.release(r.Context())
 	if _, ok := errors.AsType[*quota.Exceeded](err); ok {
 		return httpapi.About("quota", err)
 	}
