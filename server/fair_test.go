@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bufio"
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -81,32 +79,7 @@ func TestFairStreamTickets(t *testing.T) {
 // opened, else the refusal.
 func (e *env) tryStream(token string) (*stream, resp) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL()+"/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		e.t.Fatal(err)
-	}
-	if res.StatusCode == http.StatusOK {
-		s := &stream{t: e.t, res: res, lines: bufio.NewScanner(res.Body), cancel: cancel}
-		if !s.lines.Scan() || !strings.HasPrefix(s.lines.Text(), ":") {
-			e.t.Fatalf("events: no opening comment")
-		}
-		e.t.Cleanup(s.close)
-		return s, resp{code: res.StatusCode, header: res.Header}
-	}
-	defer cancel()
-	defer res.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		b.WriteString(sc.Text())
-	}
-	r := resp{code: res.StatusCode, header: res.Header, body: []byte(b.String())}
-	checkResponse(e.t, "GET /v1/events", r.code, r.header, r.body)
-	return nil, r
+	return e.dialEvents(nil, http.Header{"Authorization": {"Bearer " + token}})
 }
 
 func TestFairEventStreams(t *testing.T) {

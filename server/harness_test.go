@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -245,17 +247,36 @@ type sse struct {
 }
 
 // openStream connects to /v1/events, with Last-Event-ID when lastID is
-// not empty. A deadlock guard ends the connection after a minute.
+// not empty, failing unless the stream opened.
 func (e *env) openStream(token, lastID string) *stream {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL()+"/v1/events", nil)
+	h := http.Header{}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		h.Set("Authorization", "Bearer "+token)
 	}
 	if lastID != "" {
-		req.Header.Set("Last-Event-ID", lastID)
+		h.Set("Last-Event-ID", lastID)
 	}
+	s, r := e.dialEvents(nil, h)
+	if s == nil {
+		e.t.Fatalf("events: %d", r.code)
+	}
+	return s
+}
+
+// dialEvents opens /v1/events with the query q and the headers h: the
+// stream when the answer is 200, else the answer, read whole. Every
+// answer is checked against the API document. A deadlock guard ends the
+// connection after a minute.
+func (e *env) dialEvents(q url.Values, h http.Header) (*stream, resp) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	u := e.srv.URL() + "/v1/events"
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	maps.Copy(req.Header, h)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		cancel()
@@ -263,9 +284,16 @@ func (e *env) openStream(token, lastID string) *stream {
 	}
 	checkResponse(e.t, "GET /v1/events", res.StatusCode, res.Header, nil)
 	if res.StatusCode != http.StatusOK {
-		cancel()
-		res.Body.Close()
-		e.t.Fatalf("events: %d", res.StatusCode)
+		defer cancel()
+		defer res.Body.Close()
+		var b strings.Builder
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			b.WriteString(sc.Text())
+		}
+		r := resp{code: res.StatusCode, header: res.Header, body: []byte(b.String())}
+		checkResponse(e.t, "GET /v1/events", r.code, r.header, r.body)
+		return nil, r
 	}
 	s := &stream{t: e.t, res: res, lines: bufio.NewScanner(res.Body), cancel: cancel}
 	// The first line is a comment sent at once: the subscription is live
@@ -274,7 +302,7 @@ func (e *env) openStream(token, lastID string) *stream {
 		e.t.Fatalf("events: no opening comment")
 	}
 	e.t.Cleanup(s.close)
-	return s
+	return s, resp{code: res.StatusCode, header: res.Header}
 }
 
 func (s *stream) close() {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
@@ -37,32 +36,7 @@ func (e *env) ticket(token string) ticketAnswer {
 // returns the stream when the answer is 200, else the failed answer.
 func (e *env) streamQuery(q url.Values) (*stream, resp) {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL()+"/v1/events?"+q.Encode(), nil)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		e.t.Fatal(err)
-	}
-	checkResponse(e.t, "GET /v1/events", res.StatusCode, res.Header, nil)
-	if res.StatusCode != http.StatusOK {
-		defer cancel()
-		defer res.Body.Close()
-		var b strings.Builder
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			b.WriteString(sc.Text())
-		}
-		r := resp{code: res.StatusCode, header: res.Header, body: []byte(b.String())}
-		checkResponse(e.t, "GET /v1/events", r.code, r.header, r.body)
-		return nil, r
-	}
-	s := &stream{t: e.t, res: res, lines: bufio.NewScanner(res.Body), cancel: cancel}
-	if !s.lines.Scan() || !strings.HasPrefix(s.lines.Text(), ":") {
-		e.t.Fatalf("events: no opening comment")
-	}
-	e.t.Cleanup(s.close)
-	return s, resp{code: res.StatusCode, header: res.Header}
+	return e.dialEvents(q, nil)
 }
 
 // mustStream is streamQuery, failing unless the stream opened.
