@@ -177,25 +177,24 @@ func (a *API) ownedResponse(ctx context.Context, id auth.Identity, respID string
 	if err != nil {
 		return p, err
 	}
-	if !id.Owns(p.OrgID, p.CreatedBy) || p.Chat == nil || p.Chat.Responses == nil {
+	if !ownsResponse(id, p) {
 		return jobs.Prompt{}, jobs.ErrNotFound
 	}
 	return p, nil
 }
 
+// ownsResponse reports whether p is a response (a Responses request's
+// prompt) the identity may see.
+func ownsResponse(id auth.Identity, p jobs.Prompt) bool {
+	return id.Owns(p.OrgID, p.CreatedBy) && p.Chat != nil && p.Chat.Responses != nil
+}
+
 // responseState is a response's current job and, when that job
 // succeeded, its answer (nil when it is no longer stored).
 func (a *API) responseState(ctx context.Context, id auth.Identity, p jobs.Prompt) (jobs.Job, *jobs.Response, error) {
-	js, err := a.Store.PromptJobs(ctx, id.Org, p.ID)
-	if err != nil {
-		return jobs.Job{}, nil, err
-	}
-	if len(js) == 0 {
-		return jobs.Job{}, nil, jobs.ErrNotFound // archived between the reads
-	}
-	j := js[len(js)-1]
-	if j.State != jobs.Succeeded || j.ResponseID == "" {
-		return j, nil, nil
+	j, err := a.currentJob(ctx, id, p.ID)
+	if err != nil || !answered(j) {
+		return j, nil, err
 	}
 	resp, err := a.Store.GetResponse(ctx, id.Org, j.ResponseID)
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -206,6 +205,23 @@ func (a *API) responseState(ctx context.Context, id auth.Identity, p jobs.Prompt
 	}
 	return j, &resp, nil
 }
+
+// currentJob is the latest job of a response's prompt: ErrNotFound when
+// it has none (archived between the reads).
+func (a *API) currentJob(ctx context.Context, id auth.Identity, promptID string) (jobs.Job, error) {
+	js, err := a.Store.PromptJobs(ctx, id.Org, promptID)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	if len(js) == 0 {
+		return jobs.Job{}, jobs.ErrNotFound
+	}
+	return js[len(js)-1], nil
+}
+
+// answered reports whether a response's current job j has an answer
+// stored under j.ResponseID.
+func answered(j jobs.Job) bool { return j.State == jobs.Succeeded && j.ResponseID != "" }
 
 // responseNow is a response's object as it stands.
 func (a *API) responseNow(ctx context.Context, id auth.Identity, p jobs.Prompt) (openaiapi.Response, error) {
@@ -309,18 +325,18 @@ func (a *API) storedItems(ctx context.Context, id auth.Identity, promptIDs []str
 			return nil, err
 		}
 		p, ok := prompts[pid]
-		if !ok || !id.Owns(p.OrgID, p.CreatedBy) || p.Chat == nil || p.Chat.Responses == nil {
+		if !ok || !ownsResponse(id, p) {
 			continue
 		}
 		add(openaiapi.InputItems(p))
-		js, err := a.Store.PromptJobs(ctx, id.Org, pid)
-		if errors.Is(err, jobs.ErrNotFound) || err == nil && len(js) == 0 {
+		j, err := a.currentJob(ctx, id, pid)
+		if errors.Is(err, jobs.ErrNotFound) {
 			continue // archived between the reads
 		}
 		if err != nil {
 			return nil, err
 		}
-		if j := js[len(js)-1]; j.State == jobs.Succeeded && j.ResponseID != "" {
+		if answered(j) {
 			answers[pid] = j.ResponseID
 		}
 	}
