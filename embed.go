@@ -221,8 +221,9 @@ func (e *Engine) embed(ctx context.Context, p *embedPlan, rec *observe.Recorder)
 	defer release()
 
 	req := p.request
-	seq := dispatch.Sequence{Backend: req.BackendID, Generation: 1, Tokens: embedTokens(req), NoWaitPastDeadline: p.noWait, Recorder: rec,
-		Before: before(p.beforeCall, embedEstimate(req, e.prices[req.Model]))}
+	est := embedEstimate(req, e.prices[req.Model])
+	seq := dispatch.Sequence{Backend: req.BackendID, Generation: 1, Tokens: est.Tokens, NoWaitPastDeadline: p.noWait, Recorder: rec,
+		Before: before(p.beforeCall, est)}
 	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
 	}
@@ -311,8 +312,8 @@ func cloneEmbedding(r EmbeddingRequest) EmbeddingRequest {
 	return r
 }
 
-// embedTokens is a rough cost for tokens-per-minute pacing, as
-// estimateTokens is for a generation: about four bytes per token.
+// embedTokens is a rough cost for tokens-per-minute pacing and budgets,
+// as promptTokens is for a generation: about four bytes per token.
 func embedTokens(r EmbeddingRequest) int {
 	n := 0
 	for _, s := range r.Input {

@@ -1094,9 +1094,10 @@ func repairRequest(p *plan, invalid string, diags []string) GenerateRequest {
 // error contract. answered is the backend that answered, and the model
 // sent there.
 func (e *Engine) generate(ctx context.Context, p *plan, req GenerateRequest, gen uint64, rec *observe.Recorder) (resp *GenerateResponse, answered member, err error) {
-	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: estimateTokens(req), NoWaitPastDeadline: p.noWait,
+	est := callEstimate(req, p.price)
+	seq := dispatch.Sequence{Backend: req.BackendID, Generation: gen, Tokens: est.Tokens, NoWaitPastDeadline: p.noWait,
 		WaitDeadline: p.waitDeadline, Recorder: rec,
-		Before: before(p.beforeCall, callEstimate(req, p.price))}
+		Before: before(p.beforeCall, est)}
 	if e.client == nil {
 		seq.Retries = p.retries // injected clients own their retries
 	}
@@ -1159,33 +1160,4 @@ func (e *Engine) callInjected(ctx context.Context, req GenerateRequest) llm.Outc
 		return llm.Outcome{Err: &llm.AttemptError{Kind: ErrMalformedResponse, Cause: errors.New("injected client returned a nil response")}}
 	}
 	return llm.Outcome{Response: resp, Usage: resp.Usage, Presence: resp.Presence()}
-}
-
-// estimateTokens is a deliberately rough cost for tokens-per-minute pacing:
-// about four bytes per token, plus the completion budget.
-func estimateTokens(r GenerateRequest) int {
-	n := promptTokens(r)
-	if limit := r.OutputLimit(); limit != nil {
-		n += *limit * r.Choices()
-	}
-	return max(n, 1)
-}
-
-// promptTokens estimates a request's prompt tokens: a quarter of its
-// bytes.
-func promptTokens(r GenerateRequest) int {
-	n := 0
-	for _, m := range r.Messages {
-		n += max(len(m.Content), len(m.Parts))
-		for _, c := range m.ToolCalls {
-			n += len(c.Function.Arguments)
-		}
-	}
-	for _, t := range r.Tools {
-		if d := t.Function.Description; d != nil {
-			n += len(*d)
-		}
-		n += len(t.Function.Parameters)
-	}
-	return n / 4
 }

@@ -23,6 +23,25 @@ func callEstimate(r GenerateRequest, price *Price) CallEstimate {
 	return est
 }
 
+// promptTokens estimates a request's prompt tokens: a quarter of its
+// bytes.
+func promptTokens(r GenerateRequest) int {
+	n := 0
+	for _, m := range r.Messages {
+		n += max(len(m.Content), len(m.Parts))
+		for _, c := range m.ToolCalls {
+			n += len(c.Function.Arguments)
+		}
+	}
+	for _, t := range r.Tools {
+		if d := t.Function.Description; d != nil {
+			n += len(*d)
+		}
+		n += len(t.Function.Parameters)
+	}
+	return n / 4
+}
+
 // embedEstimate estimates an embedding call, priced at price (nil: none).
 func embedEstimate(r EmbeddingRequest, price *Price) CallEstimate {
 	est := CallEstimate{Tokens: embedTokens(r)}
