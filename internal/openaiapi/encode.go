@@ -35,8 +35,8 @@ func NewError(message, typ, param, code string) ErrorBody {
 	return ErrorBody{Error: e}
 }
 
-// Body is the 400 body of a refused request.
-func (e *RequestError) Body() ErrorBody {
+// RequestErrorBody is the 400 body of a refused request.
+func RequestErrorBody(e *RequestError) ErrorBody {
 	return NewError(e.Message, TypeInvalidRequest, e.Param, e.Code)
 }
 
