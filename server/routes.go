@@ -34,7 +34,8 @@ func (s *Server) routes() http.Handler {
 		}
 		s.handle(mux, pattern, d, next)
 	}
-	const rest, openai, open = httpapi.REST, httpapi.OpenAI, true
+	rest, openai := httpapi.REST, httpapi.OpenAI
+	const open = true
 
 	// promptkit's API (server/internal/rest).
 	route("POST /v1/prompts", rest, s.rest.Submit, !open)

@@ -18,25 +18,30 @@ const (
 // and a method its path does not take with a 405 and Allow, as JSON:
 // promptkit's REST error on the paths of its own REST routes (prompts,
 // jobs, recent, profiles, events), whose clients (the page, the CLI,
-// programs written from openapi.json) read that shape, and OpenAI's
-// error object on every other /v1 path. Those are the OpenAI-compatible
+// programs written from openapi.json) read that shape, the error of
+// another API's dialect on the paths of its routes, and OpenAI's error
+// object on every other /v1 path. Those are the OpenAI-compatible
 // routes and the routes of OpenAI's API promptkit does not have
 // (/v1/completions, /v1/conversations, …), which only an OpenAI SDK asks
 // for, and it can report nothing but an OpenAI error object. Outside
 // /v1, ServeMux answers as it always has (plain text). It must be called
 // after every route is registered.
 func (s *Server) unknownRoutes(mux *http.ServeMux) {
-	restFamilies := map[string]bool{}
+	// Each family answers in its routes' dialect (REST's where it has a
+	// REST route), so a new API's family needs no change here.
+	families := map[string]httpapi.Dialect{}
 	for _, p := range s.patterns {
 		_, path, _ := strings.Cut(p, " ")
-		if rest, ok := strings.CutPrefix(path, "/v1/"); ok && s.dialects[p] == httpapi.REST {
-			restFamilies[family(rest)] = true
+		if rest, ok := strings.CutPrefix(path, "/v1/"); ok {
+			if _, seen := families[family(rest)]; !seen || s.dialects[p] == httpapi.REST {
+				families[family(rest)] = s.dialects[p]
+			}
 		}
 	}
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d := httpapi.OpenAI
-		if restFamilies[family(strings.TrimPrefix(r.URL.Path, "/v1/"))] {
-			d = httpapi.REST
+		d, ok := families[family(strings.TrimPrefix(r.URL.Path, "/v1/"))]
+		if !ok {
+			d = httpapi.OpenAI
 		}
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
@@ -88,14 +93,14 @@ func requestLine(r *http.Request) string {
 func unknownRoute(r *http.Request) *httpapi.Problem {
 	line := requestLine(r)
 	return &httpapi.Problem{Status: http.StatusNotFound, Code: "not_found",
-		Message:       "no route serves " + line + " (the routes are in /openapi.json)",
-		OpenAIMessage: "Invalid URL (" + line + "): promptkit does not serve it (its routes are in /openapi.json)."}
+		Message:  "no route serves " + line + " (the routes are in /openapi.json)",
+		Sentence: "Invalid URL (" + line + "): promptkit does not serve it (its routes are in /openapi.json)."}
 }
 
 func methodNotAllowed(r *http.Request, allow []string) *httpapi.Problem {
 	line := requestLine(r)
 	methods := strings.Join(allow, ", ")
 	return &httpapi.Problem{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-		Message:       "the method of " + line + " is not allowed; allowed: " + methods,
-		OpenAIMessage: "The method of " + line + " is not allowed; use " + methods + "."}
+		Message:  "the method of " + line + " is not allowed; allowed: " + methods,
+		Sentence: "The method of " + line + " is not allowed; use " + methods + "."}
 }

@@ -323,7 +323,9 @@ func (rt *svc) reclaimer() (*worker.Reclaimer, error) {
 func (rt *svc) batches() (*batch.Processor, error) {
 	return batch.New(batch.Config{
 		Store: rt.store,
-		Resolve: func(model string) (openaiapi.Target, bool) {
+		// The batches API is OpenAI's: its lines are in OpenAI's format.
+		Codec: openaiapi.BatchCodec{},
+		Resolve: func(model string) (jobs.Target, bool) {
 			return openaiapi.Resolve(rt.engine, model, rt.fallbackProfile())
 		},
 		Check:        rt.check,

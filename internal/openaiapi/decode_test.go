@@ -227,7 +227,7 @@ func TestDecodeChatRefuses(t *testing.T) {
 		if strings.Contains(re.Message, secret) || strings.Contains(re.Param, secret) || re.Message == "" {
 			t.Errorf("%s: message %q quotes the request or is empty", c.body, re.Message)
 		}
-		b, _ := json.Marshal(re.Body())
+		b, _ := json.Marshal(openaiapi.RequestErrorBody(re))
 		var body openaiapi.ErrorBody
 		if err := json.Unmarshal(b, &body); err != nil || body.Error.Type != openaiapi.TypeInvalidRequest {
 			t.Errorf("%s: body %s", c.body, b)

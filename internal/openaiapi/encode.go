@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/problem"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
 )
@@ -35,8 +36,8 @@ func NewError(message, typ, param, code string) ErrorBody {
 	return ErrorBody{Error: e}
 }
 
-// Body is the 400 body of a refused request.
-func (e *RequestError) Body() ErrorBody {
+// RequestErrorBody is the 400 body of a refused request.
+func RequestErrorBody(e *RequestError) ErrorBody {
 	return NewError(e.Message, TypeInvalidRequest, e.Param, e.Code)
 }
 
@@ -476,44 +477,52 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // JobError is the HTTP status and error body for a job that ended
-// without an answer (failed or cancelled), by the job's error kind:
-//
-//	rate_limit                                429 rate_limit_error, code rate_limit_exceeded
-//	budget_exceeded                           429 insufficient_quota, code insufficient_quota
-//	invalid_request, provider_4xx             400 invalid_request_error
-//	timeout                                   504 server_error
-//	provider_5xx, transport, parse, auth      502 server_error (the provider's fault)
-//	anything else (worker_crash, stuck, ...)  500 api_error (promptkit's fault)
-//	a cancelled job                           409 invalid_request_error, code cancelled
-//
-// The code is the error kind unless said otherwise. The message is the
-// kind's description and the job's stored (redacted) message.
+// without an answer (failed or cancelled), as problem.OfJob classifies
+// it (one table for every dialect), in OpenAI's words (ErrorFor): a
+// rate limit is code rate_limit_exceeded, a spent budget type and code
+// insufficient_quota, a cancelled job code cancelled; any other code is
+// the job's error kind, and the type follows the status.
 func JobError(j jobs.Job) (int, ErrorBody) {
-	switch j.State {
-	case jobs.Cancelled:
-		return http.StatusConflict, NewError("The request's job was cancelled before it finished.", TypeInvalidRequest, "", "cancelled")
-	case jobs.Failed:
-	default:
-		return http.StatusInternalServerError, NewError("The request's job has no error.", TypeAPI, "", "")
+	f := problem.OfJob(j)
+	return f.Status, ErrorFor(f.Status, f.Kind, f.Code, f.Message, "")
+}
+
+// ErrorFor is OpenAI's error object for a failure promptkit classified
+// (internal/problem): its type by the status (TypeOf), OpenAI's code for
+// the kinds OpenAI names its own way, else code as given; message and
+// param as given (an empty param or code is null).
+func ErrorFor(status int, kind problem.Kind, code, message, param string) ErrorBody {
+	typ := TypeOf(status)
+	switch kind {
+	case problem.BadValue:
+		code = CodeInvalidValue
+	case problem.BadBody:
+		code = "invalid_body"
+	case problem.Unauthenticated:
+		code = "invalid_api_key"
+	case problem.TooLarge:
+		code = "request_too_large"
+	case problem.RateLimited:
+		code = "rate_limit_exceeded"
+	case problem.BudgetSpent:
+		code, typ = TypeInsufficientQuota, TypeInsufficientQuota
+	case problem.Internal:
+		code = "internal_error"
 	}
-	msg := "The request failed: " + cmp.Or(j.ErrorKind.Description(), jobs.KindUnknown.Description()) + "."
-	if j.ErrorMessage != "" {
-		msg += " " + j.ErrorMessage
+	return NewError(message, typ, param, code)
+}
+
+// TypeOf is the type OpenAI's error object gives a status.
+func TypeOf(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return TypeRateLimit
+	case status == http.StatusInternalServerError:
+		return TypeAPI
+	case status >= 500:
+		return TypeServer
 	}
-	code := cmp.Or(string(j.ErrorKind), string(jobs.KindUnknown))
-	switch j.ErrorKind {
-	case jobs.KindRateLimit:
-		return http.StatusTooManyRequests, NewError(msg, TypeRateLimit, "", "rate_limit_exceeded")
-	case jobs.KindBudgetExceeded:
-		return http.StatusTooManyRequests, NewError(msg, TypeInsufficientQuota, "", TypeInsufficientQuota)
-	case jobs.KindInvalidRequest, jobs.KindProvider4xx:
-		return http.StatusBadRequest, NewError(msg, TypeInvalidRequest, "", code)
-	case jobs.KindTimeout:
-		return http.StatusGatewayTimeout, NewError(msg, TypeServer, "", code)
-	case jobs.KindProvider5xx, jobs.KindTransport, jobs.KindParse, jobs.KindAuth, jobs.KindUnstorable:
-		return http.StatusBadGateway, NewError(msg, TypeServer, "", code)
-	}
-	return http.StatusInternalServerError, NewError(msg, TypeAPI, "", code)
+	return TypeInvalidRequest
 }
 
 // Batch line error codes of requests that never finished.

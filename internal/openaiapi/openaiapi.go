@@ -31,14 +31,10 @@ type Error struct {
 
 // RequestError is a request promptkit refuses: a 400
 // invalid_request_error naming the parameter (Param, e.g. "n",
-// "messages[2].content"). Message never quotes the request.
-type RequestError struct {
-	Param   string
-	Code    string
-	Message string
-}
-
-func (e *RequestError) Error() string { return e.Message }
+// "messages[2].content"). Message never quotes the request. It is
+// promptkit's own refusal (jobs.RequestError), so the server and the
+// batch processor classify it without knowing this dialect.
+type RequestError = jobs.RequestError
 
 // ChatParams is a decoded chat completion request.
 type ChatParams struct {
@@ -71,13 +67,8 @@ func (l BatchLine) Model() string {
 	return l.Body.Model
 }
 
-// Target is what a request's model names: a profile, and execution
-// options choosing the model (and backend) when the name is a backend's
-// model rather than a profile id.
-type Target struct {
-	Profile string
-	Options jobs.ExecutionOptions
-}
+// Target is what a request's model names (jobs.Target).
+type Target = jobs.Target
 
 // ChatCompletion is OpenAI's chat.completion object. Extra are the
 // answer's other members as the backend sent them (system_fingerprint,

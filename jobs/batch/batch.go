@@ -1,7 +1,9 @@
 // Package batch drives OpenAI-style batches (jobs.Batch) through their
 // lifecycle: it validates a batch's input file and enqueues one job per
 // line, watches the jobs, and writes the output and error files when the
-// batch completes, expires or is cancelled.
+// batch completes, expires or is cancelled. It speaks promptkit's own
+// types (jobs.ChatRequest, jobs.BatchResult): a line's wire format is
+// the dialect's Codec, injected (internal/openaiapi's is OpenAI's).
 //
 // A Processor works through jobs.Store alone, and every change it makes
 // is conditional (MoveBatch and FinishBatch from a given status, enqueues
@@ -27,7 +29,6 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/lifecycle"
-	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/jobs"
 )
 
@@ -71,18 +72,55 @@ const (
 )
 
 const (
-	methodPost     = "POST"
 	tempPattern    = "promptkit-batch-*"
 	batchKeyPrefix = "batch/"
 )
+
+// Codec is a dialect's batch file format: how an input line decodes to
+// promptkit's request and how a request's result encodes as an output
+// or error line. The processor keeps the rules that are no dialect's
+// (line numbering, custom_id uniqueness, the body cap, enqueueing).
+type Codec interface {
+	// Envelope is a line's custom_id and body members as sent (nil when
+	// absent, or when the line is no JSON object): what the body cap
+	// reads without decoding the body.
+	Envelope(line []byte) (customID, body []byte)
+	// DecodeLine decodes an input line of a batch whose endpoint is
+	// endpoint: the line's own fields first (a line for another endpoint
+	// is refused for that, with CodeURLMismatch, not for its body), then
+	// its request. A refusal is a *jobs.RequestError (its Code this
+	// package's or the dialect's); any other error refuses the line as
+	// no batch request. Messages never quote the line.
+	DecodeLine(line []byte, endpoint string) (Line, error)
+	// EncodeResult is the line (no trailing newline) of one request of a
+	// batch that ended (or is ending) in status, and whether it belongs in
+	// the error file rather than the output file.
+	EncodeResult(r jobs.BatchResult, status jobs.BatchStatus) (line []byte, isErr bool)
+	// EncodeRefused is the error-file line (no trailing newline) of a
+	// request refused before it ran, so without a job: id is unique in
+	// the batch; code and message say why.
+	EncodeRefused(id, customID, code, message string) []byte
+}
+
+// Line is a decoded input line in promptkit's terms: exactly one of Chat
+// and Embedding is set.
+type Line struct {
+	CustomID string
+	// Model is the line's model as sent (see Config.Resolve).
+	Model     string
+	Chat      *jobs.ChatRequest
+	Embedding *jobs.EmbeddingRequest
+}
 
 // Config configures a Processor.
 type Config struct {
 	// Store holds the batches, files and jobs. Required.
 	Store jobs.Store
+	// Codec is the batches' wire format (their dialect's). Required.
+	Codec Codec
 	// Resolve maps a line's model to the profile and execution options
 	// its job runs with; false for a model nothing serves. Required.
-	Resolve func(model string) (openaiapi.Target, bool)
+	Resolve func(model string) (jobs.Target, bool)
 	// Check, when set, refuses a line the engine could not run (the
 	// batch fails validation naming the line). Its error's text is shown
 	// in the batch's errors, so it must not quote the request. Defaults
@@ -140,6 +178,8 @@ func New(cfg Config) (*Processor, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, errors.New("batch: Config.Store is required")
+	case cfg.Codec == nil:
+		return nil, errors.New("batch: Config.Codec is required")
 	case cfg.Resolve == nil:
 		return nil, errors.New("batch: Config.Resolve is required")
 	case cfg.Interval < 0:
@@ -380,7 +420,7 @@ func (p *Processor) finalize(ctx context.Context, b jobs.Batch, to jobs.BatchSta
 			return fmt.Errorf("reading results: %w", err)
 		}
 		for _, r := range page {
-			line, isErr := openaiapi.OutputLine(r, to)
+			line, isErr := p.cfg.Codec.EncodeResult(r, to)
 			w := ow
 			c.Total++
 			if isErr {
@@ -401,7 +441,7 @@ func (p *Processor) finalize(ctx context.Context, b jobs.Batch, to jobs.BatchSta
 	// The lines refused at validation have no job: their errors were
 	// kept with the batch.
 	for _, e := range refused(b) {
-		ew.Write(openaiapi.RefusedLine(fmt.Sprintf("%s_line_%d", strings.TrimPrefix(b.ID, "batch_"), e.Line), e.CustomID, e.Code, e.Message))
+		ew.Write(p.cfg.Codec.EncodeRefused(fmt.Sprintf("%s_line_%d", strings.TrimPrefix(b.ID, "batch_"), e.Line), e.CustomID, e.Code, e.Message))
 		ew.WriteByte('\n')
 		errN++
 		c.Total++
@@ -657,7 +697,7 @@ func lineOf(p jobs.EnqueueParams) string {
 	return p.IdempotencyKey[strings.LastIndexByte(p.IdempotencyKey, '/')+1:]
 }
 
-// line parses and checks one input line as OpenAI does and returns its
+// line parses (Config.Codec) and checks one input line and returns its
 // job's params, normalized (the store's rules), or why the line is
 // refused. Messages never quote the line.
 func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) (jobs.EnqueueParams, *jobs.BatchError) {
@@ -675,43 +715,15 @@ func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) 
 	if e := p.tooLarge(no, raw); e != nil {
 		return jobs.EnqueueParams{}, e
 	}
-	l, err := openaiapi.ParseBatchLine(raw)
-	// The line's own fields come first: its body is decoded as its url's
-	// request, so a line for another endpoint is a url_mismatch rather
-	// than that endpoint's body errors. ParseBatchLine has read them when
-	// only the body is wrong.
-	header := func() *jobs.BatchError {
-		switch {
-		case l.CustomID == "":
-			return &jobs.BatchError{Code: CodeInvalid, Param: "custom_id", Message: "custom_id is missing or empty.", Line: no}
-		case l.Method != methodPost:
-			return &jobs.BatchError{Code: CodeInvalid, Param: "method", Message: "method must be POST.", Line: no}
-		case l.URL != b.Endpoint:
-			return &jobs.BatchError{Code: CodeURLMismatch, Param: "url", Line: no,
-				Message: fmt.Sprintf("url must be the batch's endpoint, %s.", b.Endpoint)}
-		}
-		return nil
-	}
+	l, err := p.cfg.Codec.DecodeLine(raw, b.Endpoint)
 	if err != nil {
-		re, ok := errors.AsType[*openaiapi.RequestError](err)
+		re, ok := errors.AsType[*jobs.RequestError](err)
 		if !ok {
 			return bad(CodeInvalid, "", "This line is not a valid batch request.")
 		}
-		if re.Param == "body" || strings.HasPrefix(re.Param, "body.") {
-			if e := header(); e != nil {
-				return jobs.EnqueueParams{}, e
-			}
-		}
 		return bad(cmp.Or(re.Code, CodeInvalid), re.Param, re.Message)
 	}
-	if e := header(); e != nil {
-		return jobs.EnqueueParams{}, e
-	}
-	switch {
-	case l.Body.Stream:
-		return bad(CodeInvalid, "body.stream", "stream is not supported in a batch.")
-	}
-	t, ok := p.cfg.Resolve(l.Model())
+	t, ok := p.cfg.Resolve(l.Model)
 	if !ok {
 		return bad(CodeModelNotFound, "body.model", "The model is not a profile or a model of a configured backend (see GET /v1/models).")
 	}
@@ -723,15 +735,9 @@ func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) 
 		Priority: &prio, MaxAttempts: p.cfg.MaxAttempts,
 		IdempotencyKey: fmt.Sprintf("%s%s/%d", batchKeyPrefix, b.ID, no),
 	}
-	if l.Embedding != nil {
-		// A line for /v1/embeddings (the batch's endpoint: checked
-		// above): its job computes vectors.
-		e := l.Embedding.Request()
-		params.Embedding = &e
-	} else {
-		chat := l.Body.Chat
-		params.Chat = &chat
-	}
+	// An embeddings line (for the batch's endpoint: DecodeLine checked
+	// it) computes vectors.
+	params.Chat, params.Embedding = l.Chat, l.Embedding
 	params, err = params.Normalize()
 	if err != nil {
 		// What the store would refuse, refused here instead of failing
@@ -743,18 +749,18 @@ func (p *Processor) line(ctx context.Context, b jobs.Batch, no int, raw []byte) 
 
 // tooLarge refuses a line whose body is over MaxBodyBytes, naming the
 // line and its custom_id (which the error file needs); nil when the
-// line is within the cap or is no object with a body (ParseBatchLine
+// line is within the cap or is no object with a body (Codec.DecodeLine
 // says what is wrong with it).
 func (p *Processor) tooLarge(no int, raw []byte) *jobs.BatchError {
 	if int64(len(raw)) <= p.cfg.MaxBodyBytes {
 		return nil // the body is part of the line: no need to look
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil || int64(len(m["body"])) <= p.cfg.MaxBodyBytes {
+	rawID, body := p.cfg.Codec.Envelope(raw)
+	if int64(len(body)) <= p.cfg.MaxBodyBytes {
 		return nil
 	}
 	var id string
-	if json.Unmarshal(m["custom_id"], &id) != nil || id == "" {
+	if json.Unmarshal(rawID, &id) != nil || id == "" {
 		return &jobs.BatchError{Code: CodeInvalid, Param: "custom_id", Line: no, Message: "custom_id is missing or empty."}
 	}
 	if strings.IndexByte(id, 0) >= 0 {
@@ -762,7 +768,7 @@ func (p *Processor) tooLarge(no int, raw []byte) *jobs.BatchError {
 	}
 	return &jobs.BatchError{Code: CodeTooLarge, Param: "body", Line: no, CustomID: id,
 		Message: fmt.Sprintf("Line %d (custom_id %q): the body is %d bytes, over the limit of %d bytes; the line was not run.",
-			no, id, len(m["body"]), p.cfg.MaxBodyBytes)}
+			no, id, len(body), p.cfg.MaxBodyBytes)}
 }
 
 // vet refuses, naming the line, a job (normalized by line) the engine
@@ -779,7 +785,7 @@ func (p *Processor) vet(ctx context.Context, no int, params jobs.EnqueueParams) 
 // lineError is the error of line no refused by the store's rules or the
 // engine.
 func lineError(no int, err error) *jobs.BatchError {
-	if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
+	if re, ok := errors.AsType[*jobs.RequestError](err); ok {
 		return &jobs.BatchError{Code: cmp.Or(re.Code, CodeInvalid), Param: re.Param, Message: re.Message, Line: no}
 	}
 	return &jobs.BatchError{Code: CodeInvalid, Param: "body", Message: jobs.InvalidMessage(err), Line: no}

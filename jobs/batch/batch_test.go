@@ -78,7 +78,7 @@ func resolve(model string) (openaiapi.Target, bool) {
 
 func (e *env) processor(st jobs.Store, mod ...func(*batch.Config)) *batch.Processor {
 	e.t.Helper()
-	cfg := batch.Config{Store: st, Resolve: resolve, TempDir: e.spool,
+	cfg := batch.Config{Store: st, Codec: openaiapi.BatchCodec{}, Resolve: resolve, TempDir: e.spool,
 		Now: func() time.Time { return time.Now().Add(time.Duration(e.offset.Load())) }}
 	for _, m := range mod {
 		m(&cfg)
@@ -414,7 +414,7 @@ func TestConfiguredMaxLines(t *testing.T) {
 	if got := e.wantStatus(fits.ID, jobs.BatchInProgress); got.Counts.Total != limit {
 		t.Fatalf("counts %+v, want %d requests", got.Counts, limit)
 	}
-	if _, err := batch.New(batch.Config{Store: e.st, Resolve: resolve, MaxLines: -1}); err == nil {
+	if _, err := batch.New(batch.Config{Store: e.st, Codec: openaiapi.BatchCodec{}, Resolve: resolve, MaxLines: -1}); err == nil {
 		t.Fatal("New took a negative MaxLines")
 	}
 }
@@ -834,11 +834,13 @@ func TestStopBeforeStart(t *testing.T) {
 func TestNewRefusesIncompleteConfig(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, storekit.SQLite.New(t))
+	codec := openaiapi.BatchCodec{}
 	for _, cfg := range []batch.Config{
-		{Resolve: resolve},
-		{Store: e.st},
-		{Store: e.st, Resolve: resolve, Interval: -time.Second},
-		{Store: e.st, Resolve: resolve, MaxAttempts: -1},
+		{Codec: codec, Resolve: resolve},
+		{Store: e.st, Codec: codec},
+		{Store: e.st, Resolve: resolve},
+		{Store: e.st, Codec: codec, Resolve: resolve, Interval: -time.Second},
+		{Store: e.st, Codec: codec, Resolve: resolve, MaxAttempts: -1},
 	} {
 		if _, err := batch.New(cfg); err == nil {
 			t.Errorf("New(%+v) = nil error", cfg)

@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/promptkit/promptkit/internal/problem"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
@@ -117,24 +117,25 @@ type tokensSeen struct {
 	at, until time.Time
 }
 
-// unauthorized is the 401 of a request with no valid identity.
-func unauthorized() *httpapi.Problem {
-	return &httpapi.Problem{Status: http.StatusUnauthorized, Code: "unauthorized", OpenAICode: "invalid_api_key",
-		Message:       "a valid bearer token is required",
-		OpenAIMessage: "A valid promptkit token is required: send it as the API key (Authorization: Bearer pk_...)."}
+// unauthorized is the 401 of a request with no valid identity; the
+// sentence tells how d's callers send their key.
+func unauthorized(d httpapi.Dialect) *httpapi.Problem {
+	return &httpapi.Problem{Status: http.StatusUnauthorized, Kind: problem.Unauthenticated, Code: "unauthorized",
+		Message:  "a valid bearer token is required",
+		Sentence: "A valid promptkit token is required: send it as the API key (" + d.Spec().KeyHint + ")."}
 }
 
-// identify resolves the request's identity: a valid bearer token, or the
-// local identity while local mode holds. Leniently (the OpenAI routes),
-// a bearer that is no promptkit token also acts as the local identity in
-// local mode: OpenAI's SDKs always send one (perhaps the user's real
-// OPENAI_API_KEY).
-func (a *Auth) identify(r *http.Request, lenient bool) (Identity, error) {
+// identify resolves the request's identity: a valid token, read as d's
+// callers send it (DialectSpec.Credential), or the local identity while
+// local mode holds. Leniently (a lenient dialect's routes, the OpenAI
+// ones), a key that is no promptkit token also acts as the local
+// identity in local mode: OpenAI's SDKs always send one (perhaps the
+// user's real OPENAI_API_KEY).
+func (a *Auth) identify(r *http.Request, d httpapi.Dialect, lenient bool) (Identity, error) {
 	ctx := r.Context()
-	h := r.Header.Get("Authorization")
-	scheme, secret, ok := strings.Cut(h, " ")
+	secret, presented := d.Spec().Credential(r)
 	switch {
-	case ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(secret) != "":
+	case secret != "":
 		hash := jobs.HashToken(secret)
 		t, err := a.st.TokenByHash(ctx, hash)
 		switch {
@@ -148,26 +149,27 @@ func (a *Auth) identify(r *http.Request, lenient bool) (Identity, error) {
 			// The tokens may have changed (this one revoked): LocalMode
 			// looks again next time rather than trusting its last look.
 			a.hasTokens.Store(nil)
-			return Identity{}, unauthorized()
+			return Identity{}, unauthorized(d)
 		}
-	case h != "" && !lenient:
-		return Identity{}, unauthorized()
+	case presented && !lenient:
+		return Identity{}, unauthorized(d)
 	}
 	local, err := a.LocalMode(ctx)
 	if err != nil {
 		return Identity{}, httpapi.About("authenticating", err)
 	}
 	if !local {
-		return Identity{}, unauthorized()
+		return Identity{}, unauthorized(d)
 	}
 	return Local, nil
 }
 
-// Require runs next as the request's identity, or answers 401 in d's
-// shape. The OpenAI routes identify leniently (see identify).
+// Require runs next as the request's identity, its key read as d's
+// callers send it, or answers 401 in d's shape. A lenient dialect's
+// routes identify leniently (see identify).
 func (a *Auth) Require(d httpapi.Dialect, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := a.identify(r, d == httpapi.OpenAI)
+		id, err := a.identify(r, d, d.Spec().Lenient)
 		if err != nil {
 			d.Fail(w, r, a.cfg.Log, err)
 			return

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +30,7 @@ const maxCredentials = 1024
 // seen outlives the outage's start.
 func (a *Auth) RequireCached(d httpapi.Dialect, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := a.identifyCached(r)
+		id, err := a.identifyCached(r, d)
 		if err != nil {
 			d.Fail(w, r, a.cfg.Log, err)
 			return
@@ -40,9 +39,9 @@ func (a *Auth) RequireCached(d httpapi.Dialect, next http.Handler) http.Handler 
 	})
 }
 
-func (a *Auth) identifyCached(r *http.Request) (Identity, error) {
-	id, err := a.identify(r, false)
-	hash, bearer := bearerHash(r)
+func (a *Auth) identifyCached(r *http.Request, d httpapi.Dialect) (Identity, error) {
+	id, err := a.identify(r, d, false)
+	hash, bearer := keyHash(r, d)
 	if err == nil {
 		if id.Key != localKey {
 			a.creds.remember(id, a.cfg.Now())
@@ -67,12 +66,12 @@ func (a *Auth) identifyCached(r *http.Request) (Identity, error) {
 		Message: "the token cannot be checked while the database is unavailable; retry after the Retry-After delay"}
 }
 
-// bearerHash is the hash of the request's bearer token, as identify reads
-// it; false without one.
-func bearerHash(r *http.Request) ([sha256.Size]byte, bool) {
+// keyHash is the hash of the request's key, as identify reads it in d;
+// false without one.
+func keyHash(r *http.Request, d httpapi.Dialect) ([sha256.Size]byte, bool) {
 	var h [sha256.Size]byte
-	scheme, secret, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+	secret, _ := d.Spec().Credential(r)
+	if secret == "" {
 		return h, false
 	}
 	copy(h[:], jobs.HashToken(secret))

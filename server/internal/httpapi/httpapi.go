@@ -1,9 +1,10 @@
 // Package httpapi is the one HTTP pipeline under every route of the
 // server: reading and decoding a body, the Idempotency-Key and query
 // parameters every API shares, one classification of failures into a
-// Problem (status, code, message) and its two encoders — promptkit's
-// {"error": {"code", "message"}} and OpenAI's error object — and the
-// Server-Sent Events writer. Handlers return errors; Dialect.Handler
+// Problem (status, kind, code, message) and the Dialect that encodes it
+// in an API's shape — promptkit's {"error": {"code", "message"}} here,
+// OpenAI's error object by openaiapi.ErrorFor — and the Server-Sent
+// Events writer. Handlers return errors; Dialect.Handler
 // writes them in the shape of the handler's API, so a route family
 // differs from another only in its dialect.
 //

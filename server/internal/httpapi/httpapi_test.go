@@ -73,7 +73,7 @@ func TestClassify(t *testing.T) {
 				code, msg = c.openai, c.openaiMsg
 				// A spent budget is OpenAI's insufficient_quota, type and
 				// code; every other type follows the status.
-				typ := OpenAIType(c.status)
+				typ := openaiapi.TypeOf(c.status)
 				if c.openai == openaiapi.TypeInsufficientQuota {
 					typ = c.openai
 				}

@@ -12,28 +12,28 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/internal/problem"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/quota"
 )
 
-// Problem is a failure as the API answers it: one classification, which
-// each Dialect encodes in its API's shape. A handler returns one for a
-// refusal of its own; Classify makes one of any other error.
+// Problem is a failure as the API answers it: one classification,
+// promptkit's own, which each Dialect encodes in its API's shape. A
+// handler returns one for a refusal of its own; Classify makes one of any
+// other error.
 type Problem struct {
 	Status int
+	// Kind is the class of the failure where dialects name it in their
+	// own words (problem.Kind); "": Code is every dialect's code.
+	Kind problem.Kind
 	// Code and Message are promptkit's words: a snake_case code and a
 	// message that names parameters and limits, never request content.
 	Code    string
 	Message string
-	// OpenAICode and OpenAIMessage are OpenAI's words for the same
-	// problem, where they differ (OpenAI's messages are sentences); empty:
-	// Code and Message.
-	OpenAICode    string
-	OpenAIMessage string
-	// OpenAIType is OpenAI's error type where the status does not decide
-	// it (OpenAIType); empty: by the status.
-	OpenAIType string
-	// Param names the parameter at fault (OpenAI's param); "" when none.
+	// Sentence is Message as the dialects whose messages are sentences
+	// (the SDKs' APIs) say it, where it is not Message itself.
+	Sentence string
+	// Param names the parameter at fault; "" when none.
 	Param string
 	// RetryAfter, when positive, is sent as Retry-After.
 	RetryAfter time.Duration
@@ -52,47 +52,47 @@ func Invalid(param, msg string) *Problem {
 	return &Problem{Status: http.StatusBadRequest, Code: "invalid_request", Message: msg, Param: param}
 }
 
-// OpenAIInvalid is a 400 invalid_request_error in OpenAI's words, with
-// OpenAI's code (invalid_value, unsupported_value, …).
+// OpenAIInvalid is a 400 in the words of a dialect whose messages are
+// sentences, with that dialect's code (OpenAI's invalid_value,
+// unsupported_value, …), the same in every dialect.
 func OpenAIInvalid(param, code, msg string) *Problem {
 	return &Problem{Status: http.StatusBadRequest, Code: code, Message: msg, Param: param}
 }
 
 // NotFound is a 404 for a resource named what ("prompt", "file").
 func NotFound(what string) *Problem {
-	return &Problem{Status: http.StatusNotFound, Code: "not_found", Message: what + ": not found", OpenAIMessage: "No such " + what + "."}
+	return &Problem{Status: http.StatusNotFound, Code: "not_found", Message: what + ": not found", Sentence: "No such " + what + "."}
 }
 
 // TooLarge is the 413 of a body over limit bytes.
 func TooLarge(limit int64) *Problem {
-	return &Problem{Status: http.StatusRequestEntityTooLarge, Code: "too_large", OpenAICode: "request_too_large",
-		Message: fmt.Sprintf("the body is over %d bytes", limit), OpenAIMessage: fmt.Sprintf("The body is over %d bytes.", limit)}
+	return &Problem{Status: http.StatusRequestEntityTooLarge, Kind: problem.TooLarge, Code: "too_large",
+		Message: fmt.Sprintf("the body is over %d bytes", limit), Sentence: fmt.Sprintf("The body is over %d bytes.", limit)}
 }
 
 // RateLimited is the 429 of a rate of the server's own reached for d:
 // limit names it ("the token's submission rate of 20 a second").
 func RateLimited(d time.Duration, limit string) *Problem {
 	msg := limit + " is reached; retry after the Retry-After delay"
-	return &Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", OpenAICode: "rate_limit_exceeded", RetryAfter: d,
-		Message: msg, OpenAIMessage: sentence(msg)}
+	return &Problem{Status: http.StatusTooManyRequests, Kind: problem.RateLimited, Code: "rate_limited", RetryAfter: d,
+		Message: msg, Sentence: sentence(msg)}
 }
 
 // LimitReached is the 429 of a limit of the caller's org or token
-// (jobs/quota): its message names the limit. A rate is OpenAI's
-// rate_limit_exceeded; a spent budget its insufficient_quota (type and
-// code), and REST's budget_exceeded. RetryAfter is until the window
-// frees a place or the budget's period resets.
+// (jobs/quota): its message names the limit. A rate is RateLimited; a
+// spent budget BudgetSpent, and REST's budget_exceeded. RetryAfter is
+// until the window frees a place or the budget's period resets.
 func LimitReached(e *quota.Exceeded) *Problem {
-	p := &Problem{Status: http.StatusTooManyRequests, Code: "rate_limited", OpenAICode: "rate_limit_exceeded",
-		Message: e.Error(), OpenAIMessage: sentence(e.Error()), RetryAfter: e.RetryAfter}
+	p := &Problem{Status: http.StatusTooManyRequests, Kind: problem.RateLimited, Code: "rate_limited",
+		Message: e.Error(), Sentence: sentence(e.Error()), RetryAfter: e.RetryAfter}
 	if e.Rule.Budget() {
-		p.Code, p.OpenAICode, p.OpenAIType = string(jobs.KindBudgetExceeded), openaiapi.TypeInsufficientQuota, openaiapi.TypeInsufficientQuota
+		p.Kind, p.Code = problem.BudgetSpent, string(jobs.KindBudgetExceeded)
 	}
 	return p
 }
 
-// sentence makes a message of promptkit's words one of OpenAI's: a
-// capital first letter and a full stop.
+// sentence makes a message of promptkit's words a sentence (Problem's
+// Sentence): a capital first letter and a full stop.
 func sentence(msg string) string {
 	if msg == "" {
 		return msg
@@ -102,8 +102,8 @@ func sentence(msg string) string {
 
 // Internal is a 500 whose cause is logged, never sent.
 func Internal(what string, cause error) *Problem {
-	return &Problem{Status: http.StatusInternalServerError, Code: "internal", OpenAICode: "internal_error",
-		Message: "internal error", OpenAIMessage: "The server had an error while processing the request.", Cause: cause, what: what}
+	return &Problem{Status: http.StatusInternalServerError, Kind: problem.Internal, Code: "internal",
+		Message: "internal error", Sentence: "The server had an error while processing the request.", Cause: cause, what: what}
 }
 
 // About names the operation or resource an error came from ("prompt",
@@ -124,8 +124,9 @@ func (a *about) Error() string { return a.what + ": " + a.err.Error() }
 func (a *about) Unwrap() error { return a.err }
 
 // Classify maps any error to its Problem, in one table: a Problem as it
-// is; a refused OpenAI request as a 400 naming its parameter; the store's
-// and the engine's sentinels by meaning; anything else a 500.
+// is; a request a dialect's decoder refused (jobs.RequestError) as a 400
+// naming its parameter; the store's and the engine's sentinels by
+// meaning; anything else a 500.
 func Classify(err error) *Problem {
 	what := "request"
 	if a, ok := errors.AsType[*about](err); ok {
@@ -141,20 +142,20 @@ func Classify(err error) *Problem {
 	if e, ok := errors.AsType[*quota.Exceeded](err); ok {
 		return LimitReached(e)
 	}
-	if re, ok := errors.AsType[*openaiapi.RequestError](err); ok {
+	if re, ok := errors.AsType[*jobs.RequestError](err); ok {
 		return OpenAIInvalid(re.Param, re.Code, re.Message)
 	}
 	if te, ok := errors.AsType[*jobs.TransitionError](err); ok {
 		return &Problem{Status: http.StatusConflict, Code: "conflict",
-			Message: fmt.Sprintf("%s: the job is %s", what, te.From), OpenAIMessage: fmt.Sprintf("The job is %s.", te.From)}
+			Message: fmt.Sprintf("%s: the job is %s", what, te.From), Sentence: fmt.Sprintf("The job is %s.", te.From)}
 	}
 	switch {
 	case errors.Is(err, jobs.ErrNotFound):
 		return NotFound(what)
 	case errors.Is(err, jobs.ErrIdempotencyConflict):
 		return &Problem{Status: http.StatusUnprocessableEntity, Code: "idempotency_conflict",
-			Message:       "the Idempotency-Key was used with a different request",
-			OpenAIMessage: "The Idempotency-Key was used with a different request."}
+			Message:  "the Idempotency-Key was used with a different request",
+			Sentence: "The Idempotency-Key was used with a different request."}
 	case errors.Is(err, jobs.ErrInvalid),
 		errors.Is(err, promptkit.ErrInvalidRequest),
 		errors.Is(err, promptkit.ErrPromptNotFound),
@@ -168,16 +169,84 @@ func Classify(err error) *Problem {
 	return Internal(what, err)
 }
 
-// Dialect is the error shape of a family of routes.
-type Dialect int
+// Dialect is an API's words at the edge of a family of routes: the
+// shape its errors take, and how its callers send their key. The zero
+// Dialect is REST; another is made with NewDialect, by the package of its
+// routes, so a new API adds its dialect without changing this one.
+type Dialect struct{ spec *DialectSpec }
 
+// DialectSpec describes a Dialect.
+type DialectSpec struct {
+	// Name names the dialect in logs and test failures.
+	Name string
+	// Body is the JSON body answering p (Write sends p's status, and
+	// Retry-After and the challenge of a 401, around it). Required.
+	Body func(p *Problem) any
+	// Credential reads the caller's key from a request: secret is ""
+	// when none usable was sent, and presented reports whether the
+	// dialect's credential header was sent at all. Defaults to Bearer.
+	Credential func(r *http.Request) (secret string, presented bool)
+	// Challenge is the WWW-Authenticate of a 401; "" sends none.
+	Challenge string
+	// KeyHint says, in a 401's message, how to send the key
+	// ("Authorization: Bearer pk_...").
+	KeyHint string
+	// Lenient: in local mode, a key that is no promptkit token acts as
+	// the local identity, for SDKs that always send one (perhaps the
+	// user's real key of the provider the API is named after).
+	Lenient bool
+}
+
+// NewDialect makes a Dialect of spec (see DialectSpec for defaults).
+func NewDialect(spec DialectSpec) Dialect {
+	if spec.Credential == nil {
+		spec.Credential = Bearer
+	}
+	return Dialect{&spec}
+}
+
+// bearerChallenge and bearerHint are the words of the dialects whose key
+// is a bearer token.
 const (
-	// REST is promptkit's shape: {"error": {"code", "message"}}.
-	REST Dialect = iota
-	// OpenAI is OpenAI's error object: {"error": {"message", "type",
-	// "param", "code"}}.
-	OpenAI
+	bearerChallenge = `Bearer realm="promptkit"`
+	bearerHint      = "Authorization: Bearer pk_..."
 )
+
+// REST is promptkit's shape: {"error": {"code", "message"}}, its key a
+// bearer token, read strictly.
+var REST = Dialect{}
+
+var restSpec = DialectSpec{Name: "rest", Credential: Bearer, Challenge: bearerChallenge, KeyHint: bearerHint,
+	Body: func(p *Problem) any { return restError{restErrorBody{Code: p.Code, Message: p.Message}} }}
+
+// OpenAI is OpenAI's error object ({"error": {"message", "type",
+// "param", "code"}}, openaiapi.ErrorFor), its key a bearer token, read
+// leniently (OpenAI's SDKs always send one).
+var OpenAI = NewDialect(DialectSpec{Name: "openai", Challenge: bearerChallenge, KeyHint: bearerHint, Lenient: true,
+	Body: func(p *Problem) any {
+		return openaiapi.ErrorFor(p.Status, p.Kind, p.Code, cmp.Or(p.Sentence, p.Message), p.Param)
+	}})
+
+// Spec is d's description (a copy: a Dialect does not change).
+func (d Dialect) Spec() DialectSpec {
+	if d.spec == nil {
+		return restSpec
+	}
+	return *d.spec
+}
+
+func (d Dialect) String() string { return d.Spec().Name }
+
+// Bearer is the key of an Authorization: Bearer header: the REST and
+// OpenAI dialects' Credential.
+func Bearer(r *http.Request) (secret string, presented bool) {
+	h := r.Header.Get("Authorization")
+	scheme, secret, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		return "", h != ""
+	}
+	return secret, true
+}
 
 // restError is the body of a REST error answer.
 type restError struct {
@@ -191,37 +260,14 @@ type restErrorBody struct {
 
 // Write answers p in d's shape.
 func (d Dialect) Write(w http.ResponseWriter, p *Problem) {
+	spec := d.Spec()
 	if p.RetryAfter > 0 {
 		w.Header().Set("Retry-After", RetryAfter(p.RetryAfter))
 	}
-	if p.Status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="promptkit"`)
+	if p.Status == http.StatusUnauthorized && spec.Challenge != "" {
+		w.Header().Set("WWW-Authenticate", spec.Challenge)
 	}
-	if d == REST {
-		WriteJSON(w, p.Status, restError{restErrorBody{Code: p.Code, Message: p.Message}})
-		return
-	}
-	code, msg, typ := p.Code, p.Message, cmp.Or(p.OpenAIType, OpenAIType(p.Status))
-	if p.OpenAICode != "" {
-		code = p.OpenAICode
-	}
-	if p.OpenAIMessage != "" {
-		msg = p.OpenAIMessage
-	}
-	WriteJSON(w, p.Status, openaiapi.NewError(msg, typ, p.Param, code))
-}
-
-// OpenAIType is the type OpenAI's error object gives a status.
-func OpenAIType(status int) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return openaiapi.TypeRateLimit
-	case status == http.StatusInternalServerError:
-		return openaiapi.TypeAPI
-	case status >= 500:
-		return openaiapi.TypeServer
-	}
-	return openaiapi.TypeInvalidRequest
+	WriteJSON(w, p.Status, spec.Body(p))
 }
 
 // Fail answers err in d's shape, logging the cause of a 5xx with the

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/promptkit/promptkit/internal/problem"
 )
 
 // CheckQuery refuses a query string with a NUL byte, or bytes that are
@@ -57,8 +59,8 @@ func queryProblem(name, fault string) *Problem {
 	if name != "" {
 		msg = "query parameter " + name + " " + fault + ", which no parameter may"
 	}
-	return &Problem{Status: http.StatusBadRequest, Code: "invalid_request", OpenAICode: "invalid_value", Param: name,
-		Message: msg, OpenAIMessage: sentence(msg)}
+	return &Problem{Status: http.StatusBadRequest, Kind: problem.BadValue, Code: "invalid_request", Param: name,
+		Message: msg, Sentence: sentence(msg)}
 }
 
 // RefuseNUL answers CheckQuery's refusal (of a NUL, or of bytes that are

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/promptkit/promptkit/internal/problem"
 )
 
 // MaxIdempotencyKey bounds the Idempotency-Key header.
@@ -43,7 +45,7 @@ func ReadJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, allowE
 }
 
 func badJSON(msg, sentence string) *Problem {
-	return &Problem{Status: http.StatusBadRequest, Code: "invalid_json", OpenAICode: "invalid_body", Message: msg, OpenAIMessage: sentence}
+	return &Problem{Status: http.StatusBadRequest, Kind: problem.BadBody, Code: "invalid_json", Message: msg, Sentence: sentence}
 }
 
 // DecodeStrict decodes exactly one JSON value with no unknown fields
@@ -94,8 +96,8 @@ func decodeStrict(body []byte, v any) error {
 func IdempotencyKey(r *http.Request) (string, error) {
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > MaxIdempotencyKey {
-		return "", &Problem{Status: http.StatusBadRequest, Code: "invalid_request", OpenAICode: "invalid_value", Param: "Idempotency-Key",
-			Message: "Idempotency-Key is longer than 255 bytes", OpenAIMessage: "Idempotency-Key is longer than 255 bytes."}
+		return "", &Problem{Status: http.StatusBadRequest, Kind: problem.BadValue, Code: "invalid_request", Param: "Idempotency-Key",
+			Message: "Idempotency-Key is longer than 255 bytes", Sentence: "Idempotency-Key is longer than 255 bytes."}
 	}
 	return key, nil
 }
@@ -108,8 +110,8 @@ func Limit(r *http.Request, most int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > most {
-		return 0, &Problem{Status: http.StatusBadRequest, Code: "invalid_request", OpenAICode: "invalid_value", Param: "limit",
-			Message: "limit must be 1–" + strconv.Itoa(most), OpenAIMessage: fmt.Sprintf("limit must be an integer from 1 to %d.", most)}
+		return 0, &Problem{Status: http.StatusBadRequest, Kind: problem.BadValue, Code: "invalid_request", Param: "limit",
+			Message: "limit must be 1–" + strconv.Itoa(most), Sentence: fmt.Sprintf("limit must be an integer from 1 to %d.", most)}
 	}
 	return n, nil
 }
@@ -122,7 +124,7 @@ func Wait(r *http.Request, most time.Duration) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, &Problem{Status: http.StatusBadRequest, Code: "invalid_request", OpenAICode: "invalid_value", Param: "wait",
+		return 0, &Problem{Status: http.StatusBadRequest, Kind: problem.BadValue, Code: "invalid_request", Param: "wait",
 			Message: "wait must be a duration such as 30s"}
 	}
 	return min(d, most), nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit"
+	"github.com/promptkit/promptkit/internal/problem"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
 	"github.com/promptkit/promptkit/server/internal/auth"
@@ -114,7 +115,7 @@ func decodeSubmission(body []byte) (jobs.EnqueueParams, string, error) {
 	if v := bytes.TrimSpace(req.ScheduledFor); len(v) > 0 && !bytes.Equal(v, []byte("null")) {
 		var at time.Time
 		if json.Unmarshal(v, &at) != nil {
-			return jobs.EnqueueParams{}, "", &httpapi.Problem{Status: http.StatusBadRequest, Code: "invalid_json", OpenAICode: "invalid_body",
+			return jobs.EnqueueParams{}, "", &httpapi.Problem{Status: http.StatusBadRequest, Kind: problem.BadBody, Code: "invalid_json",
 				Message: "field scheduled_for: expected an RFC 3339 time, such as 2026-12-07T15:04:05Z"}
 		}
 		req.Submission.ScheduledFor = &at
