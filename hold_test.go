@@ -89,7 +89,7 @@ func TestHeldBackend(t *testing.T) {
 		}
 		for _, bp := range got {
 			for _, p := range bp.Peers {
-				if bp.Backend == "a" && p.Peer == "e" && p.Demand > 0 {
+				if bp.Backend == "a" && p.ID == "e" && p.Demand > 0 {
 					return true
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/dispatch"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Pacing is what one backend's pacer follows now; see Engine.Pacing and
@@ -107,88 +108,31 @@ func (e *Engine) Pacing() map[string]Pacing {
 // jobs/worker.PacingStore makes one of a jobs.Store.
 type PacingStore interface {
 	// SyncPacing records news published by peer (a process) and returns
-	// every backend's shared state. The store merges: a pause, and a
-	// cooldown, keep the later end; a decrease (LearnedRate) is replaced by a later one; a
-	// peer's demand replaces its last one, its estimate too unless older,
-	// and a peer not heard from for a few seconds is gone.
+	// every backend's shared state. The store merges as
+	// SharedPacing.Merge says: a pause, and a cooldown, keep the later
+	// end; a decrease (LearnedRate) is replaced by a later one; a peer's
+	// demand replaces its last one, its estimate too unless older; and a
+	// peer not heard from for a few seconds is gone.
 	SyncPacing(ctx context.Context, peer string, news []PacingNews) ([]SharedPacing, error)
 }
 
-// PacingNews is what one process publishes about one backend.
-type PacingNews struct {
-	Backend string
-	// Demand is how many of the process's callers wait for the backend or
-	// are in flight on it: its presence, and its weight in the rates.
-	Demand int
-	// PauseUntil is a pause the process was asked for; zero: none.
-	PauseUntil time.Time
-	// CooldownUntil is the end of a cooldown the process began (the
-	// backend failed as unwell, docs/routing.md); zero: none.
-	CooldownUntil time.Time
-	// Rate is a decrease of the learned rate made by this process;
-	// Rate.At zero: none.
-	Rate LearnedRate
-	// Estimate is this process's part of the last decrease; At zero:
-	// none.
-	Estimate RateEstimate
-}
-
-// LearnedRate is a decrease of a provider-wide request rate learned from
-// 429s, made At: the rate becomes 95 % of the attempts the provider
-// admitted in the second before (all processes' RateEstimates for At),
-// at most Cap and at least Floor; from there it grows, slowly
-// then faster while no 429 comes, as every process computes alike (see
-// SharedPacing.RequestsPerSecond).
-type LearnedRate struct {
-	Cap, Floor float64
-	At         time.Time
-}
-
-// RateEstimate is one process's part of the decrease made At: Admitted
-// of its attempts dispatched in the second before were admitted.
-type RateEstimate struct {
-	Admitted int
-	At       time.Time
-}
-
-// SharedPacing is one backend's shared state.
-type SharedPacing struct {
-	Backend    string
-	PauseUntil time.Time
-	// Held is an operator's hold on the backend (jobs.Store.HoldBackend):
-	// the engine dispatches nothing new to it until a later sync says it
-	// is released.
-	Held bool
-	// CooldownUntil is the latest end of a cooldown any process began.
-	CooldownUntil time.Time
-	Rate          LearnedRate
-	// Peers are the processes present on the backend, this one included.
-	Peers []PacingPeer
-}
-
-// PacingPeer is one process present on a backend.
-type PacingPeer struct {
-	ID       string
-	Demand   int
-	Estimate RateEstimate
-}
-
-// RequestsPerSecond is the learned provider-wide rate at now, as every
-// engine sharing it computes it; 0 when none was learned or it has grown
-// back to unpaced (an engine's configured requests_per_second may still
-// bound it).
-func (s SharedPacing) RequestsPerSecond(now time.Time) float64 {
-	return dispatch.SharedRate(s.state(), now)
-}
-
-func (s SharedPacing) state() dispatch.State {
-	st := dispatch.State{Backend: s.Backend, PauseUntil: s.PauseUntil, CoolUntil: s.CooldownUntil, Held: s.Held,
-		Rate: dispatch.Learned(s.Rate)}
-	for _, pr := range s.Peers {
-		st.Peers = append(st.Peers, dispatch.Peer{ID: pr.ID, Demand: pr.Demand, Estimate: dispatch.Estimate(pr.Estimate)})
-	}
-	return st
-}
+// The shared pacing's values are pktype's: the engine, the stores
+// (jobs.Store.SyncPacing) and their drivers speak the same ones.
+type (
+	// PacingNews is what one process publishes about one backend.
+	PacingNews = pktype.PacingNews
+	// LearnedRate is a decrease of a provider-wide request rate learned
+	// from 429s (see pktype.LearnedRate).
+	LearnedRate = pktype.LearnedRate
+	// RateEstimate is one process's part of a decrease.
+	RateEstimate = pktype.RateEstimate
+	// SharedPacing is one backend's shared state;
+	// SharedPacing.RequestsPerSecond is the learned provider-wide rate
+	// every engine sharing it follows.
+	SharedPacing = pktype.SharedPacing
+	// PacingPeer is one process present on a backend.
+	PacingPeer = pktype.PacingPeer
+)
 
 // SharePacingOptions tune Engine.SharePacing. Zero values take the
 // defaults.
@@ -235,27 +179,7 @@ type SharePacingOptions struct {
 // the others it has left. Call it once per engine, in a goroutine of its
 // own; an engine without it paces alone, as before.
 func (e *Engine) SharePacing(ctx context.Context, st PacingStore, opts SharePacingOptions) error {
-	return e.sched.Share(ctx, pacingShared{st}, dispatch.ShareOptions(opts))
-}
-
-// pacingShared adapts a PacingStore to dispatch.Shared.
-type pacingShared struct{ st PacingStore }
-
-func (p pacingShared) Sync(ctx context.Context, peer string, news []dispatch.News) ([]dispatch.State, error) {
-	in := make([]PacingNews, len(news))
-	for i, n := range news {
-		in[i] = PacingNews{Backend: n.Backend, Demand: n.Demand, PauseUntil: n.PauseUntil, CooldownUntil: n.CoolUntil,
-			Rate: LearnedRate(n.Rate), Estimate: RateEstimate(n.Estimate)}
-	}
-	got, err := p.st.SyncPacing(ctx, peer, in)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]dispatch.State, len(got))
-	for i, s := range got {
-		out[i] = s.state()
-	}
-	return out, nil
+	return e.sched.Share(ctx, st, dispatch.ShareOptions(opts))
 }
 
 // HeldProfiles returns, sorted, the IDs of the profiles whose every

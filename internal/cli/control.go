@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/worker"
 )
 
 // Queue control (docs/service.md): hold and release a backend, pause and
@@ -61,7 +60,7 @@ func newBackendsListCmd(g *globals) *cobra.Command {
 				rows := make([]backendRow, 0, len(bs))
 				for _, b := range bs {
 					r := backendRow{Backend: b.Backend, Held: b.Held, Processes: len(b.Peers),
-						RequestsPerSecond: worker.SharedPacing(b).RequestsPerSecond(now)}
+						RequestsPerSecond: b.RequestsPerSecond(now)}
 					if b.PauseUntil.After(now) {
 						r.PausedUntil = b.PauseUntil
 					}

@@ -83,9 +83,9 @@ func sharedPacing(ctx context.Context, st jobs.Store, now time.Time) ([]backendP
 	}
 	out := make([]backendPacing, 0, len(got))
 	for _, b := range got {
-		p := backendPacing{Backend: b.Backend, RequestsPerSecond: worker.SharedPacing(b).RequestsPerSecond(now)}
-		if !b.RateAt.IsZero() {
-			p.CutAt = &b.RateAt
+		p := backendPacing{Backend: b.Backend, RequestsPerSecond: b.RequestsPerSecond(now)}
+		if !b.Rate.At.IsZero() {
+			p.CutAt = &b.Rate.At
 		}
 		if b.PauseUntil.After(now) {
 			p.PausedUntil = &b.PauseUntil

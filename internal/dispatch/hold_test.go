@@ -3,6 +3,8 @@ package dispatch
 import (
 	"testing"
 	"time"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // An idle process reads the shared state on a wake (a store's change
@@ -17,8 +19,7 @@ func TestShareIdleReadsHoldOnWake(t *testing.T) {
 	sr := sharing(s, m, "p")
 	sr.step(t.Context()) // the first sync reads in any case
 	m.mu.Lock()
-	m.states["b"] = &State{Backend: "b", Held: true}
-	m.peers["b"] = map[string]Peer{}
+	m.states["b"] = pktype.SharedPacing{Backend: "b", Held: true}
 	m.mu.Unlock()
 	sr.step(t.Context())
 	if n := m.count(); n != 1 || s.Held("b") {
@@ -35,7 +36,7 @@ func TestShareIdleReadsHoldOnWake(t *testing.T) {
 		t.Fatalf("the pending wake: %d syncs, held %v; want 2 and held", n, s.Held("b"))
 	}
 	m.mu.Lock()
-	m.states["b"].Held = false
+	m.states["b"] = pktype.SharedPacing{Backend: "b"}
 	m.mu.Unlock()
 	c.Advance(DefaultShareHeartbeat)
 	sr.step(t.Context())
@@ -55,12 +56,12 @@ func TestAvailabilityHeld(t *testing.T) {
 	t.Parallel()
 	c := newClock()
 	s := New(Config{Backends: map[string]Backend{"a": {}, "b": {}}, Now: c.Now, Jitter: jitterNone, Wait: c.Wait})
-	s.adopt("p", []State{{Backend: "a", Held: true}, {Backend: "b", CoolUntil: c.Now().Add(time.Hour)}})
+	s.adopt("p", []pktype.SharedPacing{{Backend: "a", Held: true}, {Backend: "b", CooldownUntil: c.Now().Add(time.Hour)}})
 	routes := []Route{{Backend: "a", Weight: 1}, {Backend: "b", Weight: 1}}
 	if r, _ := s.choose(Sequence{Group: "g", Routes: routes}); r.Backend != "b" {
 		t.Fatalf("held a and b cooling down an hour: chose %s, want b", r.Backend)
 	}
-	s.adopt("p", []State{{Backend: "a", Held: true}})
+	s.adopt("p", []pktype.SharedPacing{{Backend: "a", Held: true}})
 	c.Advance(2 * time.Hour)
 	for range 3 {
 		if r, _ := s.choose(Sequence{Group: "g", Routes: routes}); r.Backend != "b" {

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/promptkit/promptkit/internal/llm"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // How the pacer learns a backend's request rate from 429s that carry no
@@ -20,13 +21,14 @@ import (
 //     of the rate in force, so that one 429 never collapses it.
 //   - Later answers to attempts dispatched in that second (they were in
 //     flight) still raise the estimate.
-//   - Without a 429 the rate grows as base·1.05^((τ/learnPlateau)²), τ
-//     the time since the decrease: 5 % after learnPlateau (12 s), double
-//     after 45 s. Near the old limit it probes slowly, so a steady stream
-//     settles just under it; the longer no 429 comes (the limit went up),
-//     the faster it grows. Once it reaches the configured rate, or
-//     learnMaxGrowth times base, it is dropped: the backend is unpaced
-//     again, or paced by its configuration.
+//   - Without a 429 the rate grows as base·1.05^((τ/12 s)²), τ the time
+//     since the decrease: 5 % after 12 s, double after 45 s
+//     (pktype.LearnedRate.Grown, the law every process sharing the rate
+//     computes alike). Near the old limit it probes slowly, so a steady
+//     stream settles just under it; the longer no 429 comes (the limit
+//     went up), the faster it grows. Once it reaches the configured rate,
+//     or 1000 times base, it is dropped: the backend is unpaced again, or
+//     paced by its configuration.
 //   - At most one decrease per learnWindow: a provider counting fixed
 //     windows answers 429 to everything until its window ends, whatever
 //     the rate, so a 429 to an attempt dispatched before, or within
@@ -42,11 +44,9 @@ import (
 //     attempts admitted in the second before a cut are every process's,
 //     each counting its own, and each process dispatches its share.
 const (
-	learnShare     = 0.95
-	learnMinCut    = 0.5
-	learnPlateau   = 12 * time.Second
-	learnWindow    = time.Second
-	learnMaxGrowth = 1000
+	learnShare  = pktype.LearnShare
+	learnMinCut = 0.5
+	learnWindow = time.Second
 )
 
 // Pacing sources, as reported by Pacing.Source.
@@ -224,9 +224,8 @@ func (l *learner) rateAt(now time.Time) float64 {
 	if l.base == 0 {
 		return math.Inf(1)
 	}
-	tau := float64(now.Sub(l.at)) / float64(learnPlateau)
-	r := l.base * math.Pow(1.05, tau*tau)
-	if r > l.base*learnMaxGrowth || r >= l.ceiling {
+	r := pktype.LearnedRate{At: l.at}.Grown(l.base, now)
+	if math.IsInf(r, 1) || r >= l.ceiling {
 		l.base = 0
 		return math.Inf(1)
 	}
@@ -377,7 +376,7 @@ func (l *learner) observe(out llm.Outcome, sentAt, now time.Time, reqCost, tokCo
 // last decrease (this process's and the others'), within its bounds:
 // floor and estCap.
 func (l *learner) rebase() {
-	l.base = min(max(learnShare*float64(l.est+l.othersEst), l.floor), l.estCap)
+	l.base = pktype.LearnedRate{Cap: l.estCap, Floor: l.floor}.Base(l.est + l.othersEst)
 }
 
 // decrease lowers the rate on a 429 to an attempt dispatched at sentAt.
@@ -448,14 +447,14 @@ func (l *learner) setShared() {
 // here (rate; At zero: none), and this process's count for the last
 // decrease (est; At zero: none), each when it changed since the last
 // call.
-func (l *learner) takeNews() (rate Learned, est Estimate) {
+func (l *learner) takeNews() (rate pktype.LearnedRate, est pktype.RateEstimate) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.rateNews {
-		rate = Learned{Cap: l.estCap, Floor: l.floor, At: l.at}
+		rate = pktype.LearnedRate{Cap: l.estCap, Floor: l.floor, At: l.at}
 	}
 	if l.rateNews || l.estNews {
-		est = Estimate{Admitted: l.est, At: l.at}
+		est = pktype.RateEstimate{Admitted: l.est, At: l.at}
 	}
 	l.rateNews, l.estNews = false, false
 	return rate, est
@@ -474,7 +473,7 @@ func (l *learner) requeueNews(rate, est bool) {
 // process's, counting this process's part of it; othersEst is what the
 // other processes counted for r, peers how many have demand on the
 // backend (for Pacing). cut reports a decrease adopted.
-func (l *learner) adopt(r Learned, othersEst, peers int) (cut bool) {
+func (l *learner) adopt(r pktype.LearnedRate, othersEst, peers int) (cut bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.peers = peers

@@ -156,7 +156,7 @@ func TestShareCooldownReachesOthers(t *testing.T) {
 	s1, _ := fakeSched(t, c, jitterNone, backends)
 	s2, _ := fakeSched(t, c, jitterNone, backends)
 	sr1, sr2 := sharing(s1, m, "p1"), sharing(s2, m, "p2")
-	got := make(chan []News, 8)
+	got := make(chan []pktype.PacingNews, 8)
 	m.got = got
 	var bad atomic.Int32
 	group := func() Sequence {
@@ -169,10 +169,10 @@ func TestShareCooldownReachesOthers(t *testing.T) {
 		t.Fatalf("s1: %+v", out)
 	}
 	until := c.Now().Add(DefaultCooldown)
-	cools := func(news []News) (out []string) {
+	cools := func(news []pktype.PacingNews) (out []string) {
 		for _, n := range news {
-			if !n.CoolUntil.IsZero() {
-				out = append(out, n.Backend+"@"+n.CoolUntil.Sub(epoch).String())
+			if !n.CooldownUntil.IsZero() {
+				out = append(out, n.Backend+"@"+n.CooldownUntil.Sub(epoch).String())
 			}
 		}
 		return out
@@ -225,9 +225,9 @@ func TestShareCooldownRequeued(t *testing.T) {
 	sr.step(t.Context())
 	sr.step(t.Context())
 	m.mu.Lock()
-	st := m.states["b"]
+	st, ok := m.states["b"]
 	m.mu.Unlock()
-	if st == nil || !st.CoolUntil.Equal(c.Now().Add(DefaultCooldown)) {
+	if !ok || !st.CooldownUntil.Equal(c.Now().Add(DefaultCooldown)) {
 		t.Fatalf("after a failed sync and a good one: %+v", st)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Sharing pacing between processes.
@@ -51,69 +53,14 @@ import (
 // ShareOptions.Interval while any backend has demand (sooner on a
 // ShareOptions.Wake), and while none has, only on a Wake, at most every
 // Heartbeat: so that an idle process learns of an operator's hold
-// (State.Held) before it takes work for the backend.
+// (pktype.SharedPacing.Held) before it takes work for the backend.
 
-// Shared is where schedulers in several processes share their pacing.
+// Shared is where schedulers in several processes share their pacing
+// (promptkit.PacingStore is one).
 type Shared interface {
-	// Sync records news, published by peer, and returns every backend's
-	// shared state. Merging is the store's: a pause keeps the later end;
-	// a cooldown keeps the later end; a decrease is replaced by a later
-	// one (At); a peer's demand, and
-	// its estimate, replace its last ones.
-	Sync(ctx context.Context, peer string, news []News) ([]State, error)
-}
-
-// Learned is a decrease of the learned provider-wide rate: made At, it
-// sets the rate to at most Cap requests/s (learnShare of the rate it
-// cut) and at least Floor (learnMinCut of it; 0 when none was in
-// force). At zero: none.
-type Learned struct {
-	Cap, Floor float64
-	At         time.Time
-}
-
-// Estimate is one process's part of a decrease made At: Admitted of its
-// attempts dispatched in the second before were admitted. At zero: none.
-type Estimate struct {
-	Admitted int
-	At       time.Time
-}
-
-// News is what one process publishes about one backend.
-type News struct {
-	Backend string
-	// Demand is how many callers wait for the backend or are in flight on
-	// it: the process's presence and weight.
-	Demand int
-	// PauseUntil is a pause the process was asked for; zero: none.
-	PauseUntil time.Time
-	// CoolUntil is the end of a cooldown begun here; zero: none.
-	CoolUntil time.Time
-	// Rate is a decrease of the learned rate made here; At zero: none.
-	Rate Learned
-	// Estimate is this process's count for the last decrease; At zero:
-	// none.
-	Estimate Estimate
-}
-
-// State is one backend's shared pacing.
-type State struct {
-	Backend    string
-	PauseUntil time.Time
-	CoolUntil  time.Time
-	// Held is an operator's hold: nothing new is dispatched to the
-	// backend until a later state clears it.
-	Held bool
-	Rate Learned
-	// Peers are the processes recently present on the backend.
-	Peers []Peer
-}
-
-// Peer is one process present on a backend.
-type Peer struct {
-	ID       string
-	Demand   int
-	Estimate Estimate
+	// SyncPacing records news, published by peer, and returns every
+	// backend's shared state, merged as pktype.SharedPacing.Merge says.
+	SyncPacing(ctx context.Context, peer string, news []pktype.PacingNews) ([]pktype.SharedPacing, error)
 }
 
 // ShareOptions tune Share. Zero values take the defaults.
@@ -214,7 +161,7 @@ type sharer struct {
 	synced   bool // at least one sync was tried
 	// woken: a wait ended on opts.Wake since the last read. An idle
 	// process then reads too, at most every Heartbeat, so that it learns of an operator's
-	// hold (State.Held) before it takes work for the backend.
+	// hold (pktype.SharedPacing.Held) before it takes work for the backend.
 	woken    bool
 	lastRead time.Time
 }
@@ -237,7 +184,7 @@ func (sr *sharer) step(ctx context.Context) bool {
 		return true
 	}
 	sr.synced, sr.lastRead, sr.woken = true, now, false
-	states, err := sr.sh.Sync(ctx, sr.opts.Peer, news)
+	states, err := sr.sh.SyncPacing(ctx, sr.opts.Peer, news)
 	if err != nil && ctx.Err() != nil {
 		s.requeue(news)
 		return false
@@ -260,10 +207,10 @@ func (sr *sharer) step(ctx context.Context) bool {
 // goodbye publishes, bounded by shareGoodbye, that this process has no
 // demand left on the backends it said it had some.
 func (sr *sharer) goodbye(ctx context.Context) {
-	var bye []News
+	var bye []pktype.PacingNews
 	for id, g := range sr.s.gates {
 		if g.published.Load() > 0 {
-			bye = append(bye, News{Backend: id})
+			bye = append(bye, pktype.PacingNews{Backend: id})
 		}
 	}
 	if len(bye) == 0 {
@@ -271,7 +218,7 @@ func (sr *sharer) goodbye(ctx context.Context) {
 	}
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shareGoodbye)
 	defer cancel()
-	if _, err := sr.sh.Sync(bctx, sr.opts.Peer, bye); err == nil {
+	if _, err := sr.sh.SyncPacing(bctx, sr.opts.Peer, bye); err == nil {
 		for _, n := range bye {
 			sr.s.gates[n.Backend].published.Store(0)
 		}
@@ -326,7 +273,7 @@ func grown(demand, published int64) bool { return demand > 2*published }
 // or had some since the last one (so that a process leaving a backend
 // says so once). busy reports whether any backend has demand: the loop
 // reads the others' state only then.
-func (s *Scheduler) collect(beat bool) (news []News, busy bool) {
+func (s *Scheduler) collect(beat bool) (news []pktype.PacingNews, busy bool) {
 	for id, g := range s.gates {
 		d, pub := g.demand.Load(), g.published.Load()
 		// Demand is published on a heartbeat, and at once when it grew
@@ -339,7 +286,7 @@ func (s *Scheduler) collect(beat bool) (news []News, busy bool) {
 			peak = int(g.peak.Swap(d))
 		}
 		busy = busy || d > 0 || peak > 0
-		n := News{Backend: id, Demand: max(int(d), peak)}
+		n := pktype.PacingNews{Backend: id, Demand: max(int(d), peak)}
 		item := false
 		g.mu.Lock()
 		if g.pauseNews {
@@ -347,7 +294,7 @@ func (s *Scheduler) collect(beat bool) (news []News, busy bool) {
 			item = true
 		}
 		if g.health.coolNews {
-			n.CoolUntil, g.health.coolNews = g.health.coolUntil, false
+			n.CooldownUntil, g.health.coolNews = g.health.coolUntil, false
 			item = true
 		}
 		g.mu.Unlock()
@@ -371,12 +318,12 @@ func (s *Scheduler) collect(beat bool) (news []News, busy bool) {
 }
 
 // requeue marks the news of a failed sync as unpublished again.
-func (s *Scheduler) requeue(news []News) {
+func (s *Scheduler) requeue(news []pktype.PacingNews) {
 	for _, n := range news {
 		g := s.gates[n.Backend]
 		g.mu.Lock()
 		g.pauseNews = g.pauseNews || !n.PauseUntil.IsZero()
-		g.health.coolNews = g.health.coolNews || !n.CoolUntil.IsZero()
+		g.health.coolNews = g.health.coolNews || !n.CooldownUntil.IsZero()
 		g.mu.Unlock()
 		if !n.Estimate.At.IsZero() {
 			g.learn.requeueNews(!n.Rate.At.IsZero(), true)
@@ -386,7 +333,7 @@ func (s *Scheduler) requeue(news []News) {
 
 // adopt takes the shared state: a later pause, a later cooldown, a newer
 // rate, and the others' demand.
-func (s *Scheduler) adopt(self string, states []State) {
+func (s *Scheduler) adopt(self string, states []pktype.SharedPacing) {
 	now := s.now()
 	for _, st := range states {
 		g := s.gates[st.Backend]
@@ -403,10 +350,10 @@ func (s *Scheduler) adopt(self string, states []State) {
 		g.mu.Unlock()
 		// A cooldown still running makes the backend unwell here too:
 		// once it ends, a probe finds out whether it recovered.
-		if st.CoolUntil.After(now) {
+		if st.CooldownUntil.After(now) {
 			g.mu.Lock()
-			if st.CoolUntil.After(g.health.coolUntil) {
-				g.health.coolUntil, g.health.unwell = st.CoolUntil, true
+			if st.CooldownUntil.After(g.health.coolUntil) {
+				g.health.coolUntil, g.health.unwell = st.CooldownUntil, true
 			}
 			g.mu.Unlock()
 		}
@@ -463,25 +410,4 @@ func share(published, demand int64, others int) float64 {
 // reservation's delay finite and short enough to be re-examined.
 func scaled(r, sh float64) float64 {
 	return max(r*sh, math.SmallestNonzeroFloat64)
-}
-
-// SharedRate is the learned provider-wide rate of st at now, as every
-// scheduler sharing it computes it, without a configured ceiling; 0 when
-// none was learned or it has grown back to unpaced.
-func SharedRate(st State, now time.Time) float64 {
-	if st.Rate.At.IsZero() {
-		return 0
-	}
-	l := newLearner(false, 0)
-	for _, p := range st.Peers {
-		if p.Estimate.At.Equal(st.Rate.At) {
-			l.othersEst += p.Estimate.Admitted
-		}
-	}
-	l.at, l.estCap, l.floor = st.Rate.At, st.Rate.Cap, st.Rate.Floor
-	l.rebase()
-	if r := l.rateAt(now); !math.IsInf(r, 1) {
-		return r
-	}
-	return 0
 }

@@ -10,23 +10,24 @@ import (
 
 	"github.com/promptkit/promptkit/internal/llm"
 	"github.com/promptkit/promptkit/internal/testkit"
+	"github.com/promptkit/promptkit/pktype"
 )
 
-// memShared is a Shared in memory, merging as the stores do.
+// memShared is a Shared in memory, merging as the stores do
+// (pktype.SharedPacing.Merge).
 type memShared struct {
 	mu     sync.Mutex
-	states map[string]*State
-	peers  map[string]map[string]Peer
+	states map[string]pktype.SharedPacing
 	syncs  int
-	fail   error       // returned by the next Sync, then cleared
-	got    chan []News // when set, receives every Sync's news
+	fail   error                    // returned by the next Sync, then cleared
+	got    chan []pktype.PacingNews // when set, receives every Sync's news
 }
 
 func newMemShared() *memShared {
-	return &memShared{states: map[string]*State{}, peers: map[string]map[string]Peer{}}
+	return &memShared{states: map[string]pktype.SharedPacing{}}
 }
 
-func (m *memShared) Sync(_ context.Context, peer string, news []News) ([]State, error) {
+func (m *memShared) SyncPacing(_ context.Context, peer string, news []pktype.PacingNews) ([]pktype.SharedPacing, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.syncs++
@@ -39,35 +40,13 @@ func (m *memShared) Sync(_ context.Context, peer string, news []News) ([]State, 
 	}
 	for _, n := range news {
 		st := m.states[n.Backend]
-		if st == nil {
-			st = &State{Backend: n.Backend}
-			m.states[n.Backend] = st
-			m.peers[n.Backend] = map[string]Peer{}
-		}
-		if n.PauseUntil.After(st.PauseUntil) {
-			st.PauseUntil = n.PauseUntil
-		}
-		if n.CoolUntil.After(st.CoolUntil) {
-			st.CoolUntil = n.CoolUntil
-		}
-		if n.Rate.At.After(st.Rate.At) {
-			st.Rate = n.Rate
-		}
-		p := m.peers[n.Backend][peer]
-		p.ID, p.Demand = peer, n.Demand
-		if !n.Estimate.At.IsZero() && !n.Estimate.At.Before(p.Estimate.At) {
-			p.Estimate = n.Estimate
-		}
-		m.peers[n.Backend][peer] = p
+		st.Backend = n.Backend
+		// The store's time matters to nothing here (no peer expires).
+		m.states[n.Backend] = st.Merge(peer, n, time.Time{})
 	}
-	var out []State
-	for b, st := range m.states {
-		c := *st
-		c.Peers = nil
-		for _, p := range m.peers[b] {
-			c.Peers = append(c.Peers, p)
-		}
-		out = append(out, c)
+	var out []pktype.SharedPacing
+	for _, st := range m.states {
+		out = append(out, st)
 	}
 	return out, nil
 }
@@ -181,21 +160,16 @@ func TestShareLearnedRateCountsEveryProcess(t *testing.T) {
 			t.Errorf("p%d: %+v, want %v requests/s learned, shared by 2", i+1, p, want)
 		}
 	}
-	if r := SharedRate(m.snapshot("b"), c.Now()); math.Abs(r-want) > 1e-9 {
-		t.Errorf("SharedRate = %v, want %v", r, want)
+	if r := m.snapshot("b").RequestsPerSecond(c.Now()); math.Abs(r-want) > 1e-9 {
+		t.Errorf("SharedPacing.RequestsPerSecond = %v, want %v", r, want)
 	}
 }
 
-func (m *memShared) snapshot(backend string) State {
+func (m *memShared) snapshot(backend string) pktype.SharedPacing {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.states[backend] == nil {
-		return State{Backend: backend}
-	}
-	st := *m.states[backend]
-	for _, p := range m.peers[backend] {
-		st.Peers = append(st.Peers, p)
-	}
+	st := m.states[backend]
+	st.Backend = backend
 	return st
 }
 
@@ -241,7 +215,7 @@ func TestShareIdleDoesNotSync(t *testing.T) {
 	m := newMemShared()
 	s := learnSched(c, Backend{})
 	sr := sharing(s, m, "p")
-	m.got = make(chan []News, 10)
+	m.got = make(chan []pktype.PacingNews, 10)
 	for range 5 {
 		sr.step(t.Context())
 		c.Advance(time.Second)
@@ -319,7 +293,7 @@ func TestShareFailedSyncPublishesAgain(t *testing.T) {
 func TestShareLoop(t *testing.T) {
 	t.Parallel()
 	m := newMemShared()
-	m.got = make(chan []News, 10)
+	m.got = make(chan []pktype.PacingNews, 10)
 	s := New(Config{Backends: map[string]Backend{"b": {}}})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -353,7 +327,7 @@ func TestShareLoop(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	var last []News
+	var last []pktype.PacingNews
 	for len(m.got) > 0 {
 		last = <-m.got
 	}

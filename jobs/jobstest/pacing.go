@@ -3,12 +3,14 @@ package jobstest
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // syncPacing syncs and fails the test on an error.
@@ -34,9 +36,9 @@ func pacingOf(got []jobs.BackendPacing, backend string) (jobs.BackendPacing, boo
 func peersString(ps []jobs.PacingPeer) string {
 	var b strings.Builder
 	for _, p := range ps {
-		fmt.Fprintf(&b, "%s=%d@%s", p.Peer, p.Demand, p.SeenAt.Format(time.RFC3339Nano))
-		if !p.EstimateAt.IsZero() {
-			fmt.Fprintf(&b, "(%d@%s)", p.Estimate, p.EstimateAt.Format(time.RFC3339Nano))
+		fmt.Fprintf(&b, "%s=%d@%s", p.ID, p.Demand, p.SeenAt.Format(time.RFC3339Nano))
+		if !p.Estimate.At.IsZero() {
+			fmt.Fprintf(&b, "(%d@%s)", p.Estimate.Admitted, p.Estimate.At.Format(time.RFC3339Nano))
 		}
 		b.WriteString(" ")
 	}
@@ -58,19 +60,19 @@ func testPacingMerge(t *testing.T, h Harness) {
 	rateAt := t0.Add(-time.Second)
 	got := f.syncPacing(jobs.PacingSyncParams{Peer: "a", Updates: []jobs.PacingUpdate{
 		{Backend: "b2", Demand: 3},
-		{Backend: "b1", Demand: 32, PauseUntil: pause, RateCap: 19.5, RateFloor: 9, RateAt: rateAt, Estimate: 10, EstimateAt: rateAt},
+		{Backend: "b1", Demand: 32, PauseUntil: pause, Rate: pktype.LearnedRate{Cap: 19.5, Floor: 9, At: rateAt}, Estimate: pktype.RateEstimate{Admitted: 10, At: rateAt}},
 	}})
 	if len(got) != 2 || got[0].Backend != "b1" || got[1].Backend != "b2" {
 		t.Fatalf("want b1 and b2 in order: %+v", got)
 	}
 	b1, b2 := got[0], got[1]
-	if !b1.PauseUntil.Equal(pause) || b1.RateCap != 19.5 || b1.RateFloor != 9 || !b1.RateAt.Equal(rateAt) || !b1.UpdatedAt.Equal(t0) {
+	if !b1.PauseUntil.Equal(pause) || b1.Rate.Cap != 19.5 || b1.Rate.Floor != 9 || !b1.Rate.At.Equal(rateAt) || !b1.UpdatedAt.Equal(t0) {
 		t.Fatalf("b1 after the first news: %+v", b1)
 	}
 	if want := "a=32@" + ts(t0) + "(10@" + ts(rateAt) + ") "; peersString(b1.Peers) != want {
 		t.Fatalf("b1 peers: %s, want %s", peersString(b1.Peers), want)
 	}
-	if !b2.PauseUntil.IsZero() || !b2.RateAt.IsZero() || b2.RateCap != 0 || !b2.UpdatedAt.IsZero() ||
+	if !b2.PauseUntil.IsZero() || !b2.Rate.At.IsZero() || b2.Rate.Cap != 0 || !b2.UpdatedAt.IsZero() ||
 		peersString(b2.Peers) != "a=3@"+ts(t0)+" " {
 		t.Fatalf("b2, present only: %+v", b2)
 	}
@@ -84,22 +86,22 @@ func testPacingMerge(t *testing.T, h Harness) {
 		bEstimate string
 	}{
 		{"an earlier pause end and an older decrease change nothing; b's estimate is its own",
-			jobs.PacingUpdate{Backend: "b1", Demand: 30, PauseUntil: t0, RateCap: 50, RateAt: rateAt.Add(-time.Second), Estimate: 5, EstimateAt: rateAt},
+			jobs.PacingUpdate{Backend: "b1", Demand: 30, PauseUntil: t0, Rate: pktype.LearnedRate{Cap: 50, At: rateAt.Add(-time.Second)}, Estimate: pktype.RateEstimate{Admitted: 5, At: rateAt}},
 			pause, rateAt, 19.5, "(5@" + ts(rateAt) + ")"},
 		{"a decrease at the same time changes nothing; an estimate at the same time replaces",
-			jobs.PacingUpdate{Backend: "b1", Demand: 30, RateCap: 5, RateAt: rateAt, Estimate: 7, EstimateAt: rateAt},
+			jobs.PacingUpdate{Backend: "b1", Demand: 30, Rate: pktype.LearnedRate{Cap: 5, At: rateAt}, Estimate: pktype.RateEstimate{Admitted: 7, At: rateAt}},
 			pause, rateAt, 19.5, "(7@" + ts(rateAt) + ")"},
 		{"an older estimate changes nothing",
-			jobs.PacingUpdate{Backend: "b1", Demand: 30, Estimate: 30, EstimateAt: rateAt.Add(-time.Microsecond)},
+			jobs.PacingUpdate{Backend: "b1", Demand: 30, Estimate: pktype.RateEstimate{Admitted: 30, At: rateAt.Add(-time.Microsecond)}},
 			pause, rateAt, 19.5, "(7@" + ts(rateAt) + ")"},
 		{"a later decrease replaces, however high, and a later pause extends",
-			jobs.PacingUpdate{Backend: "b1", Demand: 30, PauseUntil: pause.Add(time.Second), RateCap: 40, RateAt: t1, Estimate: 4, EstimateAt: t1},
+			jobs.PacingUpdate{Backend: "b1", Demand: 30, PauseUntil: pause.Add(time.Second), Rate: pktype.LearnedRate{Cap: 40, At: t1}, Estimate: pktype.RateEstimate{Admitted: 4, At: t1}},
 			pause.Add(time.Second), t1, 40, "(4@" + ts(t1) + ")"},
 	}
 	for _, s := range steps {
 		got := f.syncPacing(jobs.PacingSyncParams{Peer: "b", Updates: []jobs.PacingUpdate{s.u}})
 		b1, _ := pacingOf(got, "b1")
-		if !b1.PauseUntil.Equal(s.pause) || b1.RateCap != s.rateCap || !b1.RateAt.Equal(s.at) || (b1.RateFloor == 0) != (s.rateCap == 40) {
+		if !b1.PauseUntil.Equal(s.pause) || b1.Rate.Cap != s.rateCap || !b1.Rate.At.Equal(s.at) || (b1.Rate.Floor == 0) != (s.rateCap == 40) {
 			t.Errorf("%s: %+v", s.name, b1)
 		}
 		if want := "a=32@" + ts(t0) + "(10@" + ts(rateAt) + ") b=30@" + ts(t1) + s.bEstimate + " "; peersString(b1.Peers) != want {
@@ -112,7 +114,7 @@ func testPacingMerge(t *testing.T, h Harness) {
 	t2 := f.advance(time.Second)
 	got = f.syncPacing(jobs.PacingSyncParams{Peer: "a", Updates: []jobs.PacingUpdate{{Backend: "b1", Demand: 0}}})
 	b1, _ = pacingOf(got, "b1")
-	if !b1.UpdatedAt.Equal(t1) || b1.RateCap != 40 || !b1.PauseUntil.Equal(pause.Add(time.Second)) {
+	if !b1.UpdatedAt.Equal(t1) || b1.Rate.Cap != 40 || !b1.PauseUntil.Equal(pause.Add(time.Second)) {
 		t.Errorf("after presence only: %+v", b1)
 	}
 	want := "a=0@" + ts(t2) + "(10@" + ts(rateAt) + ") b=30@" + ts(t1) + "(4@" + ts(t1) + ") "
@@ -121,7 +123,7 @@ func testPacingMerge(t *testing.T, h Harness) {
 	}
 	// A read returns the same.
 	again := f.syncPacing(jobs.PacingSyncParams{})
-	if b, _ := pacingOf(again, "b1"); peersString(b.Peers) != want || !b.PauseUntil.Equal(b1.PauseUntil) || !b.RateAt.Equal(t1) {
+	if b, _ := pacingOf(again, "b1"); peersString(b.Peers) != want || !b.PauseUntil.Equal(b1.PauseUntil) || !b.Rate.At.Equal(t1) {
 		t.Errorf("read: %+v, want %+v", b, b1)
 	}
 }
@@ -149,7 +151,7 @@ func testPacingPeersExpire(t *testing.T, h Harness) {
 		t.Fatalf("after a write: %s", peersString(b.Peers))
 	}
 	got = f.syncPacing(jobs.PacingSyncParams{PeerTTL: time.Hour})
-	if b, _ := pacingOf(got, "b"); len(b.Peers) != 1 || b.Peers[0].Peer != "new" {
+	if b, _ := pacingOf(got, "b"); len(b.Peers) != 1 || b.Peers[0].ID != "new" {
 		t.Fatalf("the write did not delete the old peer: %s", peersString(b.Peers))
 	}
 }
@@ -169,11 +171,11 @@ func testPacingInvalid(t *testing.T, h Harness) {
 		{"long peer", jobs.PacingSyncParams{Peer: long, Updates: []jobs.PacingUpdate{{Backend: "b"}}}},
 		{"NUL", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b\x00"}}}},
 		{"negative demand", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", Demand: -1}}}},
-		{"negative estimate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", Estimate: -1, EstimateAt: at}}}},
-		{"NaN rate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", RateCap: math.NaN(), RateAt: at}}}},
-		{"infinite rate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", RateCap: math.Inf(1), RateAt: at}}}},
-		{"rate at without a rate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", RateAt: at}}}},
-		{"floor above the cap", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", RateCap: 1, RateFloor: 2, RateAt: at}}}},
+		{"negative estimate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", Estimate: pktype.RateEstimate{Admitted: -1, At: at}}}}},
+		{"NaN rate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", Rate: pktype.LearnedRate{Cap: math.NaN(), At: at}}}}},
+		{"infinite rate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", Rate: pktype.LearnedRate{Cap: math.Inf(1), At: at}}}}},
+		{"rate at without a rate", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", Rate: pktype.LearnedRate{At: at}}}}},
+		{"floor above the cap", jobs.PacingSyncParams{Peer: "p", Updates: []jobs.PacingUpdate{{Backend: "b", Rate: pktype.LearnedRate{Cap: 1, Floor: 2, At: at}}}}},
 		{"negative TTL", jobs.PacingSyncParams{PeerTTL: -time.Second}},
 		{"too many", jobs.PacingSyncParams{Peer: "p", Updates: make([]jobs.PacingUpdate, jobs.MaxPacingUpdates+1)}},
 	} {
@@ -186,28 +188,46 @@ func testPacingInvalid(t *testing.T, h Harness) {
 }
 
 // Concurrent syncs of many processes on several backends, in any order,
-// all succeed, and the merge is their maximum: no update is lost.
+// all succeed, and the merge is their maximum: no update is lost. The
+// values are shuffled, not rising with each process's rounds, so that a
+// lost update shows: a sync then answers a pause earlier than one its
+// process was already answered (each answer is read after the sync's
+// writes, and the shared pause only ever grows), or the end state misses
+// the largest value.
 func testPacingConcurrent(t *testing.T, h Harness) {
 	f := setupRealClock(t, h)
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	const procs, rounds = 8, 10
 	backends := []string{"x", "y", "z"}
+	order := rand.New(rand.NewPCG(41, 1)).Perm(procs * rounds)
 	var wg sync.WaitGroup
-	errs := make(chan error, procs*rounds)
+	errs := make(chan error, procs*rounds*(1+len(backends)))
 	for p := range procs {
 		wg.Go(func() {
+			seen := map[string]time.Time{}
 			for r := range rounds {
 				var ups []jobs.PacingUpdate
+				k := order[p*rounds+r]
+				at := base.Add(time.Duration(k) * time.Millisecond)
 				for i := range backends {
 					// Each process publishes the backends in its own order.
 					b := backends[(i+p)%len(backends)]
-					k := time.Duration(p*rounds+r) * time.Millisecond
 					ups = append(ups, jobs.PacingUpdate{Backend: b, Demand: p + 1,
-						PauseUntil: base.Add(k), RateCap: float64(1 + p*rounds + r), RateAt: base.Add(k),
-						Estimate: r, EstimateAt: base.Add(time.Duration(r) * time.Millisecond)})
+						PauseUntil: at, Rate: pktype.LearnedRate{Cap: float64(1 + k), At: at},
+						Estimate: pktype.RateEstimate{Admitted: r, At: base.Add(time.Duration(r) * time.Millisecond)}})
 				}
-				if _, err := f.store.SyncPacing(f.ctx, jobs.PacingSyncParams{Peer: fmt.Sprint("p", p), Updates: ups, PeerTTL: time.Hour}); err != nil {
+				got, err := f.store.SyncPacing(f.ctx, jobs.PacingSyncParams{Peer: fmt.Sprint("p", p), Updates: ups, PeerTTL: time.Hour})
+				if err != nil {
 					errs <- err
+					continue
+				}
+				for _, b := range backends {
+					st, _ := pacingOf(got, b)
+					if want := later(seen[b], at); st.PauseUntil.Before(want) || st.Rate.At.Before(want) {
+						errs <- fmt.Errorf("p%d round %d, %s: pause until %v, rate at %v; an update was lost, want at least %v",
+							p, r, b, st.PauseUntil, st.Rate.At, want)
+					}
+					seen[b] = later(seen[b], st.PauseUntil)
 				}
 			}
 		})
@@ -223,15 +243,23 @@ func testPacingConcurrent(t *testing.T, h Harness) {
 		t.Fatalf("got %d backends, want %d", len(got), len(backends))
 	}
 	for _, b := range got {
-		if !b.PauseUntil.Equal(last) || !b.RateAt.Equal(last) || b.RateCap != procs*rounds || len(b.Peers) != procs {
-			t.Errorf("%s: pause %v, rate %v at %v, %d peers; want %v, %d at %v, %d", b.Backend, b.PauseUntil, b.RateCap, b.RateAt, len(b.Peers), last, procs*rounds, last, procs)
+		if !b.PauseUntil.Equal(last) || !b.Rate.At.Equal(last) || b.Rate.Cap != procs*rounds || len(b.Peers) != procs {
+			t.Errorf("%s: pause %v, rate %v at %v, %d peers; want %v, %d at %v, %d", b.Backend, b.PauseUntil, b.Rate.Cap, b.Rate.At, len(b.Peers), last, procs*rounds, last, procs)
 		}
 		for _, p := range b.Peers {
-			if p.Estimate != rounds-1 || p.Demand == 0 {
+			if p.Estimate.Admitted != rounds-1 || p.Demand == 0 {
 				t.Errorf("%s: peer %+v, want its last estimate %d", b.Backend, p, rounds-1)
 			}
 		}
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // A cooldown merges like a pause, independently of it: the later end
@@ -243,7 +271,7 @@ func testPacingCooldown(t *testing.T, h Harness) {
 	cool := t0.Add(30 * time.Second)
 	got := f.syncPacing(jobs.PacingSyncParams{Peer: "a", Updates: []jobs.PacingUpdate{{Backend: "b", Demand: 1, CooldownUntil: cool}}})
 	b, ok := pacingOf(got, "b")
-	if !ok || !b.CooldownUntil.Equal(cool) || !b.PauseUntil.IsZero() || !b.RateAt.IsZero() || !b.UpdatedAt.Equal(t0) {
+	if !ok || !b.CooldownUntil.Equal(cool) || !b.PauseUntil.IsZero() || !b.Rate.At.IsZero() || !b.UpdatedAt.Equal(t0) {
 		t.Fatalf("after a cooldown: %+v", b)
 	}
 	pause := t0.Add(time.Second)

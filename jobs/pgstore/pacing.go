@@ -2,41 +2,39 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
 
-// Shared pacing (migrations 00011 and 00012). The merge rules of jobs.PacingUpdate
-// are the upsert's: every SET expression reads the row as it was, and
-// the row lock orders concurrent upserts of one backend.
+// Shared pacing (migrations 00011 and 00012). The merge is Go's
+// (storeops.SyncPacing): a sync locks the rows it merges, first making
+// sure they exist (a row lock needs a row), and writes plain values.
 const (
-	pacingUpsertSQL = `INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until)
+	pacingEnsureSQL = `INSERT INTO pacing (backend, updated_at) SELECT unnest($1::text[]), $2
+		ON CONFLICT (backend) DO NOTHING`
+	peersEnsureSQL = `INSERT INTO pacing_peers (backend, peer, demand, seen_at) SELECT unnest($1::text[]), $2, 0, $3
+		ON CONFLICT (backend, peer) DO NOTHING`
+	pacingCols    = `backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until, held`
+	peerCols      = `backend, peer, demand, seen_at, estimate, estimate_at`
+	pacingLockSQL = `SELECT ` + pacingCols + ` FROM pacing WHERE backend = ANY($1) ORDER BY backend FOR UPDATE`
+	peersLockSQL  = `SELECT ` + peerCols + ` FROM pacing_peers WHERE backend = ANY($1) AND peer = $2
+		ORDER BY backend FOR UPDATE`
+	// pacingWriteSQL leaves held alone: only HoldBackend writes it.
+	pacingWriteSQL = `INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (backend) DO UPDATE SET
-			pause_until = CASE WHEN excluded.pause_until > pacing.pause_until OR pacing.pause_until IS NULL
-				THEN coalesce(excluded.pause_until, pacing.pause_until) ELSE pacing.pause_until END,
-			cool_until = CASE WHEN excluded.cool_until > pacing.cool_until OR pacing.cool_until IS NULL
-				THEN coalesce(excluded.cool_until, pacing.cool_until) ELSE pacing.cool_until END,
-			rate_cap = CASE WHEN ` + rateNewerSQL + ` THEN excluded.rate_cap ELSE pacing.rate_cap END,
-			rate_floor = CASE WHEN ` + rateNewerSQL + ` THEN excluded.rate_floor ELSE pacing.rate_floor END,
-			rate_at = CASE WHEN ` + rateNewerSQL + ` THEN excluded.rate_at ELSE pacing.rate_at END,
-			updated_at = excluded.updated_at`
-	peerUpsertSQL = `INSERT INTO pacing_peers (backend, peer, demand, seen_at, estimate, estimate_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (backend) DO UPDATE SET pause_until = excluded.pause_until, rate_cap = excluded.rate_cap,
+			rate_at = excluded.rate_at, updated_at = excluded.updated_at, rate_floor = excluded.rate_floor,
+			cool_until = excluded.cool_until`
+	peerWriteSQL = `INSERT INTO pacing_peers (` + peerCols + `) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (backend, peer) DO UPDATE SET demand = excluded.demand, seen_at = excluded.seen_at,
-			estimate = CASE WHEN ` + estimateNewerSQL + ` THEN excluded.estimate ELSE pacing_peers.estimate END,
-			estimate_at = CASE WHEN ` + estimateNewerSQL + ` THEN excluded.estimate_at ELSE pacing_peers.estimate_at END`
-	// rateNewerSQL and estimateNewerSQL: the update's replaces the row's.
-	rateNewerSQL     = `(excluded.rate_at IS NOT NULL AND (pacing.rate_at IS NULL OR excluded.rate_at > pacing.rate_at))`
-	estimateNewerSQL = `(excluded.estimate_at IS NOT NULL
-		AND (pacing_peers.estimate_at IS NULL OR excluded.estimate_at >= pacing_peers.estimate_at))`
+			estimate = excluded.estimate, estimate_at = excluded.estimate_at`
 	peersExpireSQL = `DELETE FROM pacing_peers WHERE seen_at < $1`
-	pacingRowsSQL  = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until, held FROM pacing ORDER BY backend`
+	pacingRowsSQL  = `SELECT ` + pacingCols + ` FROM pacing ORDER BY backend`
 	// pacingHoldSQL sets an operator's hold (migration 00018), leaving the
 	// pacers' state as it is.
 	// It notifies, so that the idle engines of other processes read the
@@ -44,61 +42,122 @@ const (
 	pacingHoldSQL = `WITH up AS (INSERT INTO pacing (backend, updated_at, held) VALUES ($1, $2, $3)
 		ON CONFLICT (backend) DO UPDATE SET held = excluded.held, updated_at = excluded.updated_at RETURNING 1)
 		SELECT pg_notify('` + notifyChannel + `', $4) FROM up`
-	peerRowsSQL = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
-		WHERE seen_at >= $1 ORDER BY backend, peer`
+	peerRowsSQL = `SELECT ` + peerCols + ` FROM pacing_peers WHERE seen_at >= $1 ORDER BY backend, peer`
 )
 
-// SyncPacing implements jobs.Store in one round trip: a batch, which
-// PostgreSQL runs as one implicit transaction, of the upserts, the
-// expiry of old peers and the two reads.
+// SyncPacing implements jobs.Store (storeops.SyncPacing).
 func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs.BackendPacing, error) {
-	p, err := p.Normalize()
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: sync pacing: %w", err)
-	}
+	return storeops.SyncPacing(ctx, "pgstore", (*opsDB)(s), p)
+}
+
+// PacingSync implements storeops.PacingDB. A read is one round trip, a
+// batch that PostgreSQL runs as one implicit transaction. A sync that
+// writes takes two: BEGIN, the rows made sure of and locked (FOR UPDATE,
+// by backend, so that concurrent syncs of several backends lock them in
+// one order); then, once merge has decided, the writes, the expiry of
+// old peers, the reads and COMMIT. The rows stay locked for that one
+// round trip: syncs of a backend queue behind it, as they did behind the
+// upsert's row lock.
+func (d *opsDB) PacingSync(ctx context.Context, ps storeops.PacingSync,
+	merge func(time.Time, []jobs.BackendPacing, []storeops.PeerRow) storeops.PacingWrite) ([]jobs.BackendPacing, []storeops.PeerRow, error) {
+	s := d.store()
 	now := s.clock()
-	cutoff := now.Add(-p.PeerTTL)
-	b := &pgx.Batch{}
-	for _, u := range p.Updates {
-		if u.News() {
-			b.Queue(pacingUpsertSQL, u.Backend, timeOrNull(u.PauseUntil), u.RateCap, timeOrNull(u.RateAt), now, u.RateFloor, timeOrNull(u.CooldownUntil))
-		}
-		b.Queue(peerUpsertSQL, u.Backend, p.Peer, u.Demand, now, u.Estimate, timeOrNull(u.EstimateAt))
-	}
-	if len(p.Updates) > 0 {
-		b.Queue(peersExpireSQL, cutoff)
-	}
+	cutoff := now.Add(-ps.TTL)
 	var states []jobs.BackendPacing
-	b.Queue(pacingRowsSQL).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var st jobs.BackendPacing
-			var pauseUntil, rateAt, coolUntil *time.Time
-			if err := rows.Scan(&st.Backend, &pauseUntil, &st.RateCap, &rateAt, &st.UpdatedAt, &st.RateFloor, &coolUntil, &st.Held); err != nil {
-				return err
-			}
-			st.PauseUntil, st.RateAt, st.UpdatedAt = utcOrZero(pauseUntil), utcOrZero(rateAt), st.UpdatedAt.UTC()
-			st.CooldownUntil = utcOrZero(coolUntil)
-			states = append(states, st)
-		}
-		return rows.Err()
-	})
 	var peers []storeops.PeerRow
-	b.Queue(peerRowsSQL, cutoff).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var pr storeops.PeerRow
-			var estimateAt *time.Time
-			if err := rows.Scan(&pr.Backend, &pr.Peer, &pr.Demand, &pr.SeenAt, &pr.Estimate, &estimateAt); err != nil {
-				return err
-			}
-			pr.SeenAt, pr.EstimateAt = pr.SeenAt.UTC(), utcOrZero(estimateAt)
-			peers = append(peers, pr)
+	if len(ps.Backends) == 0 {
+		b := &pgx.Batch{}
+		b.Queue(pacingRowsSQL).Query(func(rows pgx.Rows) (err error) {
+			states, err = scanPacingRows(rows)
+			return err
+		})
+		b.Queue(peerRowsSQL, cutoff).Query(func(rows pgx.Rows) (err error) {
+			peers, err = scanPeerRows(rows)
+			return err
+		})
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return nil, nil, err
 		}
-		return rows.Err()
-	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("pgstore: sync pacing: %w", err)
+		return states, peers, nil
 	}
-	return storeops.GroupPacing(states, peers), nil
+	err := s.inTx(ctx, func(conn *pgxpool.Conn) error {
+		var first phase
+		first.exec("BEGIN")
+		if len(ps.News) > 0 {
+			first.exec(pacingEnsureSQL, ps.News, now)
+		}
+		first.exec(peersEnsureSQL, ps.Backends, ps.Peer, now)
+		var locked []jobs.BackendPacing
+		var lockedPeers []storeops.PeerRow
+		if len(ps.News) > 0 {
+			first.query(pacingLockSQL, []any{ps.News}, func(rows pgx.Rows) (err error) {
+				locked, err = scanPacingRows(rows)
+				return err
+			})
+		}
+		first.query(peersLockSQL, []any{ps.Backends, ps.Peer}, func(rows pgx.Rows) (err error) {
+			lockedPeers, err = scanPeerRows(rows)
+			return err
+		})
+		if err := first.send(ctx, conn); err != nil {
+			return err
+		}
+		w := merge(now, locked, lockedPeers)
+		var second phase
+		for _, st := range w.States {
+			second.exec(pacingWriteSQL, st.Backend, timeOrNull(st.PauseUntil), st.Rate.Cap, timeOrNull(st.Rate.At),
+				st.UpdatedAt, st.Rate.Floor, timeOrNull(st.CooldownUntil))
+		}
+		for _, pr := range w.Peers {
+			second.exec(peerWriteSQL, pr.Backend, pr.ID, pr.Demand, pr.SeenAt, pr.Estimate.Admitted, timeOrNull(pr.Estimate.At))
+		}
+		second.exec(peersExpireSQL, cutoff)
+		second.query(pacingRowsSQL, nil, func(rows pgx.Rows) (err error) {
+			states, err = scanPacingRows(rows)
+			return err
+		})
+		second.query(peerRowsSQL, []any{cutoff}, func(rows pgx.Rows) (err error) {
+			peers, err = scanPeerRows(rows)
+			return err
+		})
+		second.commit()
+		return second.send(ctx, conn)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return states, peers, nil
+}
+
+// scanPacingRows reads rows of pacingCols.
+func scanPacingRows(rows pgx.Rows) ([]jobs.BackendPacing, error) {
+	var out []jobs.BackendPacing
+	for rows.Next() {
+		var st jobs.BackendPacing
+		var pauseUntil, rateAt, coolUntil *time.Time
+		if err := rows.Scan(&st.Backend, &pauseUntil, &st.Rate.Cap, &rateAt, &st.UpdatedAt, &st.Rate.Floor, &coolUntil, &st.Held); err != nil {
+			return nil, err
+		}
+		st.PauseUntil, st.Rate.At, st.UpdatedAt = utcOrZero(pauseUntil), utcOrZero(rateAt), st.UpdatedAt.UTC()
+		st.CooldownUntil = utcOrZero(coolUntil)
+		out = append(out, st)
+	}
+	return out, rows.Err()
+}
+
+// scanPeerRows reads rows of peerCols.
+func scanPeerRows(rows pgx.Rows) ([]storeops.PeerRow, error) {
+	var out []storeops.PeerRow
+	for rows.Next() {
+		var pr storeops.PeerRow
+		var estimateAt *time.Time
+		if err := rows.Scan(&pr.Backend, &pr.ID, &pr.Demand, &pr.SeenAt, &pr.Estimate.Admitted, &estimateAt); err != nil {
+			return nil, err
+		}
+		pr.SeenAt, pr.Estimate.At = pr.SeenAt.UTC(), utcOrZero(estimateAt)
+		out = append(out, pr)
+	}
+	return out, rows.Err()
 }
 
 func (d *opsDB) PacingHold(ctx context.Context, backend string, held bool) error {

@@ -3,34 +3,29 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"fmt"
+	"errors"
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
 
-// Shared pacing (migrations 8 and 9). The merge rules of jobs.PacingUpdate are
-// the upsert's: every SET expression reads the row as it was.
+// Shared pacing (migrations 8 and 9). The merge is Go's
+// (storeops.SyncPacing): a sync reads the rows it merges in its write
+// transaction, which the single writer serializes, and writes plain
+// values.
 var (
-	// A NULL in excluded (no news) compares to nothing: the row's value
-	// stays.
-	qPacingUpsert = wq(`INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until)
+	qPacingLock = wq(`SELECT ` + pacingCols + ` FROM pacing WHERE backend = ?1`)
+	qPeerLock   = wq(`SELECT ` + peerCols + ` FROM pacing_peers WHERE backend = ?1 AND peer = ?2`)
+	// qPacingWrite leaves held alone: only HoldBackend writes it.
+	qPacingWrite = wq(`INSERT INTO pacing (backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-		ON CONFLICT (backend) DO UPDATE SET
-			pause_until = CASE WHEN excluded.pause_until > coalesce(pacing.pause_until, excluded.pause_until - 1)
-				THEN excluded.pause_until ELSE pacing.pause_until END,
-			cool_until = CASE WHEN excluded.cool_until > coalesce(pacing.cool_until, excluded.cool_until - 1)
-				THEN excluded.cool_until ELSE pacing.cool_until END,
-			rate_cap = CASE WHEN ` + rateNewer + ` THEN excluded.rate_cap ELSE pacing.rate_cap END,
-			rate_floor = CASE WHEN ` + rateNewer + ` THEN excluded.rate_floor ELSE pacing.rate_floor END,
-			rate_at = CASE WHEN ` + rateNewer + ` THEN excluded.rate_at ELSE pacing.rate_at END,
-			updated_at = excluded.updated_at`)
-	qPeerUpsert = wq(`INSERT INTO pacing_peers (backend, peer, demand, seen_at, estimate, estimate_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+		ON CONFLICT (backend) DO UPDATE SET pause_until = excluded.pause_until, rate_cap = excluded.rate_cap,
+			rate_at = excluded.rate_at, updated_at = excluded.updated_at, rate_floor = excluded.rate_floor,
+			cool_until = excluded.cool_until`)
+	qPeerWrite = wq(`INSERT INTO pacing_peers (` + peerCols + `) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
 		ON CONFLICT (backend, peer) DO UPDATE SET demand = excluded.demand, seen_at = excluded.seen_at,
-			estimate = CASE WHEN ` + estimateNewer + ` THEN excluded.estimate ELSE pacing_peers.estimate END,
-			estimate_at = CASE WHEN ` + estimateNewer + ` THEN excluded.estimate_at ELSE pacing_peers.estimate_at END`)
+			estimate = excluded.estimate, estimate_at = excluded.estimate_at`)
 	qPeersExpire = wq(`DELETE FROM pacing_peers WHERE seen_at < ?1`)
 	// qPacingHold sets an operator's hold (migration 15), leaving the
 	// pacers' state as it is.
@@ -46,58 +41,77 @@ func (d *opsDB) PacingHold(ctx context.Context, backend string, held bool) error
 	})
 }
 
-// rateNewer and estimateNewer: the update's replaces the row's
-// (jobs.PacingUpdate).
 const (
-	rateNewer     = `excluded.rate_at > coalesce(pacing.rate_at, excluded.rate_at - 1)`
-	estimateNewer = `excluded.estimate_at >= coalesce(pacing_peers.estimate_at, excluded.estimate_at)`
+	pacingCols  = `backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until, held`
+	peerCols    = `backend, peer, demand, seen_at, estimate, estimate_at`
+	qPacingRows = `SELECT ` + pacingCols + ` FROM pacing ORDER BY backend`
+	qPeerRows   = `SELECT ` + peerCols + ` FROM pacing_peers WHERE seen_at >= ?1 ORDER BY backend, peer`
 )
 
-const (
-	qPacingRows = `SELECT backend, pause_until, rate_cap, rate_at, updated_at, rate_floor, cool_until, held FROM pacing ORDER BY backend`
-	qPeerRows   = `SELECT backend, peer, demand, seen_at, estimate, estimate_at FROM pacing_peers
-		WHERE seen_at >= ?1 ORDER BY backend, peer`
-)
-
-// SyncPacing implements jobs.Store: the updates in one write transaction
-// (none without updates), then two reads.
+// SyncPacing implements jobs.Store (storeops.SyncPacing).
 func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs.BackendPacing, error) {
-	p, err := p.Normalize()
-	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: sync pacing: %w", err)
-	}
+	return storeops.SyncPacing(ctx, "sqlitestore", (*opsDB)(s), p)
+}
+
+// PacingSync implements storeops.PacingDB: the locked reads (one
+// primary-key lookup per row), the writes and the expiry in one write
+// transaction (none without updates), then two reads.
+func (d *opsDB) PacingSync(ctx context.Context, ps storeops.PacingSync,
+	merge func(time.Time, []jobs.BackendPacing, []storeops.PeerRow) storeops.PacingWrite) ([]jobs.BackendPacing, []storeops.PeerRow, error) {
+	s := d.store()
 	now := s.nowMicros()
-	if len(p.Updates) > 0 {
-		err := s.write(ctx, "sync pacing", func(w *wtx) error {
+	if len(ps.Backends) > 0 {
+		err := s.tx(ctx, func(w *wtx) error {
 			now = w.now
-			for _, u := range p.Updates {
-				if u.News() {
-					if _, err := w.exec(qPacingUpsert, u.Backend, microsOrNull(u.PauseUntil),
-						u.RateCap, microsOrNull(u.RateAt), w.now, u.RateFloor, microsOrNull(u.CooldownUntil)); err != nil {
-						return err
-					}
-				}
-				if _, err := w.exec(qPeerUpsert, u.Backend, p.Peer, u.Demand, w.now,
-					u.Estimate, microsOrNull(u.EstimateAt)); err != nil {
+			var states []jobs.BackendPacing
+			for _, b := range ps.News {
+				st, err := scanPacing(w.queryRow(qPacingLock, b))
+				switch {
+				case err == nil:
+					states = append(states, st)
+				case !errors.Is(err, sql.ErrNoRows):
 					return err
 				}
 			}
-			_, err := w.exec(qPeersExpire, w.now-p.PeerTTL.Microseconds())
+			var peers []storeops.PeerRow
+			for _, b := range ps.Backends {
+				pr, err := scanPeer(w.queryRow(qPeerLock, b, ps.Peer))
+				switch {
+				case err == nil:
+					peers = append(peers, pr)
+				case !errors.Is(err, sql.ErrNoRows):
+					return err
+				}
+			}
+			wr := merge(fromMicros(w.now), states, peers)
+			for _, st := range wr.States {
+				if _, err := w.exec(qPacingWrite, st.Backend, microsOrNull(st.PauseUntil), st.Rate.Cap,
+					microsOrNull(st.Rate.At), st.UpdatedAt.UnixMicro(), st.Rate.Floor, microsOrNull(st.CooldownUntil)); err != nil {
+					return err
+				}
+			}
+			for _, pr := range wr.Peers {
+				if _, err := w.exec(qPeerWrite, pr.Backend, pr.ID, pr.Demand, pr.SeenAt.UnixMicro(),
+					pr.Estimate.Admitted, microsOrNull(pr.Estimate.At)); err != nil {
+					return err
+				}
+			}
+			_, err := w.exec(qPeersExpire, w.now-ps.TTL.Microseconds())
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	states, err := readAll(ctx, s, scanPacing, qPacingRows)
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: sync pacing: %w", err)
+		return nil, nil, err
 	}
-	peers, err := readAll(ctx, s, scanPeer, qPeerRows, now-p.PeerTTL.Microseconds())
+	peers, err := readAll(ctx, s, scanPeer, qPeerRows, now-ps.TTL.Microseconds())
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: sync pacing: %w", err)
+		return nil, nil, err
 	}
-	return storeops.GroupPacing(states, peers), nil
+	return states, peers, nil
 }
 
 func microsOrNull(t time.Time) any {
@@ -113,10 +127,10 @@ func scanPacing(r scanner) (jobs.BackendPacing, error) {
 		pauseUntil, rateAt, coolUntil sql.NullInt64
 		updatedAt                     int64
 	)
-	if err := r.Scan(&b.Backend, &pauseUntil, &b.RateCap, &rateAt, &updatedAt, &b.RateFloor, &coolUntil, &b.Held); err != nil {
+	if err := r.Scan(&b.Backend, &pauseUntil, &b.Rate.Cap, &rateAt, &updatedAt, &b.Rate.Floor, &coolUntil, &b.Held); err != nil {
 		return b, err
 	}
-	b.PauseUntil, b.RateAt, b.UpdatedAt = nullTime(pauseUntil), nullTime(rateAt), fromMicros(updatedAt)
+	b.PauseUntil, b.Rate.At, b.UpdatedAt = nullTime(pauseUntil), nullTime(rateAt), fromMicros(updatedAt)
 	b.CooldownUntil = nullTime(coolUntil)
 	return b, nil
 }
@@ -127,9 +141,9 @@ func scanPeer(r scanner) (storeops.PeerRow, error) {
 		seenAt     int64
 		estimateAt sql.NullInt64
 	)
-	if err := r.Scan(&p.Backend, &p.Peer, &p.Demand, &seenAt, &p.Estimate, &estimateAt); err != nil {
+	if err := r.Scan(&p.Backend, &p.ID, &p.Demand, &seenAt, &p.Estimate.Admitted, &estimateAt); err != nil {
 		return p, err
 	}
-	p.SeenAt, p.EstimateAt = fromMicros(seenAt), nullTime(estimateAt)
+	p.SeenAt, p.Estimate.At = fromMicros(seenAt), nullTime(estimateAt)
 	return p, nil
 }
