@@ -80,6 +80,9 @@ const (
 type Config struct {
 	// Store holds the batches, files and jobs. Required.
 	Store jobs.Store
+	// Notifier wakes the processor when a job or batch changes, so a step
+	// comes sooner than the next Interval. Defaults to Store.Notifier().
+	Notifier jobs.Notifier
 	// Resolve maps a line's model to the profile and execution options
 	// its job runs with; false for a model nothing serves. Required.
 	Resolve func(model string) (openaiapi.Target, bool)
@@ -181,7 +184,11 @@ func (p *Processor) Stop(ctx context.Context) error { return p.loop.Stop(ctx) }
 
 // run is the stepping loop, from Start until Stop cancels ctx.
 func (p *Processor) run(ctx context.Context) error {
-	notify := p.cfg.Store.Notify(ctx)
+	n := p.cfg.Notifier
+	if n == nil {
+		n = p.cfg.Store.Notifier()
+	}
+	notify := n.Notify(ctx)
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
 	// A busy queue notifies on every job; one early step per interval is

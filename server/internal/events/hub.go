@@ -28,6 +28,9 @@ import (
 type Config struct {
 	// Store holds the event log. Required.
 	Store jobs.Store
+	// Notifier wakes the reader when the log may have grown. Defaults to
+	// Store.Notifier().
+	Notifier jobs.Notifier
 	// Poll is how often the reader looks for new events without a
 	// notification.
 	Poll time.Duration
@@ -97,6 +100,9 @@ type published struct {
 // New builds a Hub; nothing runs until Start.
 func New(cfg Config) *Hub {
 	cfg.Streams = cfg.Streams.Or(DefaultStreamShares)
+	if cfg.Notifier == nil {
+		cfg.Notifier = cfg.Store.Notifier()
+	}
 	h := &Hub{cfg: cfg, st: cfg.Store, subs: map[*subscriber]struct{}{}}
 	h.loop = lifecycle.NewSetup(func(ctx context.Context) (func() error, error) {
 		// Reading starts after the newest event: a stream replays older
@@ -119,7 +125,7 @@ func (h *Hub) Start(ctx context.Context) error { return h.loop.Start(ctx) }
 func (h *Hub) Stop(ctx context.Context) error { return h.loop.Stop(ctx) }
 
 func (h *Hub) run(ctx context.Context) {
-	notify := h.st.Notify(ctx)
+	notify := h.cfg.Notifier.Notify(ctx)
 	tick := time.NewTicker(h.cfg.Poll)
 	defer tick.Stop()
 	recheck := time.NewTicker(h.cfg.Recheck)

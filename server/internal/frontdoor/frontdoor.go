@@ -74,6 +74,9 @@ const waitShare = 0.9
 // API serves the OpenAI-compatible routes.
 type API struct {
 	Store jobs.Store
+	// Notifier relays running jobs' answer pieces to streams and wakes a
+	// batch's ?wait=. Required.
+	Notifier jobs.Notifier
 	// Jobs queues and waits for the jobs of requests.
 	Jobs submit.Jobs
 	// Engine resolves models; nil: none is known.
@@ -210,7 +213,7 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	if params.Stream {
 		// A worker may have started the job already: the store replays a
 		// job's first pieces to a reader that comes late.
-		pieces := a.Store.SubscribeDeltas(r.Context(), e.JobID)
+		pieces := a.Notifier.SubscribeDeltas(r.Context(), e.JobID)
 		a.streamChat(w, r, id, e, params, pieces, deadline) // its headers go at once
 		return nil
 	}
