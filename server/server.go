@@ -214,9 +214,6 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
 		return c, errors.New("server: Config.Store is required")
 	}
-	if c.Notifier == nil {
-		c.Notifier = c.Store.Notifier()
-	}
 	if c.MaxBodyBytes < 0 || c.MaxWait < 0 || c.KeepAlive < 0 || c.PollInterval < 0 || c.TokenRecheck < 0 || c.SubmitBurst < 0 || c.OrgSubmitBurst < 0 {
 		return c, errors.New("server: Config.MaxBodyBytes, MaxWait, KeepAlive, PollInterval, TokenRecheck, SubmitBurst and OrgSubmitBurst must not be negative")
 	}

@@ -100,9 +100,6 @@ type published struct {
 // New builds a Hub; nothing runs until Start.
 func New(cfg Config) *Hub {
 	cfg.Streams = cfg.Streams.Or(DefaultStreamShares)
-	if cfg.Notifier == nil {
-		cfg.Notifier = cfg.Store.Notifier()
-	}
 	h := &Hub{cfg: cfg, st: cfg.Store, subs: map[*subscriber]struct{}{}}
 	h.loop = lifecycle.NewSetup(func(ctx context.Context) (func() error, error) {
 		// Reading starts after the newest event: a stream replays older
@@ -125,7 +122,11 @@ func (h *Hub) Start(ctx context.Context) error { return h.loop.Start(ctx) }
 func (h *Hub) Stop(ctx context.Context) error { return h.loop.Stop(ctx) }
 
 func (h *Hub) run(ctx context.Context) {
-	notify := h.cfg.Notifier.Notify(ctx)
+	n := h.cfg.Notifier
+	if n == nil {
+		n = h.st.Notifier()
+	}
+	notify := n.Notify(ctx)
 	tick := time.NewTicker(h.cfg.Poll)
 	defer tick.Stop()
 	recheck := time.NewTicker(h.cfg.Recheck)
