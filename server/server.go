@@ -98,9 +98,9 @@ type Config struct {
 	// Store holds the jobs. Required.
 	Store jobs.Store
 	// Notifier carries the store's wake-ups (event streams, waits) and
-	// running jobs' answer pieces (streamed answers): the workers must
-	// publish to the same one, or one reaching them across processes.
-	// Defaults to Store.Notifier().
+	// running jobs' answer pieces (streamed answers): a stream gets the
+	// pieces workers publish to this Notifier, or, on PostgreSQL, to
+	// another process's on the database. Defaults to Store.Notifier().
 	Notifier jobs.Notifier
 	// Engine lists the profiles and resolves the models requests name.
 	// Optional: without it no model is known.
