@@ -54,13 +54,13 @@ func TestHeldBackend(t *testing.T) {
 	}
 	held := func(backend string, want bool) {
 		t.Helper()
-		if !testkit.Until(ctx, 10*time.Second, func() bool { return eng.Pacing()[backend].Held == want }, st) {
+		if !testkit.Until(ctx, 10*time.Second, func() bool { return eng.Pacing()[backend].Held == want }, st.Notifier()) {
 			t.Fatalf("engine's Pacing()[%s].Held never became %v", backend, want)
 		}
 	}
 	hold("a", true)
 	wg.Go(func() {
-		_ = eng.SharePacing(ctx, worker.PacingStore(st), promptkit.SharePacingOptions{Peer: "e", Wake: st.Notify(ctx)})
+		_ = eng.SharePacing(ctx, worker.PacingStore(st), promptkit.SharePacingOptions{Peer: "e", Wake: st.Notifier().Notify(ctx)})
 	})
 	held("a", true) // the first sync reads the hold
 	if got := eng.HeldProfiles(); !slices.Equal(got, []string{"q"}) {
@@ -96,7 +96,7 @@ func TestHeldBackend(t *testing.T) {
 		}
 		return false
 	}
-	if !testkit.Until(ctx, 10*time.Second, waiting, st) {
+	if !testkit.Until(ctx, 10*time.Second, waiting, st.Notifier()) {
 		t.Fatal("the call on held a never showed its demand")
 	}
 	select {

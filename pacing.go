@@ -151,7 +151,7 @@ type SharePacingOptions struct {
 	// OnSync, if set, is called after each sync with its error, nil on
 	// success: a caller reports failures, once per outage.
 	OnSync func(error)
-	// Wake, if set, hints that the store changed (jobs.Store.Notify):
+	// Wake, if set, hints that the store changed (jobs.Notifier.Notify):
 	// the engine then reads the shared state at once (at most every
 	// 20ms) rather than at its next Interval, so that a pause another
 	// process received reaches this one sooner.

@@ -390,7 +390,7 @@ func TestGroupCooldownShared(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	share := func(e *promptkit.Engine, peer string) {
 		wg.Go(func() {
-			_ = e.SharePacing(ctx, worker.PacingStore(st), promptkit.SharePacingOptions{Peer: peer, Wake: st.Notify(ctx)})
+			_ = e.SharePacing(ctx, worker.PacingStore(st), promptkit.SharePacingOptions{Peer: peer, Wake: st.Notifier().Notify(ctx)})
 		})
 	}
 	share(e1, "p1")
@@ -411,11 +411,11 @@ func TestGroupCooldownShared(t *testing.T) {
 		}
 		return false
 	}
-	if !testkit.Until(ctx, 10*time.Second, stored, st) {
+	if !testkit.Until(ctx, 10*time.Second, stored, st.Notifier()) {
 		t.Fatal("e1's cooldown never reached the store")
 	}
 	share(e2, "p2")
-	if !testkit.Until(ctx, 10*time.Second, func() bool { return e2.Pacing()["bad"].CooldownUntil.Equal(until) }, st) {
+	if !testkit.Until(ctx, 10*time.Second, func() bool { return e2.Pacing()["bad"].CooldownUntil.Equal(until) }, st.Notifier()) {
 		t.Fatalf("e2 never adopted the cooldown: %+v", e2.Pacing()["bad"])
 	}
 	for range 5 {

@@ -33,7 +33,7 @@ func Await[T any](ctx context.Context, wake <-chan struct{}, end <-chan struct{}
 // AwaitJob waits (see Await) until the job is terminal, following a
 // retry that supersedes it to the retry: the answer a caller waits for is
 // its prompt's. It returns the job as it last read it; wake should signal
-// changes of the prompt's jobs (Store.Notify does, among others).
+// changes of the prompt's jobs (Notifier.Notify does, among others).
 func AwaitJob(ctx context.Context, st Store, org, jobID string, wake <-chan struct{}, end <-chan struct{}) (Job, error) {
 	return Await(ctx, wake, end, func(ctx context.Context) (Job, bool, error) {
 		j, err := st.GetJob(ctx, org, jobID)

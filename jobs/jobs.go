@@ -32,6 +32,19 @@
 // (SQLite's single writer lock; a PostgreSQL transaction-scoped advisory
 // lock, one per schema). Sequence order therefore equals commit order, and a reader that
 // takes the same lock sees every change stamped before its as_of time.
+//
+// # Messaging
+//
+// Store holds rows; messaging lives beside it, in a Notifier
+// (Store.Notifier): wake-ups when work may have changed, and the pieces
+// of running jobs' answers as backends generate them. Consumers take it
+// explicitly (worker.Config.Notifier, batch.Config.Notifier,
+// server.Config.Notifier; each defaults to its store's). Both stores
+// build on LocalNotifier, the in-process fan-out: SQLite's reaches other
+// processes on the file only through its commits (it polls for them),
+// PostgreSQL's LISTENs for the notifications its statements send and
+// carries answer pieces between processes. A Notifier is a hint: readers
+// still poll the store, and the stored answer is the answer.
 package jobs
 
 import (

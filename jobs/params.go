@@ -661,7 +661,7 @@ type ExecutionOptions struct {
 	// that model).
 	PreferProvider string `json:"prefer_provider,omitempty"`
 	// Stream has the worker call the backend streaming and publish the
-	// answer's pieces as they come (Store.PublishDelta), for a request
+	// answer's pieces as they come (Notifier.PublishDelta), for a request
 	// that relays them to its client: a chat completion with stream:
 	// true. It is not a submission's option (ParseExecutionOptions
 	// refuses it).

@@ -320,12 +320,11 @@ type Store interface {
 	// alone decides.
 	Check(ctx context.Context) error
 
-	// Notify returns a channel that receives a value, coalesced, whenever
-	// this store or another process on the database enqueues work,
-	// changes a job's state or changes a batch's status (MoveBatch,
-	// CancelBatch, FinishBatch). It is closed when ctx ends or the store
-	// closes. Consumers must still poll: a notification is a hint.
-	Notify(ctx context.Context) <-chan struct{}
+	// Notifier returns the store's messaging, apart from its rows:
+	// wake-ups and running jobs' answer pieces (see Notifier). It is one
+	// Notifier for the store's life; the store wakes it after its own
+	// commits, and Close closes its Notify channels.
+	Notifier() Notifier
 
 	// SyncPacing records one process's pacing news (see PacingUpdate for
 	// how each merges; a pause or rate stamps UpdatedAt with the store's
@@ -354,21 +353,6 @@ type Store interface {
 	// running jobs finish), or with drain false undoes it, and returns
 	// the worker. ErrNotFound for a worker that never reported.
 	DrainWorker(ctx context.Context, worker string, drain bool) (WorkerInfo, error)
-
-	// PublishDelta passes a piece of running job jobID's answer, as the
-	// backend generates it, to the readers waiting for it
-	// (SubscribeDeltas): in this process and, on PostgreSQL, in the other
-	// processes on the database. It never blocks and may drop a piece (a
-	// reader that falls behind, a piece too large for a notification): a
-	// reader tells by the pieces' Index, and the stored answer is the
-	// answer. On SQLite, other processes' readers get nothing.
-	PublishDelta(jobID string, d pktype.StreamDelta)
-	// SubscribeDeltas returns a channel that receives the pieces of job
-	// jobID's answer published from now on, after its first pieces when
-	// they came in the last few seconds (a reader may subscribe once the
-	// job is stored, and a worker may have started it); it is closed when
-	// ctx ends.
-	SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta
 
 	// Close releases the store.
 	Close() error

@@ -45,7 +45,7 @@ func TestFastPath(t *testing.T) {
 		t.Fatalf("submission: %d %s", queued.code, queued.body)
 	}
 	id := queued.header.Get(headerJobID)
-	if !testkit.Until(context.Background(), time.Minute, func() bool { _, ok := claimedDirectly(id); return ok }, e.st) {
+	if !testkit.Until(context.Background(), time.Minute, func() bool { _, ok := claimedDirectly(id); return ok }, e.st.Notifier()) {
 		t.Fatal("the queued job was never claimed")
 	}
 	if d, _ := claimedDirectly(id); d {

@@ -79,7 +79,7 @@ func (e *env) claimNext() jobs.Job {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	note := e.st.Notify(ctx)
+	note := e.st.Notifier().Notify(ctx)
 	for {
 		js, err := e.st.Claim(ctx, jobs.ClaimParams{Worker: "test-worker"})
 		if err != nil {

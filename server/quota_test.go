@@ -306,7 +306,7 @@ func TestQuotaBudgetFromLedger(t *testing.T) {
 		testkit.WaitFor(t, time.Minute, "the queued job to end", func() (bool, string) {
 			j, err = q.st.GetJob(context.Background(), "", queued.JobID)
 			return err == nil && j.State.Terminal(), string(j.State)
-		}, q.st)
+		}, q.st.Notifier())
 		if j.State != jobs.Failed || j.ErrorKind != jobs.KindBudgetExceeded || j.ErrorMessage != "the token's daily budget of $2.00 is reached" {
 			t.Errorf("the queued job: %s %s %q", j.State, j.ErrorKind, j.ErrorMessage)
 		}

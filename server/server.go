@@ -97,6 +97,11 @@ type Metrics interface {
 type Config struct {
 	// Store holds the jobs. Required.
 	Store jobs.Store
+	// Notifier carries the store's wake-ups (event streams, waits) and
+	// running jobs' answer pieces (streamed answers): a stream gets the
+	// pieces workers publish to this Notifier, or, on PostgreSQL, to
+	// another process's on the database. Defaults to Store.Notifier().
+	Notifier jobs.Notifier
 	// Engine lists the profiles and resolves the models requests name.
 	// Optional: without it no model is known.
 	Engine *promptkit.Engine
@@ -286,7 +291,7 @@ func New(cfg Config) (*Server, error) {
 	s.auth = auth.New(auth.Config{Store: cfg.Store, Addr: cfg.Addr, InsecureNoAuth: cfg.InsecureNoAuth,
 		SubmitRate: cfg.SubmitRate, SubmitBurst: cfg.SubmitBurst, OrgSubmitRate: cfg.OrgSubmitRate, OrgSubmitBurst: cfg.OrgSubmitBurst,
 		Tickets: cfg.fair.tickets, Tokens: cfg.fair.tokens, Now: cfg.Now, Log: cfg.Logger})
-	hub := events.Config{Store: cfg.Store, Poll: cfg.PollInterval, Recheck: cfg.TokenRecheck, KeepAlive: cfg.KeepAlive,
+	hub := events.Config{Store: cfg.Store, Notifier: cfg.Notifier, Poll: cfg.PollInterval, Recheck: cfg.TokenRecheck, KeepAlive: cfg.KeepAlive,
 		Buffer: cfg.sseBuffer, Streams: cfg.fair.streams, Valid: s.auth.Valid, Closing: s.serving.Done(), Log: cfg.Logger}
 	if cfg.Metrics != nil {
 		hub.Clients = cfg.Metrics.SSEClients
@@ -297,7 +302,7 @@ func New(cfg Config) (*Server, error) {
 	s.rest = &rest.API{Store: cfg.Store, Auth: s.auth, Jobs: work, Engine: cfg.Engine,
 		MaxBody: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, Log: cfg.Logger, Now: cfg.Now}
 	s.admin = &admin.API{Store: cfg.Store, Engine: cfg.Engine, MaxBody: cfg.MaxBodyBytes, Log: cfg.Logger, Now: cfg.Now}
-	s.openai = &frontdoor.API{Store: cfg.Store, Jobs: work, Engine: cfg.Engine,
+	s.openai = &frontdoor.API{Store: cfg.Store, Notifier: cfg.Notifier, Jobs: work, Engine: cfg.Engine,
 		FallbackProfile: cfg.FallbackProfile, MaxBody: cfg.MaxBodyBytes, MaxFile: cfg.MaxFileBytes,
 		ChatTimeout: cfg.ChatTimeout, RepeatWindow: cfg.RepeatWindow, MaxWait: cfg.MaxWait, KeepAlive: cfg.KeepAlive, BatchPriority: cfg.BatchPriority,
 		Log: cfg.Logger}

@@ -224,13 +224,13 @@ func TestChatStreamAcrossProcesses(t *testing.T) {
 	// server's store listens to the database.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	probe := e.st.SubscribeDeltas(ctx, "probe")
+	probe := e.st.Notifier().SubscribeDeltas(ctx, "probe")
 	testkit.WaitFor(t, time.Minute, "the server's store to hear the worker's", func() (bool, string) {
 		select {
 		case <-probe:
 			return true, ""
 		default:
-			ws.PublishDelta("probe", pktype.StreamDelta{Generation: 1, Attempt: 1})
+			ws.Notifier().PublishDelta("probe", pktype.StreamDelta{Generation: 1, Attempt: 1})
 			return false, "no probe yet"
 		}
 	})

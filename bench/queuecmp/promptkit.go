@@ -193,7 +193,7 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 		go func() {
 			defer wg.Done()
 			worker := "steady-" + strconv.Itoa(i)
-			wake := ws.Notify(wctx)
+			wake := ws.Notifier().Notify(wctx)
 			for wctx.Err() == nil {
 				js, err := ws.Claim(wctx, jobs.ClaimParams{Worker: worker, Limit: p.claimLimit})
 				if err != nil {
@@ -243,7 +243,7 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 }
 
 // dispatchLoop is one claimer feeding workers goroutines: it claims up to
-// the free slots (at most 100), waits for Notify (or 1 s) when the queue
+// the free slots (at most 100), waits for a wake-up (or 1 s) when the queue
 // is empty, and leaves at least 1 ms between claims.
 //
 // rec (steady state) records start latencies; succeeded, if non-nil, is
@@ -253,7 +253,7 @@ func (p *pkInstance) dispatchLoop(ctx context.Context, st jobs.Store, cancel con
 	slots := make(chan struct{}, workers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wake := st.Notify(ctx)
+	wake := st.Notifier().Notify(ctx)
 	for ctx.Err() == nil {
 		// Wait for at least one free slot, then count them all.
 		select {

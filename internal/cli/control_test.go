@@ -162,7 +162,7 @@ func TestWorkerExitsWhenDrained(t *testing.T) {
 		name = ws[0].Worker
 		return true
 	}
-	if !testkit.Until(ctx, time.Minute, listed, st) {
+	if !testkit.Until(ctx, time.Minute, listed, st.Notifier()) {
 		t.Fatal("the worker never reported itself")
 	}
 	if code, _, errOut := run(t, "workers", "drain", "--database", db, name); code != 0 {
@@ -172,7 +172,7 @@ func TestWorkerExitsWhenDrained(t *testing.T) {
 		ws, err := st.Workers(ctx, time.Time{})
 		return err == nil && len(ws) == 1 && ws[0].Draining
 	}
-	if !testkit.Until(ctx, time.Minute, draining, st) {
+	if !testkit.Until(ctx, time.Minute, draining, st.Notifier()) {
 		t.Fatal("the drain was never stored")
 	}
 	// The worker learns of the drain at its next report; a job queued
@@ -182,7 +182,7 @@ func TestWorkerExitsWhenDrained(t *testing.T) {
 		ws, err := st.Workers(ctx, time.Time{})
 		return err == nil && len(ws) == 1 && ws[0].SeenAt.After(time.Now().Add(-time.Hour)) && ws[0].Running == 1
 	}
-	if !testkit.Until(ctx, time.Minute, reported, st) {
+	if !testkit.Until(ctx, time.Minute, reported, st.Notifier()) {
 		t.Fatal("the worker never reported its running job")
 	}
 	close(release)

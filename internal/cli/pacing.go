@@ -46,7 +46,7 @@ func (rt *svc) sharePacing(ctx context.Context, wg *sync.WaitGroup) (stop func()
 		// any commit of another process on the file, the pacing's own
 		// included, within 10ms.
 		_ = rt.engine.SharePacing(ctx, worker.PacingStore(rt.store), promptkit.SharePacingOptions{
-			OnSync: onSync, Wake: rt.store.Notify(ctx)})
+			OnSync: onSync, Wake: rt.notifier.Notify(ctx)})
 	})
 	t := time.NewTimer(firstSyncWait)
 	defer t.Stop()

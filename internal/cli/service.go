@@ -248,6 +248,9 @@ type svc struct {
 	// metrics, when set (serve), measures the workers too.
 	metrics *metrics.Metrics
 	store   jobs.Store
+	// notifier is the store's messaging, which the workers, the server
+	// and the batch processor share: wake-ups and answer pieces.
+	notifier jobs.Notifier
 	// quotas enforces the stored limits' rates and budgets: at
 	// submission (serve) and before each run (the workers), one cache
 	// of the limits for both.
@@ -285,12 +288,12 @@ func openService(cmd *cobra.Command, g *globals, f *serviceFlags) (*svc, error) 
 	for _, p := range cfg.Profiles {
 		models = append(models, p.Model)
 	}
-	return &svc{sc: sc, engine: eng, models: models, store: st, quotas: quota.New(quota.Config{Store: st}), simulated: simulated, log: log}, nil
+	return &svc{sc: sc, engine: eng, models: models, store: st, notifier: st.Notifier(), quotas: quota.New(quota.Config{Store: st}), simulated: simulated, log: log}, nil
 }
 
 func (rt *svc) worker(name string, batch int, ceiling *int) (*worker.Worker, error) {
 	return worker.New(worker.Config{
-		Store: rt.store, Engine: rt.engine, Name: name,
+		Store: rt.store, Notifier: rt.notifier, Engine: rt.engine, Name: name,
 		Concurrency: rt.sc.Workers, BatchSize: batch, PriorityCeiling: ceiling,
 		HeartbeatInterval: rt.sc.HeartbeatInterval, JobTimeout: rt.sc.JobTimeout,
 		ShutdownGrace: workerGrace(rt.sc.ShutdownGrace), Logger: rt.log, KeepProviderDetail: rt.sc.KeepProviderDetail,
@@ -322,7 +325,8 @@ func (rt *svc) reclaimer() (*worker.Reclaimer, error) {
 // the batch's validation, as such a request would be refused.
 func (rt *svc) batches() (*batch.Processor, error) {
 	return batch.New(batch.Config{
-		Store: rt.store,
+		Store:    rt.store,
+		Notifier: rt.notifier,
 		// The batches API is OpenAI's: its lines are in OpenAI's format.
 		Codec: openaiapi.BatchCodec{},
 		Resolve: func(model string) (jobs.Target, bool) {
@@ -477,7 +481,7 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 			}
 			ctx := cmd.Context()
 			srv, err := server.New(server.Config{
-				Store: rt.store, Engine: rt.engine, Check: rt.check, Addr: rt.sc.Addr,
+				Store: rt.store, Notifier: rt.notifier, Engine: rt.engine, Check: rt.check, Addr: rt.sc.Addr,
 				InsecureNoAuth: insecure, SubmitRate: submitRate, OrgSubmitRate: orgSubmitRate, Logger: rt.log, Metrics: rt.metrics,
 				BatchPriority: &rt.sc.BatchPriority, MaxFileBytes: rt.sc.MaxFileBytes, MaxBodyBytes: rt.sc.MaxBodyBytes,
 				ChatTimeout: rt.sc.ChatTimeout, FallbackProfile: rt.fallbackProfile(),

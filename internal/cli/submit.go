@@ -135,7 +135,7 @@ func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 	failing := false
-	j, err := jobs.Await(ctx, wakes(ctx, st, 250*time.Millisecond), nil, func(ctx context.Context) (jobs.Job, bool, error) {
+	j, err := jobs.Await(ctx, wakes(ctx, st.Notifier(), 250*time.Millisecond), nil, func(ctx context.Context) (jobs.Job, bool, error) {
 		j, err := st.GetJob(ctx, "", id)
 		switch {
 		case err == nil:
@@ -178,12 +178,12 @@ func waitJob(cmd *cobra.Command, st jobs.Store, id string, asJSON bool) error {
 	return nil
 }
 
-// wakes is a wake channel for jobs.Await: the store's notifications and,
-// since they are hints, a poll every interval. Its goroutine ends with
-// ctx.
-func wakes(ctx context.Context, st jobs.Store, every time.Duration) <-chan struct{} {
+// wakes is a wake channel for jobs.Await: the store's notifications (n)
+// and, since they are hints, a poll every interval. Its goroutine ends
+// with ctx.
+func wakes(ctx context.Context, n jobs.Notifier, every time.Duration) <-chan struct{} {
 	out := make(chan struct{}, 1)
-	notify := st.Notify(ctx)
+	notify := n.Notify(ctx)
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()

@@ -92,7 +92,7 @@ func TestBatchKill(t *testing.T) {
 	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "half the batch to complete", func() (bool, string) {
 		b = api.batch(batchID, "")
 		return b.Counts.Completed >= killLines/2, fmt.Sprintf("%s %+v", b.Status, b.Counts)
-	}, d.store)
+	}, d.store.Notifier())
 	first.kill()
 	killedAt := b.Counts
 	if killedAt.Completed >= killLines {
@@ -108,7 +108,7 @@ func TestBatchKill(t *testing.T) {
 	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "the batch to complete", func() (bool, string) {
 		b = api.batch(batchID, "30s")
 		return b.Status.Terminal(), fmt.Sprintf("%s %+v", b.Status, b.Counts)
-	}, d.store)
+	}, d.store.Notifier())
 	if b.Status != jobs.BatchCompleted || b.Counts != (jobs.BatchCounts{Total: killLines, Completed: killLines}) {
 		t.Fatalf("batch %s with counts %+v, want completed with %d of %d", b.Status, b.Counts, killLines, killLines)
 	}

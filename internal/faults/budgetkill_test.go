@@ -166,7 +166,7 @@ prices:
 			}
 			held = provider.held.Load() > seen
 			return held || done()
-		}, d.store, testkit.Chan(p.done), testkit.Chan(provider.wake)) {
+		}, d.store.Notifier(), testkit.Chan(p.done), testkit.Chan(provider.wake)) {
 			t.Fatalf("serve-%d: neither a held call nor the end", round+1)
 		}
 		if !held {
@@ -182,7 +182,7 @@ prices:
 				t.Fatalf("reclaim: %v", err)
 			}
 			return running() == 0
-		}, d.store) {
+		}, d.store.Notifier()) {
 			t.Fatal("the killed serve's jobs were never reclaimed")
 		}
 	}

@@ -84,7 +84,7 @@ func crashLoop(t *testing.T, d *database) {
 	kills := 0
 	for kills < crashKills {
 		pace := time.Second + time.Duration(rng.Int64N(int64(time.Second)))
-		if testkit.Until(ctx, pace, func() bool { ok, _ := drained(); return ok }, d.store) {
+		if testkit.Until(ctx, pace, func() bool { ok, _ := drained(); return ok }, d.store.Notifier()) {
 			break
 		}
 		i := rng.IntN(len(live))
@@ -95,7 +95,7 @@ func crashLoop(t *testing.T, d *database) {
 	killsDone := time.Since(start)
 
 	// The surviving workers finish the queue.
-	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish", drained, d.store)
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish", drained, d.store.Notifier())
 	drainedAt := time.Since(start)
 	for _, p := range live {
 		code, err := p.stop(15 * time.Second)

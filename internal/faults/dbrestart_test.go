@@ -81,7 +81,7 @@ func TestDatabaseRestart(t *testing.T) {
 	defer stop()
 
 	// Mid-run, kill the server, leave it down, start it again.
-	testkit.WaitFor(t, time.Minute, "a quarter of the jobs to succeed", atLeast(ctx, d.store, restartJobs/4), d.store)
+	testkit.WaitFor(t, time.Minute, "a quarter of the jobs to succeed", atLeast(ctx, d.store, restartJobs/4), d.store.Notifier())
 	before, _ := counts(ctx, d.store)
 	down := time.Now()
 	c.kill(t)
@@ -102,7 +102,7 @@ func TestDatabaseRestart(t *testing.T) {
 	c.restart(t)
 	outage := time.Since(down)
 
-	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish after the restart", settled(ctx, d.store, restartJobs), d.store)
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish after the restart", settled(ctx, d.store, restartJobs), d.store.Notifier())
 	total := time.Since(start)
 	stop()
 

@@ -81,7 +81,7 @@ func TestFullDisk(t *testing.T) {
 	ids := enqueueJobs(t, ctx, d.store, 0, diskJobs, byText)
 	stop := startAll(t, w, r)
 	defer stop()
-	testkit.WaitFor(t, time.Minute, "some jobs to succeed", atLeast(ctx, d.store, diskJobs/10), d.store)
+	testkit.WaitFor(t, time.Minute, "some jobs to succeed", atLeast(ctx, d.store, diskJobs/10), d.store.Notifier())
 
 	// Fill the disk, then enqueue until a write fails: the database may
 	// first use space it had already allocated.
@@ -136,13 +136,13 @@ func TestFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	outage := time.Since(full)
-	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish once the disk has room", settled(ctx, d.store, len(ids)), d.store)
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "every job to finish once the disk has room", settled(ctx, d.store, len(ids)), d.store.Notifier())
 	ids = append(ids, enqueueJobs(t, ctx, d.store, diskJobs+tries, diskAfter, byText)...)
-	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "the jobs enqueued after recovery to finish", settled(ctx, d.store, len(ids)), d.store)
+	testkit.WaitFor(t, time.Until(deadlineOf(ctx)), "the jobs enqueued after recovery to finish", settled(ctx, d.store, len(ids)), d.store.Notifier())
 	// Check passes again once a write has stored something: the store's
 	// writes are what signal it.
 	var lastCheck error
-	if !testkit.Until(ctx, 10*time.Second, func() bool { lastCheck = d.store.Check(ctx); return lastCheck == nil }, d.store) {
+	if !testkit.Until(ctx, 10*time.Second, func() bool { lastCheck = d.store.Check(ctx); return lastCheck == nil }, d.store.Notifier()) {
 		t.Errorf("Check still fails once the disk has room and writes succeed: %v", lastCheck)
 	}
 	stop()

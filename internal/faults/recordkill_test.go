@@ -262,7 +262,7 @@ profiles:
 		}
 		j, err := d.store.GetJob(ctx, "", e.JobID)
 		return err == nil && j.State == jobs.Queued
-	}, d.store) {
+	}, d.store.Notifier()) {
 		t.Fatal("the killed serve's job was never reclaimed")
 	}
 
@@ -277,7 +277,7 @@ profiles:
 		}
 		j, err = d.store.GetJob(ctx, "", e.JobID)
 		return err == nil && j.State.Terminal()
-	}, d.store, testkit.Chan(second.done)) {
+	}, d.store.Notifier(), testkit.Chan(second.done)) {
 		t.Fatal("the reclaimed job never finished")
 	}
 	if _, err := second.stop(15 * time.Second); err != nil {

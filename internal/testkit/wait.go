@@ -8,7 +8,7 @@ import (
 )
 
 // A Source signals that something a wait looks at may have changed: a
-// jobs.Store (its Notify), a *Logs (every write), or, through Chan, a
+// jobs.Notifier (its Notify), a *Logs (every write), or, through Chan, a
 // channel that closes when something ends (a process exits).
 type Source interface {
 	// Notify returns a channel that receives a value, or is closed, when

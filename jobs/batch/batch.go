@@ -118,6 +118,9 @@ type Config struct {
 	Store jobs.Store
 	// Codec is the batches' wire format (their dialect's). Required.
 	Codec Codec
+	// Notifier wakes the processor when a job or batch changes, so a step
+	// comes sooner than the next Interval. Defaults to Store.Notifier().
+	Notifier jobs.Notifier
 	// Resolve maps a line's model to the profile and execution options
 	// its job runs with; false for a model nothing serves. Required.
 	Resolve func(model string) (jobs.Target, bool)
@@ -221,7 +224,11 @@ func (p *Processor) Stop(ctx context.Context) error { return p.loop.Stop(ctx) }
 
 // run is the stepping loop, from Start until Stop cancels ctx.
 func (p *Processor) run(ctx context.Context) error {
-	notify := p.cfg.Store.Notify(ctx)
+	n := p.cfg.Notifier
+	if n == nil {
+		n = p.cfg.Store.Notifier()
+	}
+	notify := n.Notify(ctx)
 	t := time.NewTicker(p.cfg.Interval)
 	defer t.Stop()
 	// A busy queue notifies on every job; one early step per interval is

@@ -785,7 +785,16 @@ func (s *signalling) ActiveBatches(ctx context.Context) ([]jobs.Batch, error) {
 	return bs, err
 }
 
-func (s *signalling) Notify(ctx context.Context) <-chan struct{} { return s.notify }
+// Notifier is the processor's by default (Config.Notifier): its wake-ups
+// are the test's.
+func (s *signalling) Notifier() jobs.Notifier { return chanNotifier{s.Store.Notifier(), s.notify} }
+
+type chanNotifier struct {
+	jobs.Notifier
+	notify chan struct{}
+}
+
+func (n chanNotifier) Notify(ctx context.Context) <-chan struct{} { return n.notify }
 
 func TestStartStepsAtOnceOnNotifyUntilStop(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {

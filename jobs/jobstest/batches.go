@@ -473,7 +473,7 @@ func testCancelBatchJobs(t *testing.T, h Harness) {
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	ch := f.store.Notify(ctx)
+	ch := f.store.Notifier().Notify(ctx)
 	before := len(f.allEvents())
 	at := f.advance(time.Minute)
 	n, err := f.store.CancelBatchJobs(f.ctx, b.ID)
@@ -630,7 +630,7 @@ func testBatchNotify(t *testing.T, h Harness) {
 	f := setup(t, h)
 	ctx, cancel := context.WithCancel(f.ctx)
 	defer cancel()
-	ch := f.store.Notify(ctx)
+	ch := f.store.Notifier().Notify(ctx)
 	b := f.newBatch("org-a")
 	if _, err := f.store.MoveBatch(f.ctx, jobs.MoveBatchParams{ID: b.ID, From: jobs.BatchValidating, To: jobs.BatchInProgress}); err != nil {
 		t.Fatalf("MoveBatch: %v", err)
@@ -681,7 +681,7 @@ func testBatchNotify(t *testing.T, h Harness) {
 			}()
 			ctx, cancel := context.WithCancel(f.ctx)
 			defer cancel()
-			wake := other.Notify(ctx)
+			wake := other.Notifier().Notify(ctx)
 			recv(t, wake, "second store's first Notify wake")
 			if err := c.change(); err != nil {
 				t.Fatalf("%s: %v", c.name, err)

@@ -46,10 +46,10 @@ func receive(t *testing.T, ch <-chan pktype.StreamDelta, n int, what string) []p
 func testDeltas(t *testing.T, h Harness) {
 	f := setupRealClock(t, h)
 	ctx, cancel := context.WithCancel(f.ctx)
-	mine := f.store.SubscribeDeltas(ctx, "job-1")
-	other := f.store.SubscribeDeltas(ctx, "job-2")
+	mine := f.store.Notifier().SubscribeDeltas(ctx, "job-1")
+	other := f.store.Notifier().SubscribeDeltas(ctx, "job-2")
 	for _, d := range pieces() {
-		f.store.PublishDelta("job-1", d)
+		f.store.Notifier().PublishDelta("job-1", d)
 	}
 	if got := receive(t, mine, 4, "same store"); !reflect.DeepEqual(got, pieces()) {
 		t.Errorf("same store: %+v, want %+v", got, pieces())
@@ -75,11 +75,11 @@ func testDeltas(t *testing.T, h Harness) {
 	}()
 	ctx, cancel = context.WithCancel(f.ctx)
 	defer cancel()
-	theirs := second.SubscribeDeltas(ctx, "job-3")
+	theirs := second.Notifier().SubscribeDeltas(ctx, "job-3")
 	// The first wake says the second store watches the database.
-	recv(t, second.Notify(ctx), "second store's first Notify wake")
+	recv(t, second.Notifier().Notify(ctx), "second store's first Notify wake")
 	for _, d := range pieces() {
-		f.store.PublishDelta("job-3", d)
+		f.store.Notifier().PublishDelta("job-3", d)
 	}
 	if !h.CrossProcessDeltas {
 		return
@@ -88,8 +88,8 @@ func testDeltas(t *testing.T, h Harness) {
 		t.Errorf("second store: %+v, want %+v", got, pieces())
 	}
 	// Its own pieces reach it once, not again through the database.
-	second.PublishDelta("job-3", pieces()[0])
-	f.store.PublishDelta("job-3", pieces()[1])
+	second.Notifier().PublishDelta("job-3", pieces()[0])
+	f.store.Notifier().PublishDelta("job-3", pieces()[1])
 	if got := receive(t, theirs, 2, "second store, own and other"); got[0].Text != "Hello" || got[1].Text != " wörld" {
 		t.Errorf("second store got %+v", got)
 	}

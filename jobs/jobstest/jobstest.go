@@ -37,9 +37,10 @@
 //     empty.
 //   - ListJobs' Next is jobs.CursorAfter(the page's last job).String().
 //   - JobEvents for a job outside the org is ErrNotFound or empty.
-//   - Notify on a closed store returns a closed channel, and Close may be
+//   - Store.Notifier returns one Notifier for the store's life. Its
+//     Notify on a closed store returns a closed channel, and Close may be
 //     called again (returning nil).
-//   - A store's Notify wakes once when the store starts watching the
+//   - A store's Notifier wakes once when the store starts watching the
 //     database for other stores' writes (on its first subscription), and
 //     from then on for every batch status change (MoveBatch, CancelBatch,
 //     FinishBatch) another store on the database commits, as it does for

@@ -797,7 +797,10 @@ func testArchive(t *testing.T, h Harness) {
 func testNotify(t *testing.T, h Harness) {
 	f := setup(t, h)
 	ctx, cancel := context.WithCancel(f.ctx)
-	ch := f.store.Notify(ctx)
+	if f.store.Notifier() != f.store.Notifier() {
+		t.Error("Notifier returned another notifier on a second call")
+	}
+	ch := f.store.Notifier().Notify(ctx)
 	e := f.enqueue(jobs.EnqueueParams{})
 	recv(t, ch, "notification after Enqueue")
 	f.claimID("w", e.JobID)
@@ -811,14 +814,14 @@ func testNotify(t *testing.T, h Harness) {
 	}
 
 	// Closing the store closes every channel; Close is safe to repeat.
-	ch2 := f.store.Notify(f.ctx)
+	ch2 := f.store.Notifier().Notify(f.ctx)
 	if err := f.store.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	for recv(t, ch2, "close after the store closes") {
 	}
 	_ = f.store.Close()
-	if ch3 := f.store.Notify(f.ctx); recv(t, ch3, "Notify on a closed store") {
+	if ch3 := f.store.Notifier().Notify(f.ctx); recv(t, ch3, "Notify on a closed store") {
 		t.Errorf("Notify on a closed store delivered a value")
 	}
 	// Calls after Close fail; they neither hang nor panic.

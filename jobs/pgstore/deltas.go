@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/internal/lifecycle"
+	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/deltas"
 	"github.com/promptkit/promptkit/pktype"
 )
@@ -68,22 +69,40 @@ func (d *deltaSender) add(payload string) {
 	}
 }
 
+// notifier is a Store's jobs.Notifier: the in-process one, fed by the
+// store's commits and its LISTEN loop (Store.listen), extended to carry
+// answer pieces between the processes on the database.
+type notifier struct {
+	*jobs.LocalNotifier
+	// schema and origin scope and sign this process's pieces (see
+	// deltas.Payload); out sends them.
+	schema, origin string
+	out            *deltaSender
+}
+
 // PublishDelta delivers d to this process's readers and notifies the
-// other processes on the database. See jobs.Store.
-func (s *Store) PublishDelta(jobID string, d pktype.StreamDelta) {
-	s.deltas.Deliver(jobID, d)
-	payload, err := deltas.Payload(s.schema, s.probeKey, jobID, d)
+// other processes on the database. See jobs.Notifier.
+func (n *notifier) PublishDelta(jobID string, d pktype.StreamDelta) {
+	n.LocalNotifier.PublishDelta(jobID, d)
+	payload, err := deltas.Payload(n.schema, n.origin, jobID, d)
 	if err != nil {
 		return // too large for a notification: the readers see the gap
 	}
-	s.deltaOut.add(payload)
+	n.out.add(payload)
 }
 
-// SubscribeDeltas starts the LISTEN connection if it is not running yet.
-// See jobs.Store.
-func (s *Store) SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta {
-	s.notify.Watch()
-	return s.deltas.Subscribe(ctx, jobID)
+// SubscribeDeltas starts the LISTEN connection if it is not running yet,
+// so other processes' pieces arrive. See jobs.Notifier.
+func (n *notifier) SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta {
+	n.Watch()
+	return n.LocalNotifier.SubscribeDeltas(ctx, jobID)
+}
+
+// close closes the Notify channels, stops the LISTEN loop and the sender,
+// and waits for both.
+func (n *notifier) close() {
+	_ = n.LocalNotifier.Close(context.Background())
+	_ = n.out.loop.Stop(context.Background())
 }
 
 // sendDeltas notifies one batch of payloads, in order.

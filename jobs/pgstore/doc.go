@@ -163,7 +163,10 @@
 // that moves the batch), call pg_notify('promptkit_jobs', <schema>),
 // delivered at commit to every process: a batch waiter (GET
 // /v1/batches/{id}?wait=) in any serve looks again when its batch moves.
-// Notify channels (jobs/internal/notify) are fed by one LISTEN connection
-// per Store (started on first use, reconnecting with backoff) and by the
-// store's own commits; Close stops it.
+// The receiving side is the Store's Notifier (Store.Notifier, deltas.go),
+// apart from the row operations: a jobs.LocalNotifier whose Notify
+// channels are fed by one LISTEN connection per Store (started on first
+// use, reconnecting with backoff) and by the store's own commits, and
+// which also carries running jobs' answer pieces between processes (on
+// promptkit_deltas, sent by a loop of its own). Close stops both.
 package pgstore

@@ -39,8 +39,8 @@ func TestNotifyAcrossStores(t *testing.T) {
 	defer c.Close()
 
 	nctx, cancel := context.WithCancel(ctx)
-	wake := b.Notify(nctx)
-	foreign := c.Notify(ctx)
+	wake := b.Notifier().Notify(nctx)
+	foreign := c.Notifier().Notify(ctx)
 	// The listener wakes subscribers once when it connects; drain that.
 	waitWake(t, wake)
 	waitWake(t, foreign)
@@ -79,7 +79,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	if _, ok := <-foreign; ok {
 		t.Fatal("channel still open after Close")
 	}
-	if _, ok := <-b.Notify(ctx); ok {
+	if _, ok := <-b.Notifier().Notify(ctx); ok {
 		t.Fatal("Notify after Close returned an open channel")
 	}
 }

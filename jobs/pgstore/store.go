@@ -22,7 +22,6 @@ import (
 	"github.com/promptkit/promptkit/jobs/internal/deltas"
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
 	"github.com/promptkit/promptkit/jobs/internal/health"
-	"github.com/promptkit/promptkit/jobs/internal/notify"
 	"github.com/promptkit/promptkit/jobs/internal/storeops"
 )
 
@@ -66,13 +65,10 @@ type Store struct {
 	// prompts remembers the prompts of the jobs this store claimed, so a
 	// Succeed can name its response (see promptCache).
 	prompts promptCache
-	// notify feeds the Notify channels; its first subscription starts the
-	// LISTEN loop (listen), which Close stops.
-	notify *notify.Hub
-	// deltas fans answer pieces out to this process's readers; deltaOut
-	// sends this process's pieces to the others (deltas.go).
-	deltas   deltas.Hub
-	deltaOut *deltaSender
+	// notify is the store's Notifier (deltas.go): its first subscription
+	// starts the LISTEN loop (listen), which Close stops, and it sends
+	// this process's answer pieces to the others.
+	notify *notifier
 	// probeKey is this store's row of readiness (see Check), and the
 	// origin of its answer pieces; health remembers the latest failed
 	// write (see wrote).
@@ -128,8 +124,8 @@ func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
 	}
 	s.storeOps = storeops.NewOps("pgstore", (*opsDB)(s))
 	s.writes = groupcommit.New(writeBatchMax, (*writeReq).key, s.runWrites)
-	s.notify = notify.New(s.listen)
-	s.deltaOut = newDeltaSender(s.sendDeltas)
+	s.notify = &notifier{LocalNotifier: jobs.NewLocalNotifier(s.listen), schema: schema, origin: s.probeKey,
+		out: newDeltaSender(s.sendDeltas)}
 	return s, nil
 }
 
@@ -252,8 +248,7 @@ func eventLockKey(schema string) int64 {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.writes.Close()
-		_ = s.notify.Close(context.Background()) // the LISTEN loop ends at once
-		_ = s.deltaOut.loop.Stop(context.Background())
+		s.notify.close() // the LISTEN loop ends at once
 		s.pool.Close()
 	})
 	return nil
@@ -265,11 +260,13 @@ func (s *Store) clock() time.Time {
 	return s.now().UTC().Truncate(time.Microsecond)
 }
 
-// Notify returns a channel that receives a value, coalesced, when a job is
-// enqueued or changes state, or a batch's status changes, in this process
-// or (through LISTEN) another.
-// It is closed when ctx ends or the store closes.
-func (s *Store) Notify(ctx context.Context) <-chan struct{} { return s.notify.Subscribe(ctx) }
+// Notifier returns the store's notifier: its Notify channels receive a
+// value, coalesced, when a job is enqueued or changes state, or a batch's
+// status changes, in this process or (through LISTEN) another, and are
+// closed when ctx ends or the store closes; its answer pieces reach the
+// readers of every process on the database (see deltas.go). See
+// jobs.Store.
+func (s *Store) Notifier() jobs.Notifier { return s.notify }
 
 // listen keeps one LISTEN connection open until ctx ends (the store
 // closes), reconnecting with capped exponential backoff.
@@ -321,7 +318,7 @@ func (s *Store) listenOnce(ctx context.Context) (connected bool, err error) {
 		switch {
 		case n.Channel == deltaChannel:
 			if jobID, d, ok := deltas.Parse(n.Payload, s.schema, s.probeKey); ok {
-				s.deltas.Deliver(jobID, d)
+				s.notify.LocalNotifier.PublishDelta(jobID, d) // to this process's readers only
 			}
 		case n.Payload == s.schema:
 			s.notify.Broadcast()

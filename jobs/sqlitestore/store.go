@@ -36,9 +36,11 @@
 //
 // # Notifications
 //
-// Notify wakes on this Store's enqueues, transitions and batch status
-// changes, and (polling PRAGMA data_version, see watch) on commits by
-// other processes sharing the file.
+// Messaging lives beside the store, in its Notifier (a
+// jobs.LocalNotifier): its Notify wakes on this Store's enqueues,
+// transitions and batch status changes, and (polling PRAGMA data_version,
+// see watch) on commits by other processes sharing the file; its answer
+// pieces stay in this process.
 //
 // # Readiness
 //
@@ -68,12 +70,9 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/promptkit/promptkit/jobs"
-	"github.com/promptkit/promptkit/jobs/internal/deltas"
 	"github.com/promptkit/promptkit/jobs/internal/groupcommit"
 	"github.com/promptkit/promptkit/jobs/internal/health"
-	"github.com/promptkit/promptkit/jobs/internal/notify"
 	"github.com/promptkit/promptkit/jobs/internal/storeops"
-	"github.com/promptkit/promptkit/pktype"
 )
 
 var _ jobs.Store = (*Store)(nil)
@@ -139,10 +138,8 @@ type Store struct {
 	// commits counts commits, to look at the -wal file's size every
 	// walCheckEvery of them.
 	commits atomic.Uint64
-	// deltas fans answer pieces out to this process's readers.
-	deltas deltas.Hub
-	now    func() time.Time
-	floor  atomic.Int64 // the latest time a transaction used, in µs
+	now     func() time.Time
+	floor   atomic.Int64 // the latest time a transaction used, in µs
 
 	// wstmts are the writer's statements, prepared once at Open on the
 	// writer connection; transactions reuse them through Tx.StmtContext
@@ -154,7 +151,9 @@ type Store struct {
 	rstmts map[string]*sql.Stmt // reader statements, prepared on first use
 
 	writes *groupcommit.Group[*call]
-	notify *notify.Hub
+	// notify is the store's Notifier: in-process, since a SQLite file has
+	// no channel between processes but its commits (see watch).
+	notify *jobs.LocalNotifier
 	// health remembers the latest failed write for Check (see wrote).
 	health health.Writes
 
@@ -359,9 +358,9 @@ func Open(ctx context.Context, path string, opts jobs.Options) (*Store, error) {
 		s.now = time.Now
 	}
 	s.writes = groupcommit.New(maxGroup, nil, s.commitGroup)
-	// The watcher notices commits by other processes; the hub starts it
-	// with the first Notify and stops it at Close.
-	s.notify = notify.New(s.watch)
+	// The watcher notices commits by other processes; the notifier starts
+	// it with the first Notify and stops it at Close.
+	s.notify = jobs.NewLocalNotifier(s.watch)
 	s.storeOps = storeops.NewOps("sqlitestore", (*opsDB)(s))
 	for _, q := range writerQueries {
 		st, err := writer.PrepareContext(ctx, q)
@@ -600,18 +599,12 @@ func (s *Store) truncateWAL(ctx context.Context, wait time.Duration) {
 	}
 }
 
-// Notify implements jobs.Store.
-func (s *Store) Notify(ctx context.Context) <-chan struct{} { return s.notify.Subscribe(ctx) }
-
-// PublishDelta delivers d to this process's readers: a SQLite file has no
-// channel to other processes, whose readers get the stored answer whole.
-// See jobs.Store.
-func (s *Store) PublishDelta(jobID string, d pktype.StreamDelta) { s.deltas.Deliver(jobID, d) }
-
-// SubscribeDeltas implements jobs.Store.
-func (s *Store) SubscribeDeltas(ctx context.Context, jobID string) <-chan pktype.StreamDelta {
-	return s.deltas.Subscribe(ctx, jobID)
-}
+// Notifier returns the store's in-process jobs.LocalNotifier: it wakes on
+// this Store's commits and, once subscribed, on other processes' commits
+// to the file (see watch); its answer pieces reach only this process's
+// readers, since a SQLite file has no channel to other processes, whose
+// readers get the stored answer whole. See jobs.Store.
+func (s *Store) Notifier() jobs.Notifier { return s.notify }
 
 // Time and NULL helpers. Times are stored as unix microseconds UTC.
 

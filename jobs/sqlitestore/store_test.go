@@ -280,7 +280,7 @@ func TestNotifySeesOtherProcesses(t *testing.T) {
 	defer b.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	wake := a.Notify(ctx)
+	wake := a.Notifier().Notify(ctx)
 	// The watcher takes its first reading on its first tick; keep
 	// enqueuing through the other handle until a wake-up arrives (a
 	// missed notification would hang here until the test times out).

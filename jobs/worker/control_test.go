@@ -79,7 +79,7 @@ func TestHeldProfileStaysQueued(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = eng.SharePacing(ctx, worker.PacingStore(f.store), promptkit.SharePacingOptions{Wake: f.store.Notify(ctx)})
+			_ = eng.SharePacing(ctx, worker.PacingStore(f.store), promptkit.SharePacingOptions{Wake: f.store.Notifier().Notify(ctx)})
 		}()
 		t.Cleanup(func() { cancel(); <-done })
 		f.waitFor("the engine to read the hold", func() bool { return eng.Pacing()[enginekit.BackendID].Held })

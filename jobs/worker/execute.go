@@ -268,7 +268,7 @@ func (w *Worker) run(ctx context.Context, j jobs.Job, t task) outcome {
 	if j.ExecutionOptions.Stream {
 		// Someone relays the answer as it comes (a streamed chat
 		// completion), perhaps in another process.
-		req.OnDelta = func(d promptkit.StreamDelta) { w.cfg.Store.PublishDelta(j.ID, d) }
+		req.OnDelta = func(d promptkit.StreamDelta) { w.cfg.Notifier.PublishDelta(j.ID, d) }
 	}
 	// A provider delay beyond the job's deadline ends the attempt at once;
 	// the job is re-queued for that time instead of holding this slot.

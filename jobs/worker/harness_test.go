@@ -174,7 +174,7 @@ func (f *fixture) job(id string) jobs.Job {
 func (f *fixture) waitJob(id, what string, ok func(jobs.Job) bool) jobs.Job {
 	f.t.Helper()
 	var j jobs.Job
-	if !testkit.Until(f.ctx, time.Hour, func() bool { j = f.job(id); return ok(j) }, f.store) {
+	if !testkit.Until(f.ctx, time.Hour, func() bool { j = f.job(id); return ok(j) }, f.store.Notifier()) {
 		f.t.Fatalf("job %s never became %s; last: state=%s attempt=%d claim=%q kind=%q msg=%q", id, what, j.State, j.Attempt, j.WorkerClaim, j.ErrorKind, j.ErrorMessage)
 	}
 	return j
@@ -190,7 +190,7 @@ func (f *fixture) waitState(id string, s jobs.State) jobs.Job {
 // hangs.
 func (f *fixture) waitFor(what string, cond func() bool) {
 	f.t.Helper()
-	if !testkit.Until(f.ctx, time.Hour, cond, f.store) {
+	if !testkit.Until(f.ctx, time.Hour, cond, f.store.Notifier()) {
 		f.t.Fatalf("timed out waiting for %s", what)
 	}
 }

@@ -33,6 +33,11 @@ const (
 type Config struct {
 	// Store holds the jobs. Required.
 	Store jobs.Store
+	// Notifier wakes the worker when work may have come (it still polls
+	// every PollInterval) or a running job changed, and carries the
+	// pieces of streamed answers to their readers. Defaults to
+	// Store.Notifier().
+	Notifier jobs.Notifier
 	// Engine runs the prompts. Required.
 	Engine *promptkit.Engine
 	// Name identifies this worker in worker_claim. Defaults to
@@ -142,6 +147,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Notifier == nil {
+		cfg.Notifier = cfg.Store.Notifier()
 	}
 	return cfg, nil
 }
@@ -296,7 +304,7 @@ func (w *Worker) work(ctx context.Context) error {
 	defer stopRuns(nil)
 
 	var wg sync.WaitGroup
-	wake := w.store.Notify(ctx)
+	wake := w.cfg.Notifier.Notify(ctx)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 	// freed says a slot came free without its last claim finding the
@@ -569,7 +577,7 @@ func (w *Worker) claim(ctx context.Context, limit int) ([]jobs.Job, error) {
 // right after the next claim is not missed.
 func newHeartbeat(w *Worker) *lifecycle.Loop {
 	return lifecycle.NewSetup(func(ctx context.Context) (func() error, error) {
-		wake := w.store.Notify(ctx)
+		wake := w.cfg.Notifier.Notify(ctx)
 		return func() error { w.report(ctx); w.heartbeatLoop(ctx, wake); return nil }, nil
 	})
 }

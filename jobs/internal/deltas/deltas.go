@@ -1,6 +1,6 @@
 // Package deltas carries the pieces of running jobs' answers, as the
 // backend generates them, from the worker running a job to the requests
-// waiting for it (jobs.Store's PublishDelta and SubscribeDeltas): a Hub
+// waiting for it (jobs.Notifier's PublishDelta and SubscribeDeltas): a Hub
 // fans them out in one process, and Payload and Parse are their form in
 // PostgreSQL notifications, for the processes sharing a database.
 //

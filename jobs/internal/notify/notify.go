@@ -1,9 +1,9 @@
-// Package notify is the fan-out behind jobs.Store.Notify: subscribers get
-// a channel each, and a broadcast wakes them all without blocking. A hub
-// may own a watcher (a store's LISTEN connection, or its poll of other
-// processes' commits): a background loop of the one lifecycle
-// (internal/lifecycle), started by the first subscription and stopped by
-// Close.
+// Package notify is the fan-out behind jobs.LocalNotifier's Notify:
+// subscribers get a channel each, and a broadcast wakes them all without
+// blocking. A hub may own a watcher (a store's LISTEN connection, or its
+// poll of other processes' commits): a background loop of the one
+// lifecycle (internal/lifecycle), started by the first subscription and
+// stopped by Close.
 package notify
 
 import (

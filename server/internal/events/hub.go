@@ -28,6 +28,9 @@ import (
 type Config struct {
 	// Store holds the event log. Required.
 	Store jobs.Store
+	// Notifier wakes the reader when the log may have grown. Defaults to
+	// Store.Notifier().
+	Notifier jobs.Notifier
 	// Poll is how often the reader looks for new events without a
 	// notification.
 	Poll time.Duration
@@ -119,7 +122,11 @@ func (h *Hub) Start(ctx context.Context) error { return h.loop.Start(ctx) }
 func (h *Hub) Stop(ctx context.Context) error { return h.loop.Stop(ctx) }
 
 func (h *Hub) run(ctx context.Context) {
-	notify := h.st.Notify(ctx)
+	n := h.cfg.Notifier
+	if n == nil {
+		n = h.st.Notifier()
+	}
+	notify := n.Notify(ctx)
 	tick := time.NewTicker(h.cfg.Poll)
 	defer tick.Stop()
 	recheck := time.NewTicker(h.cfg.Recheck)

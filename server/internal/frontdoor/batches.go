@@ -124,7 +124,7 @@ func (a *API) GetBatch(w http.ResponseWriter, r *http.Request) error {
 			return b, done, err
 		}
 		// Subscribed before the first look, so no change is missed.
-		b, err = jobs.Await(ctx, a.Store.Notify(ctx), end.Done(), spaced)
+		b, err = jobs.Await(ctx, a.notifier().Notify(ctx), end.Done(), spaced)
 	}
 	if err != nil {
 		return err

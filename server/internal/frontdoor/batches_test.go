@@ -14,10 +14,9 @@ import (
 )
 
 // slowBatchStore holds one in_progress batch whose every read costs
-// cost on the clock (the count of a big batch's jobs), and notifies
-// without pause.
+// cost on the clock (the count of a big batch's jobs).
 type slowBatchStore struct {
-	jobs.Store // nil: GetBatch only reads and notifies
+	jobs.Store // nil: GetBatch only reads
 	clock      *testkit.Clock
 	cost       time.Duration
 	reads      int
@@ -29,7 +28,12 @@ func (s *slowBatchStore) GetBatch(ctx context.Context, org, id string) (jobs.Bat
 	return jobs.Batch{ID: id, OrgID: org, CreatedBy: "u", Status: jobs.BatchInProgress}, nil
 }
 
-func (s *slowBatchStore) Notify(ctx context.Context) <-chan struct{} {
+// busyNotifier notifies without pause.
+type busyNotifier struct {
+	jobs.Notifier // nil: only Notify is called
+}
+
+func (busyNotifier) Notify(ctx context.Context) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		for {
@@ -58,7 +62,7 @@ func TestWaitSpacesItsReads(t *testing.T) {
 		}
 		return nil
 	})
-	a := &API{Store: st, Jobs: submit.Jobs{Store: st, Serving: serving}, MaxWait: time.Minute,
+	a := &API{Store: st, Notifier: busyNotifier{}, Jobs: submit.Jobs{Store: st, Serving: serving}, MaxWait: time.Minute,
 		Now: clock.Now, Wait: clock.Wait}
 	r := httptest.NewRequest(http.MethodGet, "/v1/batches/batch_1?wait=60s", nil)
 	r.SetPathValue("id", "batch_1")

@@ -74,6 +74,9 @@ const waitShare = 0.9
 // API serves the OpenAI-compatible routes.
 type API struct {
 	Store jobs.Store
+	// Notifier relays running jobs' answer pieces to streams and wakes a
+	// batch's ?wait=. Defaults to Store.Notifier().
+	Notifier jobs.Notifier
 	// Jobs queues and waits for the jobs of requests.
 	Jobs submit.Jobs
 	// Engine resolves models; nil: none is known.
@@ -99,6 +102,15 @@ type API struct {
 	// nil: time.Now and a timer. Tests inject a testkit.Clock's.
 	Now  func() time.Time
 	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// notifier is a.Notifier or, unset, the store's: asked for only when
+// needed, so that building an API calls nothing on its store.
+func (a *API) notifier() jobs.Notifier {
+	if a.Notifier != nil {
+		return a.Notifier
+	}
+	return a.Store.Notifier()
 }
 
 func (a *API) now() time.Time {
@@ -210,7 +222,7 @@ func (a *API) Chat(w http.ResponseWriter, r *http.Request) error {
 	if params.Stream {
 		// A worker may have started the job already: the store replays a
 		// job's first pieces to a reader that comes late.
-		pieces := a.Store.SubscribeDeltas(r.Context(), e.JobID)
+		pieces := a.notifier().SubscribeDeltas(r.Context(), e.JobID)
 		a.streamChat(w, r, id, e, params, pieces, deadline) // its headers go at once
 		return nil
 	}

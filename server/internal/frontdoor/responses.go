@@ -115,7 +115,7 @@ func (a *API) CreateResponse(w http.ResponseWriter, r *http.Request) error {
 	// job's first pieces to a reader that comes late.
 	var pieces <-chan pktype.StreamDelta
 	if opts.Stream {
-		pieces = a.Store.SubscribeDeltas(r.Context(), e.JobID)
+		pieces = a.notifier().SubscribeDeltas(r.Context(), e.JobID)
 	}
 	stored, err := a.Store.GetPrompt(r.Context(), id.Org, e.PromptID)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // relay turns the pieces a worker publishes of a job's answer
-// (jobs.Store.SubscribeDeltas) into the chunks of a stream: each piece's
+// (jobs.Notifier.SubscribeDeltas) into the chunks of a stream: each piece's
 // chunk as the backend framed it (pktype.StreamDelta.Raw: its choices,
 // reasoning, logprobs, system_fingerprint, ...), under the stream's id,
 // with its finish reason and usage held back for the end, when the job
