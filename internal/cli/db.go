@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,9 +27,41 @@ import (
 // no flags.
 const defaultDatabase = "promptkit.db"
 
-// isPostgres reports whether dsn selects PostgreSQL.
-func isPostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+// serverDB is a database driver reached by URL (every database but the
+// SQLite file, which is the default): adding a database is one entry of
+// serverDBs.
+type serverDB struct {
+	schemes []string // URL schemes, without "://"
+	open    func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error)
+	migrate func(ctx context.Context, dsn string) ([]int64, error)
+}
+
+var serverDBs = []serverDB{
+	{[]string{"postgres", "postgresql"}, func(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
+		return pgstore.Open(ctx, dsn, opts)
+	}, pgstore.Migrate},
+}
+
+// serverFor returns the driver of a database URL; false for a SQLite path
+// (a bare path or sqlite://) or an unknown scheme.
+func serverFor(dsn string) (serverDB, bool) {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return serverDB{}, false
+	}
+	for _, d := range serverDBs {
+		if slices.Contains(d.schemes, scheme) {
+			return d, true
+		}
+	}
+	return serverDB{}, false
+}
+
+// isServerDB reports whether dsn names a database server rather than a
+// SQLite file.
+func isServerDB(dsn string) bool {
+	_, ok := serverFor(dsn)
+	return ok
 }
 
 // sqlitePath maps "sqlite://path" and bare paths to a file path.
@@ -44,7 +77,7 @@ func sqlitePath(dsn string) string {
 // otherwise become a SQLite file of that name), or a SQLite path that is a
 // folder or whose folder does not exist.
 func checkDatabase(dsn string) error {
-	if isPostgres(dsn) {
+	if isServerDB(dsn) {
 		return nil
 	}
 	if scheme, _, ok := strings.Cut(dsn, "://"); ok && scheme != "sqlite" {
@@ -71,15 +104,15 @@ func redactURL(dsn string) string {
 	return dsn
 }
 
-// openStore opens (and migrates) the store named by dsn: postgres:// or
-// postgresql:// URLs select PostgreSQL, anything else is a SQLite file,
-// created when missing. Errors name the SQLite file.
+// openStore opens (and migrates) the store named by dsn: a URL of one of
+// serverDBs selects its driver (postgres:// and postgresql://:
+// PostgreSQL), anything else is a SQLite file, created when missing. Errors name the SQLite file.
 func openStore(ctx context.Context, dsn string, opts jobs.Options) (jobs.Store, error) {
 	if err := checkDatabase(dsn); err != nil {
 		return nil, err
 	}
-	if isPostgres(dsn) {
-		return pgstore.Open(ctx, dsn, opts)
+	if d, ok := serverFor(dsn); ok {
+		return d.open(ctx, dsn, opts)
 	}
 	st, err := sqlitestore.Open(ctx, sqlitePath(dsn), opts)
 	if err != nil {
@@ -95,7 +128,7 @@ func openExisting(ctx context.Context, dsn string) (jobs.Store, error) {
 	if err := checkDatabase(dsn); err != nil {
 		return nil, err
 	}
-	if !isPostgres(dsn) {
+	if !isServerDB(dsn) {
 		if _, err := os.Stat(sqlitePath(dsn)); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("no database at %s: start `promptkit serve` or run `promptkit migrate` there first, or pass --database (or set service.database)", sqlitePath(dsn))
 		}
@@ -109,8 +142,8 @@ func migrateStore(ctx context.Context, dsn string) ([]int64, error) {
 	if err := checkDatabase(dsn); err != nil {
 		return nil, err
 	}
-	if isPostgres(dsn) {
-		return pgstore.Migrate(ctx, dsn)
+	if d, ok := serverFor(dsn); ok {
+		return d.migrate(ctx, dsn)
 	}
 	applied, err := sqlitestore.Migrate(ctx, sqlitePath(dsn))
 	if err != nil {

@@ -172,7 +172,7 @@ func loadService(path string) (serviceConfig, error) {
 	}
 	// A relative SQLite path in the file is relative to the file's folder,
 	// like the file's other paths, wherever the command runs.
-	if db := sqlitePath(sc.Database); sc.Database != "" && !isPostgres(sc.Database) && !filepath.IsAbs(db) {
+	if db := sqlitePath(sc.Database); sc.Database != "" && !isServerDB(sc.Database) && !filepath.IsAbs(db) {
 		sc.Database = filepath.Join(filepath.Dir(path), db)
 	}
 	return sc, nil
@@ -542,8 +542,8 @@ exists, /metrics needs an admin token too, unless --metrics-access open;
 }
 
 func displayDB(dsn string) string {
-	if isPostgres(dsn) {
-		return "postgres" // the URL may hold a password
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok && isServerDB(dsn) {
+		return scheme // the URL may hold a password
 	}
 	return sqlitePath(dsn)
 }
