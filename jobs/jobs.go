@@ -3,6 +3,31 @@
 // interface that the SQLite and PostgreSQL stores implement with one
 // behaviour (jobs/jobstest is the conformance suite both run).
 //
+// # What is where
+//
+// The package holds every row a store keeps, because the Store contract
+// names them all; by file:
+//
+//   - jobs.go, params.go, check.go, policy.go, details.go, bulk.go,
+//     deleteprompt.go, await.go: prompts,
+//     jobs, their states and events, the parameter rules, the failure
+//     policy (what is retried, after how long), job histories, bulk
+//     actions, and the one wait (Await);
+//   - chat.go, embedding.go, responses.go, dialect.go: requests and answers
+//     in promptkit's own terms (no API dialect's shapes), the stored
+//     Responses request, and what a dialect's codec hands the service
+//     (RequestError, Target);
+//   - batch.go: files and batches, and the batch state machine;
+//   - limits.go, reserve.go, usage.go: limits per org and token,
+//     admission reservations, and the usage ledger with its spend reads;
+//   - tokens.go, workers.go, pacing.go: API tokens, worker processes'
+//     beats and drains, and shared backend pacing;
+//   - store.go, notifier.go: the Store contract (rows) and the Notifier
+//     (wake-ups and answer pieces, beside the rows).
+//
+// The rules the two drivers share live under jobs/internal (storeops,
+// queue, finish, …); docs/architecture.md draws the layers.
+//
 // # States
 //
 // A job is queued, running, succeeded, failed, cancelled or superseded.
