@@ -116,8 +116,8 @@ func (r answer) decode(t *testing.T, v any) {
 	}
 }
 
-// problem is a REST error body as it is on the wire.
-type problem struct {
+// wireProblem is a REST error body as it is on the wire.
+type wireProblem struct {
 	Error struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`
@@ -234,11 +234,11 @@ func (f *fixture) refused(id auth.Identity, method, target, body string, status 
 	checkProblem(f.t, method+" "+target, r, status, code, words...)
 }
 
-// checkProblem fails t unless r is the problem of status and code, its
+// checkProblem fails t unless r is the wireProblem of status and code, its
 // message holding each of words.
 func checkProblem(t *testing.T, what string, r answer, status int, code string, words ...string) {
 	t.Helper()
-	var p problem
+	var p wireProblem
 	if r.code != status || json.Unmarshal(r.body, &p) != nil || p.Error.Code != code {
 		t.Errorf("%s: %d %s, want %d with code %q", what, r.code, r.body, status, code)
 		return

@@ -57,7 +57,7 @@ func TestSubmitStoresAsTheCaller(t *testing.T) {
 	}
 }
 
-// TestSubmitRefusesBadInput: each bad request is a 4xx JSON problem
+// TestSubmitRefusesBadInput: each bad request is a 4xx JSON wireProblem
 // whose message names the field or parameter at fault, and stores
 // nothing.
 func TestSubmitRefusesBadInput(t *testing.T) {
