@@ -241,7 +241,7 @@ func start(ctx context.Context, d db, eng *promptkit.Engine, workers int) *env {
 	logger := slog.New(e.log)
 	e.srv, err = server.New(server.Config{
 		Store: st, Engine: eng, Addr: "127.0.0.1:0", SubmitRate: -1, Logger: logger,
-		// The admission check serve wires (see internal/cli).
+		// The admission check serve wires (see cmd/promptkit/internal/cli).
 		Check: func(ctx context.Context, p jobs.EnqueueParams) error { return worker.Check(ctx, eng, p) },
 	})
 	must(err)

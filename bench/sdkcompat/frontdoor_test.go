@@ -2,7 +2,7 @@ package sdkcompat
 
 // The front door's compatibility tests: the official OpenAI Go SDK, with
 // only its base URL changed and its own retries off, against a real
-// `promptkit serve` (internal/cli, in this process) whose backends are
+// `promptkit serve` (the built binary, a child process) whose backends are
 // providertest fakes. Chat, structured output, streaming with usage, an
 // error of each status the SDK must tell apart, files, and batches.
 
@@ -13,11 +13,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +25,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/promptkit/promptkit/internal/cli"
+	"github.com/promptkit/promptkit/bench/internal/pkbin"
 	"github.com/promptkit/promptkit/internal/openaiapi"
 	"github.com/promptkit/promptkit/providertest"
 )
@@ -73,8 +71,24 @@ func withWorkers(n int) serviceOption {
 	return func(c *serviceSetup) { c.workers = n }
 }
 
-// startService runs `promptkit serve` on a fresh SQLite database in this
-// process until the test ends.
+// promptkitBin is the promptkit binary TestMain builds from the tree the
+// bench module replaces; every test runs it as a child process.
+var promptkitBin string
+
+func TestMain(m *testing.M) {
+	bin, cleanup, err := pkbin.Build()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sdkcompat:", err)
+		os.Exit(1)
+	}
+	promptkitBin = bin
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// startService runs `promptkit serve` on a fresh SQLite database, as a
+// child process, until the test ends.
 func startService(t *testing.T, opts ...serviceOption) *service {
 	t.Helper()
 	var setup serviceSetup
@@ -112,42 +126,30 @@ profiles:
 	}
 
 	// A token makes every request need one, so a wrong key is a 401.
-	var out, errOut bytes.Buffer
-	if code := cli.Run(t.Context(), []string{"tokens", "create", "--org", "acme", "--user", "sdk", "--role", "admin",
-		"--database", db, "--config", cfgPath}, &out, &errOut); code != 0 {
-		t.Fatalf("tokens create: exit %d: %s", code, errOut.String())
+	out, err := pkbin.Run(t.Context(), promptkitBin, "tokens", "create", "--org", "acme", "--user", "sdk", "--role", "admin",
+		"--database", db, "--config", cfgPath)
+	if err != nil {
+		t.Fatalf("tokens create: %v", err)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	s.token = lines[len(lines)-1]
 
-	ctx, cancel := context.WithCancel(context.Background())
-	log := &startupLog{listening: make(chan string, 1)}
-	done := make(chan int, 1)
-	args := []string{"serve", "--database", db, "--config", cfgPath, "--addr", "127.0.0.1:0"}
+	logPath := filepath.Join(dir, "serve.log")
+	args := []string{"--database", db, "--config", cfgPath, "--addr", "127.0.0.1:0"}
 	if setup.workers > 0 {
 		args = append(args, "--workers", strconv.Itoa(setup.workers))
 	}
-	go func() {
-		done <- cli.Run(ctx, args, io.Discard, log)
-	}()
+	srv, err := pkbin.StartServe(promptkitBin, logPath, serveDeadline, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case code := <-done:
-			if code != 0 {
-				t.Errorf("serve exited with %d:\n%s", code, log.String())
-			}
-		case <-time.After(serveDeadline):
-			t.Errorf("serve did not stop within %v of its context ending", serveDeadline)
+		if err := srv.Terminate(serveDeadline); err != nil {
+			log, _ := os.ReadFile(logPath)
+			t.Errorf("%v:\n%s", err, log)
 		}
 	})
-	select {
-	case s.url = <-log.listening:
-	case code := <-done:
-		t.Fatalf("serve exited with %d before listening:\n%s", code, log.String())
-	case <-time.After(serveDeadline):
-		t.Fatalf("serve did not listen within %v:\n%s", serveDeadline, log.String())
-	}
+	s.url = srv.URL
 	return s
 }
 
@@ -161,36 +163,6 @@ func (s *service) client(key string) openai.Client {
 		option.WithMaxRetries(0),
 		option.WithRequestTimeout(2*time.Minute),
 	)
-}
-
-// startupLog is serve's log: kept for a failure message, and watched for
-// the line that names the listening address.
-type startupLog struct {
-	mu        sync.Mutex
-	buf       bytes.Buffer
-	listening chan string // receives the base URL once
-	found     bool
-}
-
-var listenLine = regexp.MustCompile(`msg="promptkit serve listening[^"]*" addr=(\S+)`)
-
-func (l *startupLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(p)
-	if !l.found {
-		if m := listenLine.FindSubmatch(l.buf.Bytes()); m != nil {
-			l.found = true
-			l.listening <- string(m[1])
-		}
-	}
-	return len(p), nil
-}
-
-func (l *startupLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 func userChat(model, text string) openai.ChatCompletionNewParams {

@@ -2,10 +2,11 @@
 // reach the client: a backend streams -chunks pieces -gap apart, and for
 // each of -n requests the client's arrival of the first and the last
 // piece is compared with the backend's sending of them (one process, one
-// clock). Two setups: SQLite, with `promptkit serve` running the job in
-// its own worker; and PostgreSQL, with `serve --workers 0` and the job run
-// by a separate `promptkit worker` process, so the pieces cross processes
-// through the database.
+// clock). promptkit runs as child processes of the binary built from the
+// tree the bench module replaces. Two setups: SQLite, with `promptkit
+// serve` running the job in its own worker; and PostgreSQL, with `serve
+// --workers 0` and the job run by a separate `promptkit worker` process,
+// so the pieces cross processes through the database.
 //
 //	cd bench && go run ./streamlat -n 100
 //
@@ -29,7 +30,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -38,7 +38,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/promptkit/promptkit/internal/cli"
+	"github.com/promptkit/promptkit/bench/internal/pkbin"
 )
 
 func main() {
@@ -62,8 +62,12 @@ func main() {
 	cfg := filepath.Join(dir, "promptkit.yaml")
 	must(os.WriteFile(cfg, []byte(fmt.Sprintf("transient_retries: 0\nbackends:\n  - {id: b, base_url: %s/v1}\nprofiles:\n  - {id: default, backend: b, model: m}\n", be.srv.URL)), 0o600))
 
+	bin, cleanup, err := pkbin.Build()
+	must(err)
+	defer cleanup()
+
 	{
-		base, stop := serve(ctx, []string{"--database", filepath.Join(dir, "jobs.db"), "--config", cfg})
+		base, stop := serve(bin, filepath.Join(dir, "serve.log"), []string{"--database", filepath.Join(dir, "jobs.db"), "--config", cfg})
 		report("SQLite, job run by serve's worker", be, base, *n, *conc)
 		stop()
 	}
@@ -75,11 +79,7 @@ func main() {
 	}
 	dsn, drop := schema(ctx, pg)
 	defer drop()
-	bin := filepath.Join(dir, "promptkit")
-	build := exec.Command("go", "build", "-o", bin, "github.com/promptkit/promptkit/cmd/promptkit")
-	build.Stderr = os.Stderr
-	must(build.Run())
-	base, stop := serve(ctx, []string{"--database", dsn, "--config", cfg, "--workers", "0"})
+	base, stop := serve(bin, filepath.Join(dir, "serve-pg.log"), []string{"--database", dsn, "--config", cfg, "--workers", "0"})
 	wctx, cancel := context.WithCancel(ctx)
 	w := exec.CommandContext(wctx, bin, "worker", "--database", dsn, "--config", cfg, "--workers", "16")
 	w.Cancel = func() error { return w.Process.Signal(os.Interrupt) }
@@ -244,39 +244,15 @@ func summary(ds []time.Duration) string {
 	return fmt.Sprintf("%s / %s / %s ms", ms(q(0.5)), ms(q(0.99)), ms(ds[len(ds)-1]))
 }
 
-var listenLine = regexp.MustCompile(`msg="promptkit serve listening[^"]*" addr=(\S+)`)
-
-// serve runs `promptkit serve` in this process with args; stop ends it.
-func serve(ctx context.Context, args []string) (base string, stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	pr, pw := io.Pipe()
-	done := make(chan int, 1)
-	go func() {
-		done <- cli.Run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), io.Discard, pw)
-		pw.Close()
-	}()
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-	}()
-	select {
-	case base = <-found:
-	case code := <-done:
-		fmt.Fprintf(os.Stderr, "streamlat: serve exited with %d\n", code)
-		os.Exit(1)
-	case <-time.After(time.Minute):
-		fmt.Fprintln(os.Stderr, "streamlat: serve did not listen within a minute")
+// serve runs `bin serve` with args, its output going to the file log;
+// stop ends it.
+func serve(bin, log string, args []string) (base string, stop func()) {
+	s, err := pkbin.StartServe(bin, log, time.Minute, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "streamlat: %v\n", err)
 		os.Exit(1)
 	}
-	return base, func() { cancel(); <-done }
+	return s.URL, func() { s.Stop(time.Minute) }
 }
 
 // schema creates a fresh schema on the database at base and returns its

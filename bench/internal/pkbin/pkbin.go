@@ -1,8 +1,12 @@
 // Package pkbin builds the promptkit binary for the comparison programs
-// that run it as a child process, and runs `promptkit serve` (Serve).
+// and tests that run it as a child process (the command's own package,
+// cmd/promptkit/internal/cli, is internal to it), runs `promptkit serve`
+// (Serve) and one-shot commands (Run).
 package pkbin
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,4 +35,16 @@ func Build() (bin string, cleanup func(), err error) {
 		return "", nil, fmt.Errorf("go build ./cmd/promptkit: %w", err)
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// Run runs `bin args…` to its end and returns what it wrote to stdout.
+// A non-zero exit is an error that carries its stderr.
+func Run(ctx context.Context, bin string, args ...string) (stdout string, err error) {
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("promptkit %s: %w: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
 }

@@ -20,6 +20,7 @@ type Serve struct {
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{}
+	err  error // what Wait returned; read once done is closed
 }
 
 var listenLine = regexp.MustCompile(`msg="promptkit serve listening[^"]*" addr=(\S+)`)
@@ -40,7 +41,7 @@ func StartServe(bin, log string, timeout time.Duration, args ...string) (*Serve,
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	go func() { s.err = s.cmd.Wait(); close(s.done) }()
 	deadline := time.Now().Add(timeout)
 	for s.URL == "" {
 		b, _ := os.ReadFile(log)
@@ -65,13 +66,25 @@ func StartServe(bin, log string, timeout time.Duration, args ...string) (*Serve,
 func (s *Serve) Done() <-chan struct{} { return s.done }
 
 // Stop ends serve with SIGINT, and with SIGKILL after grace.
-func (s *Serve) Stop(grace time.Duration) {
-	_ = s.cmd.Process.Signal(os.Interrupt)
+func (s *Serve) Stop(grace time.Duration) { _ = s.stop(os.Interrupt, grace) }
+
+// Terminate ends serve with SIGTERM and waits up to grace for it to exit,
+// killing it after that. It returns nil if serve exited with status 0,
+// and otherwise an error saying how it ended.
+func (s *Serve) Terminate(grace time.Duration) error { return s.stop(syscall.SIGTERM, grace) }
+
+func (s *Serve) stop(sig os.Signal, grace time.Duration) error {
+	_ = s.cmd.Process.Signal(sig)
 	select {
 	case <-s.done:
+		if s.err != nil {
+			return fmt.Errorf("serve: %w", s.err)
+		}
+		return nil
 	case <-time.After(grace):
 		_ = s.cmd.Process.Kill()
 		<-s.done
+		return fmt.Errorf("serve did not stop within %v of %v; killed", grace, sig)
 	}
 }
 

@@ -1,5 +1,11 @@
-// Package cli implements the promptkit command. cmd/promptkit only calls
-// Main; tests call Run with their own arguments and streams.
+// Package cli implements the promptkit command: every subcommand (serve,
+// worker, jobs, tokens, migrate, …), and the only package that wires the
+// stores, the engine, the workers and the server together. It sits with
+// the command it implements, under cmd/promptkit/internal: cmd/promptkit
+// only calls Main; this package's tests and the command's fault tests
+// (cmd/promptkit/internal/faults) call Run with their own arguments and
+// streams. Code outside cmd/promptkit (the bench module's programs and
+// tests) runs the built binary instead.
 package cli
 
 import (

@@ -22,14 +22,15 @@
 // root to mount a small tmpfs.
 //
 // Worker processes are the test binary itself, re-executed: TestMain sees
-// the child environment variable and runs `promptkit worker` (internal/cli)
-// with the arguments the parent passed, so a SIGKILL hits a real worker
-// process with its reclaim loop, not a goroutine.
+// the child environment variable and runs `promptkit worker` (the
+// command's cli package, cmd/promptkit/internal/cli) with the arguments
+// the parent passed, so a SIGKILL hits a real worker process with its
+// reclaim loop, not a goroutine.
 //
 // Each test logs what it measured with t.Logf: jobs, kills or outage
 // length, provider calls per job, answers lost (a provider call whose
 // answer was produced but never written, so the job needed another) and
 // duplicate responses. Run them verbosely to see the figures:
 //
-//	go test -v -run . ./internal/faults/
+//	go test -v -run . ./cmd/promptkit/internal/faults/
 package faults

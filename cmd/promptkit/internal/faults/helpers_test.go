@@ -29,7 +29,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" driver, to read tables directly
 
 	"github.com/promptkit/promptkit"
-	"github.com/promptkit/promptkit/internal/cli"
+	"github.com/promptkit/promptkit/cmd/promptkit/internal/cli"
 	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/internal/testkit/enginekit"
 	"github.com/promptkit/promptkit/internal/testkit/storekit"

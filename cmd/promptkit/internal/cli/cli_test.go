@@ -27,7 +27,7 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // pointing at url, and returns the config path.
 func quickstart(t *testing.T, url string) string {
 	t.Helper()
-	src := filepath.Join("..", "..", "examples", "quickstart")
+	src := filepath.Join("..", "..", "..", "..", "examples", "quickstart")
 	dst := t.TempDir()
 	cfg, err := os.ReadFile(filepath.Join(src, "promptkit.yaml"))
 	if err != nil {
