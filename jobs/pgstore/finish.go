@@ -31,7 +31,8 @@ type finishReq struct {
 // effect, by ord, and every other call gets jobs.ErrNotClaimed. A call
 // with no target state is an attempt: only its event is written. It
 // writes the transitions (HOT updates, see migration 00002; a job going
-// back to the queue leaves its worker, and each job leaves job_running, a
+// back to the queue leaves its worker as finish.Write.ClearClaim says, and
+// each job leaves job_running, a
 // requeued one going back into job_queue), the responses of succeeded jobs
 // (with the ID the call brings, or one response_id derives, see
 // promptCache), one event per call in call order, and a notification when
@@ -41,9 +42,9 @@ var finishSQL = named(`
 		SELECT * FROM unnest($id::text[], $worker::text[], $state::text[], $inc::int[], $available::timestamptz[],
 			$kind::text[], $message::text[], $data::text[], $output::text[], $parsed::text[], $model::text[],
 			$usage::text[], $response::text[], $finish_reason::text[], $tool_calls::text[], $attempts::text[],
-			$backend::text[], $body::text[])
+			$backend::text[], $body::text[], $clear::bool[])
 			WITH ORDINALITY AS u(id, worker, state, inc, available, kind, message, data, output, parsed, model,
-				usage, response, finish_reason, tool_calls, attempts, backend, body, ord)
+				usage, response, finish_reason, tool_calls, attempts, backend, body, clear, ord)
 	), done AS (
 		UPDATE jobs SET
 			state = u.state,
@@ -53,11 +54,11 @@ var finishSQL = named(`
 			error_message = NULLIF(u.message, ''),
 			response_id = CASE WHEN u.state = 'succeeded'
 				THEN coalesce(u.response, response_id(jobs.prompt_id, jobs.id)) ELSE jobs.response_id END,
-			finished_at = CASE WHEN u.state = 'queued' THEN NULL ELSE $now::timestamptz END,
-			worker_claim = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.worker_claim END,
-			claimed_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.claimed_at END,
-			started_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.started_at END,
-			running_heartbeat_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.running_heartbeat_at END,
+			finished_at = CASE WHEN u.clear THEN NULL ELSE $now::timestamptz END,
+			worker_claim = CASE WHEN u.clear THEN NULL ELSE jobs.worker_claim END,
+			claimed_at = CASE WHEN u.clear THEN NULL ELSE jobs.claimed_at END,
+			started_at = CASE WHEN u.clear THEN NULL ELSE jobs.started_at END,
+			running_heartbeat_at = CASE WHEN u.clear THEN NULL ELSE jobs.running_heartbeat_at END,
 			updated_at = $now::timestamptz
 		FROM u WHERE jobs.id = u.id AND u.state <> '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 		-- The call's own columns come along, so no later CTE joins u again
@@ -112,7 +113,7 @@ var finishSQL = named(`
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
-	"usage", "response", "finish_reason", "tool_calls", "attempts", "backend", "body", "now", "schema",
+	"usage", "response", "finish_reason", "tool_calls", "attempts", "backend", "body", "clear", "now", "schema",
 	"call_ord", "call_model", "call_backend", "call_in", "call_out", "call_cached", "call_reasoning", "call_cost",
 	"call_status", "call_outcome", "call_failure")
 
@@ -165,6 +166,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		data, parsed, usage     = make([]*string, n), make([]*string, n), make([]*string, n)
 		toolCalls, attempts     = make([]*string, n), make([]*string, n)
 		body                    = make([]*string, n)
+		clear                   = make([]bool, n)
 		response                = make([]*string, n)
 		inc                     = make([]int, n)
 		avail                   = make([]*time.Time, n)
@@ -179,6 +181,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
 		inc[i], response[i], finishReason[i], toolCalls[i] = w.Attempts, r.response, w.FinishReason, rawPtr(w.ToolCalls)
 		attempts[i], backend[i], body[i] = attemptsArray(w.AttemptEvents), w.Backend, rawPtr(w.Body)
+		clear[i] = w.ClearClaim
 		if w.To == jobs.Queued {
 			avail[i] = &now
 			if !w.AvailableAt.IsZero() {
@@ -187,7 +190,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
-		usage, response, finishReason, toolCalls, attempts, backend, body, now, b.schema,
+		usage, response, finishReason, toolCalls, attempts, backend, body, clear, now, b.schema,
 		c.ord, c.model, c.backend, c.in, c.out, c.cached, c.reasoning, c.cost, c.status, c.outcome, c.failure), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int

@@ -86,15 +86,16 @@ var (
 		input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, status_code, outcome, failure)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	// The finishing write: the job moves to the state ?1 Go decided, only
-	// while it runs under the caller's claim. A job going back to the
-	// queue leaves its worker: no claim, no run times, no finish time.
+	// while it runs under the caller's claim. A job Go sends back to the
+	// queue (?10, finish.Write.ClearClaim) leaves its worker: no claim, no
+	// run times, no finish time.
 	qFinish = wq(`UPDATE jobs SET state = ?1, attempt = attempt + ?2, available_at = coalesce(?3, available_at),
 			error_kind = ?4, error_message = ?5, response_id = coalesce(?6, response_id),
-			finished_at = CASE ?1 WHEN 'queued' THEN NULL ELSE ?7 END,
-			worker_claim = CASE ?1 WHEN 'queued' THEN NULL ELSE worker_claim END,
-			claimed_at = CASE ?1 WHEN 'queued' THEN NULL ELSE claimed_at END,
-			started_at = CASE ?1 WHEN 'queued' THEN NULL ELSE started_at END,
-			running_heartbeat_at = CASE ?1 WHEN 'queued' THEN NULL ELSE running_heartbeat_at END,
+			finished_at = CASE WHEN ?10 THEN NULL ELSE ?7 END,
+			worker_claim = CASE WHEN ?10 THEN NULL ELSE worker_claim END,
+			claimed_at = CASE WHEN ?10 THEN NULL ELSE claimed_at END,
+			started_at = CASE WHEN ?10 THEN NULL ELSE started_at END,
+			running_heartbeat_at = CASE WHEN ?10 THEN NULL ELSE running_heartbeat_at END,
 			updated_at = ?7
 		WHERE id = ?8 AND state = 'running' AND worker_claim = ?9 RETURNING ` + jobCols)
 	qInsertResponse = wq(`INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at,
@@ -541,7 +542,7 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 		}
 	}
 	j, err := scanJob(w.queryRow(qFinish, string(f.To), f.Attempts, available, string(f.Kind), f.Message,
-		responseID, w.now, f.JobID, f.Worker))
+		responseID, w.now, f.JobID, f.Worker, f.ClearClaim))
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobs.Job{}, jobs.ErrNotClaimed
 	}
