@@ -415,19 +415,22 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 	return out[0], nil
 }
 
-// retrySQL supersedes the old job and inserts its replacement (queued,
-// so into job_queue too, with a new start tag: fairTags), with both events (old first, each naming the
-// other), in one statement under the event lock.
+// retrySQL supersedes the old job and inserts its replacement, the job
+// jobs.RetryParams.Replacement decided (queued, so into job_queue too,
+// with a new start tag: fairTags), with both events (old first, each
+// naming the other), in one statement under the event lock.
 var retrySQL = named(`
 	WITH old AS (
 		UPDATE jobs SET state = 'superseded', updated_at = $now WHERE id = $old_id RETURNING jobs.*
 	), src AS (
-		SELECT 1 AS ord, org_id AS org, $priority::int AS prio FROM old
+		SELECT 1 AS ord, $org::text AS org, $priority::int AS prio FROM old
 	), `+fairTags("src", "$now::timestamptz")+`, fresh AS (
 		INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options,
 			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
-		SELECT $new_id, prompt_id, 'queued', $priority::int, 1, max_attempts, execution_options,
-			id, depends_on, org_id, created_by, $now, $now, $now, token_id, (SELECT tag FROM fair)
+		SELECT $new_id, $prompt_id, $state, $priority::int, $attempt::int, $max_attempts::int, $options::json,
+			NULLIF($supersedes::text, ''), NULLIF($depends_on::text, ''), $org, $created_by,
+			$created_at::timestamptz, $updated_at::timestamptz, $available_at::timestamptz, $token_id,
+			(SELECT tag FROM fair)
 		FROM old
 		RETURNING jobs.*
 	), queued AS (
@@ -439,12 +442,13 @@ var retrySQL = named(`
 		SELECT id, prompt_id, org_id, 'transition', NULL, 'queued', $new_data::json, $now FROM fresh
 	), `+notified("fresh")+`
 	SELECT `+jobCols+` FROM fresh, notified`,
-	"now", "old_id", "new_id", "priority", "from", "old_data", "new_data", "schema")
+	"now", "old_id", "from", "old_data", "new_data", "schema",
+	"new_id", "prompt_id", "state", "priority", "attempt", "max_attempts", "options", "supersedes", "depends_on",
+	"org", "created_by", "created_at", "updated_at", "available_at", "token_id")
 
 // Retry supersedes a succeeded, failed or cancelled job with a new queued
-// one (same prompt, options and dependency; its priority is
-// jobs.RetryParams.PriorityOf the old job, read in the first trip); any
-// other state is a *jobs.TransitionError. See jobs.Store.
+// one, jobs.RetryParams.Replacement of the old job read in the first
+// trip; any other state is a *jobs.TransitionError. See jobs.Store.
 func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error) {
 	p, err := p.Normalize()
 	if err != nil {
@@ -456,8 +460,11 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 	err = s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Superseded, &old)
 	}, func(ph *phase, now time.Time) {
-		ph.queryRow(retrySQL.q, retrySQL.args(now, p.JobID, newID, p.PriorityOf(old), string(old.State),
-			string(oldData), string(newData), s.schema), scanInto(&out))
+		j := p.Replacement(old, newID, now)
+		ph.queryRow(retrySQL.q, retrySQL.args(now, old.ID, string(old.State), string(oldData), string(newData), s.schema,
+			j.ID, j.PromptID, string(j.State), j.Priority, j.Attempt, j.MaxAttempts, string(j.ExecutionOptions.JSON()),
+			j.Supersedes, j.DependsOn, j.OrgID, j.CreatedBy, j.CreatedAt, j.UpdatedAt, j.AvailableAt, j.TokenID),
+			scanInto(&out))
 	})
 	s.wrote(ctx, "retry", err, err == nil)
 	if err != nil {

@@ -30,7 +30,7 @@ var (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
-		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	// qNextTags takes the start tags of org ?1's next ?4 jobs at priority
 	// ?2 (see jobs.Store.Claim) and returns the last, which it records as
 	// the org's, and the org's step, 1/weight: the last is the larger of
@@ -120,13 +120,15 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 		nullBytes(chat), nullString(p.BatchID), nullString(p.CustomID), nullBytes(embedding)); err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("insert prompt: %w", err)
 	}
-	availableAt := w.now
+	now := fromMicros(w.now)
+	availableAt := now
 	if !p.AvailableAt.IsZero() {
-		availableAt = p.AvailableAt.UnixMicro()
+		availableAt = p.AvailableAt
 	}
 	jobID := jobs.NewID()
-	if err := w.insertJob(jobID, promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions.JSON(), "", p.DependsOn,
-		p.OrgID, p.CreatedBy, p.TokenID, availableAt, nil); err != nil {
+	if err := w.insertJob(jobs.Job{ID: jobID, PromptID: promptID, State: jobs.Queued, Priority: *p.Priority, Attempt: 1,
+		MaxAttempts: p.MaxAttempts, ExecutionOptions: p.ExecutionOptions, DependsOn: p.DependsOn, OrgID: p.OrgID,
+		CreatedBy: p.CreatedBy, TokenID: p.TokenID, CreatedAt: now, UpdatedAt: now, AvailableAt: availableAt}, nil); err != nil {
 		return jobs.Enqueued{}, err
 	}
 	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
@@ -153,20 +155,21 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 // one: both are set and they differ.
 func conflict(stored, hash string) bool { return stored != "" && hash != "" && stored != hash }
 
-// insertJob inserts a queued job, with its start tag (qNextTag), and
+// insertJob inserts j, a queued job its caller decided (an enqueue's, or
+// jobs.RetryParams.Replacement), with its start tag (qNextTag), and
 // records its first event (→ queued) with data (a retry's names the job
 // it supersedes: jobs.RetryParams.Data).
-func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
-	orgID, createdBy, tokenID string, availableAt int64, data []byte) error {
-	tag, err := w.nextTag(orgID, priority)
+func (w *wtx) insertJob(j jobs.Job, data []byte) error {
+	tag, err := w.nextTag(j.OrgID, j.Priority)
 	if err != nil {
 		return err
 	}
-	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
-		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tokenID, tag); err != nil {
+	if _, err := w.exec(qInsertJob, j.ID, j.PromptID, string(j.State), j.Priority, j.Attempt, j.MaxAttempts,
+		string(j.ExecutionOptions.JSON()), nullString(j.Supersedes), nullString(j.DependsOn), j.OrgID, j.CreatedBy,
+		j.CreatedAt.UnixMicro(), j.UpdatedAt.UnixMicro(), j.AvailableAt.UnixMicro(), j.TokenID, tag); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
-	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued, data)
+	w.transition(j, "", jobs.Queued, data)
 	return nil
 }
 

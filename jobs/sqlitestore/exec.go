@@ -455,14 +455,13 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 		if _, err := w.exec(qSupersede, w.now, old.ID); err != nil {
 			return err
 		}
-		id := jobs.NewID()
-		oldData, newData := p.Data(id)
+		fresh := p.Replacement(old, jobs.NewID(), fromMicros(w.now))
+		oldData, newData := p.Data(fresh.ID)
 		w.transition(old, old.State, jobs.Superseded, oldData)
-		if err := w.insertJob(id, old.PromptID, p.PriorityOf(old), old.MaxAttempts, old.ExecutionOptions.JSON(), old.ID, old.DependsOn,
-			old.OrgID, old.CreatedBy, old.TokenID, w.now, newData); err != nil {
+		if err := w.insertJob(fresh, newData); err != nil {
 			return err
 		}
-		j, err = scanJob(w.queryRow(qJobForUpdate, id, ""))
+		j, err = scanJob(w.queryRow(qJobForUpdate, fresh.ID, ""))
 		return err
 	})
 	s.wrote(ctx, "retry", err, err == nil)
