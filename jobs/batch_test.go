@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,19 @@ import (
 
 var batchStatuses = []jobs.BatchStatus{jobs.BatchValidating, jobs.BatchInProgress, jobs.BatchFinalizing,
 	jobs.BatchCompleted, jobs.BatchFailed, jobs.BatchExpired, jobs.BatchCancelling, jobs.BatchCancelled}
+
+// BatchStatuses lists each valid state once.
+func TestBatchStatuses(t *testing.T) {
+	got, want := slices.Sorted(slices.Values(jobs.BatchStatuses())), slices.Sorted(slices.Values(batchStatuses))
+	if !slices.Equal(got, want) {
+		t.Errorf("BatchStatuses() = %v, want %v", got, want)
+	}
+	for _, s := range jobs.BatchStatuses() {
+		if !s.Valid() {
+			t.Errorf("%s is not Valid", s)
+		}
+	}
+}
 
 // CancelTo: validating and in_progress move to cancelling, cancelling and
 // cancelled stay, the others are past cancelling.

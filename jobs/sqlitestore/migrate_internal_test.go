@@ -304,3 +304,16 @@ func migratedTo(t *testing.T, path string, version int64) (*sql.DB, *goose.Provi
 	}
 	return db, p
 }
+
+// The active batches are read through the partial index batches_active:
+// the query's predicate (batchdb.ActiveWhere) is the index's.
+func TestActiveBatchesPlan(t *testing.T) {
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := queryPlan(t, s, qActiveBatches); !strings.Contains(got, "SCAN batches USING INDEX batches_active") {
+		t.Errorf("plan of %s:\n%s", qActiveBatches, got)
+	}
+}
