@@ -10,6 +10,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 // notified is a CTE that calls pg_notify once when the CTE named changed
@@ -53,10 +54,10 @@ func notified(changed string) string {
 // correlated lookup rather than a NOT EXISTS the planner could turn into a
 // hash of every queued job.
 //
-// Orgs with a concurrency limit (limits.max_running, the CTE capped) are
-// left out of that scan (free) and claimed apart (held): for each, at
-// most its room (the limit less its running jobs, counted in job_running
-// under the event lock, so across processes), in claim order; the two
+// Orgs with a concurrency limit (limits.max_running, the CTE capped:
+// queue.CappedSQL) are left out of that scan (free) and claimed apart
+// (held): for each, at most its room (queue.RoomSQL: the limit less its
+// running jobs, orgRunningSQL), in claim order; the two
 // lists merge in claim order. A held scan stops at the last entry free
 // took (bound) when free took $limit, since no entry past it could be
 // claimed: so it costs at most what free's scan did, even for an org
@@ -68,9 +69,8 @@ func notified(changed string) string {
 func claimPickSQL(skip string) string {
 	return `
 		WITH capped AS (
-			SELECT l.subject AS org, CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject) END AS room
-			FROM limits l WHERE l.scope = 'org' AND (l.max_running > 0 OR l.paused)
+			SELECT l.subject AS org, ` + queue.RoomSQL("l", orgRunningSQL) + ` AS room
+			FROM limits l WHERE l.scope = 'org' AND ` + queue.CappedSQL("l") + `
 		), free AS (
 			SELECT q.job_id, q.priority, q.tag FROM job_queue q JOIN jobs j ON j.id = q.job_id
 			WHERE ` + gateOpen + ` AND ` + claimableSQL + skip + `
@@ -116,19 +116,25 @@ const claimableSQL = `q.available_at <= $now AND q.priority <= $ceiling
 				AND (q.depends_on IS NULL OR coalesce(
 					(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = q.depends_on), true))`
 
+// orgRunningSQL counts the running jobs of the org of the limits row l,
+// through job_running under the event lock (so across processes): the
+// running count of queue.RoomSQL.
+const orgRunningSQL = `SELECT count(*)
+				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject`
+
 // claimIDsSQL claims the queued jobs $ids, which the transaction has just
 // inserted under the event lock (jobs.EnqueueParams.ClaimAs), for one
 // call, as claimSQL would: of an org with a concurrency limit, only as
-// many as it has room for (none when paused); the others stay queued.
+// many as it has room for (queue.RoomSQL: none when paused); the others
+// stay queued.
 var claimIDsSQL = named(claimFrom(`
 		SELECT c.job_id FROM (
 			SELECT q.job_id, q.priority, q.tag, j.org_id,
 				row_number() OVER (PARTITION BY j.org_id ORDER BY q.priority, q.tag, q.job_id) AS n
 			FROM job_queue q JOIN jobs j ON j.id = q.job_id WHERE q.job_id = ANY($ids::text[])
 		) c
-		WHERE c.n <= coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject) END
-			FROM limits l WHERE l.scope = 'org' AND l.subject = c.org_id AND (l.max_running > 0 OR l.paused)), c.n)
+		WHERE c.n <= coalesce((SELECT `+queue.RoomSQL("l", orgRunningSQL)+`
+			FROM limits l WHERE l.scope = 'org' AND l.subject = c.org_id AND `+queue.CappedSQL("l")+`), c.n)
 		ORDER BY c.priority, c.tag, c.job_id`),
 	"now", "ids", "worker", "data", "slot", "schema")
 

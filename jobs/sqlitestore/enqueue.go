@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 var (
@@ -47,12 +48,11 @@ var (
 				0) + ?4 * ` + tagStep + `)
 		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4 * ` + tagStep + `)
 		RETURNING last, ` + tagStep)
-	// qOrgRoom is how many more jobs of org ?1 may run, when it has a
-	// concurrency limit or a pause (none; no row otherwise). Its running jobs are counted
-	// through jobs_reclaim, which holds only running jobs.
-	qOrgRoom = wq(`SELECT CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-			FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject) END
-		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND (l.max_running > 0 OR l.paused)`)
+	// qOrgRoom reads what decides the room (queue.Limit.Room) of org ?1
+	// when it is capped: its limit, pause and running jobs (no row when it
+	// is not capped).
+	qOrgRoom = wq(`SELECT l.max_running, l.paused, (` + orgRunningSQL + `)
+		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND ` + queue.CappedSQL("l"))
 	qInsertEvent = wq(`INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )
@@ -134,9 +134,10 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
 	if p.ClaimAs != "" {
 		// An org at its concurrency limit gets its job queued instead.
-		var room int
-		switch err := w.queryRow(qOrgRoom, p.OrgID).Scan(&room); {
-		case err == nil && room <= 0:
+		var l queue.Limit
+		var running int
+		switch err := w.queryRow(qOrgRoom, p.OrgID).Scan(&l.MaxRunning, &l.Paused, &running); {
+		case err == nil && l.Room(running) <= 0:
 			return e, nil
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return jobs.Enqueued{}, fmt.Errorf("org room: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 var (
@@ -29,14 +30,12 @@ var (
 			ORDER BY j.priority, j.fair_tag, j.id
 			LIMIT ?4)
 		RETURNING ` + jobCols + `, fair_tag`)
-	// qCaps lists the orgs with a concurrency limit and how many more of
-	// their jobs may run (pickCapped); it is empty without such limits,
-	// and the claim is then qClaim alone. Running jobs are counted through
-	// jobs_reclaim, which holds only them.
-	// A paused org (limits.paused) has no room at all.
-	qCaps = wq(`SELECT l.subject, CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-			FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject) END
-		FROM limits l WHERE l.scope = 'org' AND (l.max_running > 0 OR l.paused)`)
+	// qCaps lists the capped orgs (queue.Limit.Capped: a concurrency
+	// limit or a pause) with their limit, pause and running jobs, from
+	// which caps decides their room (pickCapped); it is empty without such
+	// limits, and the claim is then qClaim alone.
+	qCaps = wq(`SELECT l.subject, l.max_running, l.paused, (` + orgRunningSQL + `)
+		FROM limits l WHERE l.scope = 'org' AND ` + queue.CappedSQL("l"))
 	// qPickFree picks, in claim order, the claimable jobs of the orgs
 	// without a concurrency limit (?4: the others, a JSON array); the
 	// unary + keeps SQLite on jobs_claim rather than an org index.
@@ -72,7 +71,7 @@ var (
 	// nothing, never the reverse), and whether some org has a concurrency
 	// limit or a pause (see Claim).
 	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2),
-		EXISTS (SELECT 1 FROM limits WHERE max_running > 0 OR paused)`
+		EXISTS (SELECT 1 FROM limits l WHERE ` + queue.CappedSQL("l") + `)`
 	// qClaimID claims one job by ID, as qClaim would (see
 	// jobs.EnqueueParams.ClaimAs).
 	qClaimID = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
@@ -111,6 +110,10 @@ var (
 	qExpired = wq(`SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' AND running_heartbeat_at < ?1
 		ORDER BY running_heartbeat_at, id`)
 )
+
+// orgRunningSQL counts the running jobs of the org of the limits row l,
+// through jobs_reclaim, which holds only them.
+const orgRunningSQL = `SELECT count(*) FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject`
 
 // claimableSQL says whether the job j is claimable at ?2 under priority
 // ceiling ?3.
@@ -201,7 +204,7 @@ func (w *wtx) claim(worker string, ceiling, limit int, capped bool, skip string)
 	return scanClaimed(rows)
 }
 
-// caps returns the room of each org with a concurrency limit (qCaps).
+// caps returns the room (queue.Limit.Room) of each capped org (qCaps).
 func (w *wtx) caps() (map[string]int, error) {
 	rows, err := w.query(qCaps)
 	if err != nil {
@@ -211,14 +214,15 @@ func (w *wtx) caps() (map[string]int, error) {
 	var caps map[string]int
 	for rows.Next() {
 		var org string
-		var room int
-		if err := rows.Scan(&org, &room); err != nil {
+		var l queue.Limit
+		var running int
+		if err := rows.Scan(&org, &l.MaxRunning, &l.Paused, &running); err != nil {
 			return nil, err
 		}
 		if caps == nil {
 			caps = map[string]int{}
 		}
-		caps[org] = room
+		caps[org] = l.Room(running)
 	}
 	return caps, rows.Err()
 }
