@@ -171,38 +171,6 @@ func queueRows(rows string) string {
 		SELECT id, priority, available_at, created_at, depends_on, fair_tag FROM ` + rows + ` WHERE state = 'queued'`
 }
 
-// fairTags is the CTEs that give the jobs of the CTE named src (columns
-// ord, unique, org and prio) their start tags (see jobs.Store.Claim),
-// under the event lock: fair (ord, tag), and fair_saved, which records
-// each org's last tag per priority. The tags of one org and priority
-// count up from its base in ord order by 1/weight. The smallest tag of
-// the available queue is the first entry of job_queue_claim_idx at the
-// priority (past any entries not yet available).
-func fairTags(src, now string) string {
-	return `fair_groups AS (
-		SELECT g.org, g.prio,
-			greatest(
-				coalesce((SELECT f.last FROM fair_tags f WHERE f.priority = g.prio AND f.org_id = g.org), 0),
-				coalesce(
-					(SELECT q.tag FROM job_queue q WHERE q.priority = g.prio AND q.available_at <= ` + now + `
-						ORDER BY q.tag LIMIT 1),
-					(SELECT max(f.last) FROM fair_tags f WHERE f.priority = g.prio),
-					0)) AS base,
-			1::float8 / greatest(coalesce(
-				(SELECT l.weight FROM limits l WHERE l.scope = 'org' AND l.subject = g.org), 1), 1) AS step
-		FROM (SELECT DISTINCT org, prio FROM ` + src + `) g
-	), fair AS (
-		SELECT s.ord, fg.base + fg.step * row_number() OVER (PARTITION BY s.org, s.prio ORDER BY s.ord) AS tag
-		FROM ` + src + ` s JOIN fair_groups fg ON fg.org = s.org AND fg.prio = s.prio
-	), fair_saved AS (
-		INSERT INTO fair_tags (priority, org_id, last)
-		SELECT fg.prio, fg.org, fg.base + fg.step * count(*)
-		FROM ` + src + ` s JOIN fair_groups fg ON fg.org = s.org AND fg.prio = s.prio
-		GROUP BY fg.prio, fg.org, fg.base, fg.step
-		ON CONFLICT (priority, org_id) DO UPDATE SET last = EXCLUDED.last
-	)`
-}
-
 // claimCall is the index into $worker of the call that picked position
 // u.pos goes to.
 const claimCall = `coalesce(($slot::int[])[u.pos], cardinality($worker::text[]))`

@@ -11,6 +11,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 // finishReq is one finishing write (a Succeed, Fail, Requeue or
@@ -417,14 +418,14 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 
 // retrySQL supersedes the old job and inserts its replacement, the job
 // jobs.RetryParams.Replacement decided (queued, so into job_queue too,
-// with a new start tag: fairTags), with both events (old first, each
+// with a new start tag: queue.FairTagsPG), with both events (old first, each
 // naming the other), in one statement under the event lock.
 var retrySQL = named(`
 	WITH old AS (
 		UPDATE jobs SET state = 'superseded', updated_at = $now WHERE id = $old_id RETURNING jobs.*
 	), src AS (
 		SELECT 1 AS ord, $org::text AS org, $priority::int AS prio FROM old
-	), `+fairTags("src", "$now::timestamptz")+`, fresh AS (
+	), `+queue.FairTagsPG("src", "$now::timestamptz")+`, fresh AS (
 		INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options,
 			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
 		SELECT $new_id, $prompt_id, $state, $priority::int, $attempt::int, $max_attempts::int, $options::json,

@@ -32,22 +32,19 @@ var (
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	// qNextTags takes the start tags of org ?1's next ?4 jobs at priority
-	// ?2 (see jobs.Store.Claim) and returns the last, which it records as
-	// the org's, and the org's step, 1/weight: the last is the larger of
-	// the org's last tag and V, plus ?4 steps, where V is the smallest tag
-	// of the queue available at ?3 at that priority (the first entry of
-	// jobs_claim there, past any not yet available) or, with none queued,
-	// the largest tag given at that priority. One statement, as the
-	// statements of an enqueue are most of its cost.
-	qNextTags = wq(`INSERT INTO fair_tags (priority, org_id, last)
-		VALUES (?2, ?1, coalesce(
-				(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
-					ORDER BY fair_tag LIMIT 1),
-				(SELECT max(last) FROM fair_tags WHERE priority = ?2),
-				0) + ?4 * ` + tagStep + `)
-		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4 * ` + tagStep + `)
-		RETURNING last, ` + tagStep)
+	// qTagInputs reads the queue.TagInputs of org ?1 at priority ?2 at
+	// time ?3: its last tag, the head of the queue available at ?3 at that
+	// priority (the first entry of jobs_claim there, past any not yet
+	// available), the largest last tag there, and its weight.
+	qTagInputs = wq(`SELECT
+		coalesce((SELECT last FROM fair_tags WHERE priority = ?2 AND org_id = ?1), 0),
+		(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
+			ORDER BY fair_tag LIMIT 1),
+		coalesce((SELECT max(last) FROM fair_tags WHERE priority = ?2), 0),
+		coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 0)`)
+	// qSaveTag records org ?2's last tag ?3 at priority ?1.
+	qSaveTag = wq(`INSERT INTO fair_tags (priority, org_id, last) VALUES (?1, ?2, ?3)
+		ON CONFLICT (priority, org_id) DO UPDATE SET last = excluded.last`)
 	// qOrgRoom reads what decides the room (queue.Limit.Room) of org ?1
 	// when it is capped: its limit, pause and running jobs (no row when it
 	// is not capped).
@@ -174,9 +171,6 @@ func (w *wtx) insertJob(j jobs.Job, data []byte) error {
 	return nil
 }
 
-// tagStep is org ?1's tag step: 1/weight.
-const tagStep = `(1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))`
-
 // tagKey names an org's tags at a priority.
 type tagKey struct {
 	org      string
@@ -184,21 +178,26 @@ type tagKey struct {
 }
 
 // takeTags allocates the start tags of n jobs of an org at a priority,
-// which the transaction's next n insertJob calls for them then take in
-// order (an EnqueueBatch takes an org's tags in one statement, not one per
+// as queue.Tags decides from what qTagInputs reads, and records the org's
+// last; the transaction's next n insertJob calls for them then take the
+// tags in order (an EnqueueBatch takes an org's tags at once, not one per
 // job). Tags an idempotent repeat leaves untaken are a gap, as if the org
 // had queued that many more jobs.
 func (w *wtx) takeTags(k tagKey, n int) error {
-	var last, step float64
-	if err := w.queryRow(qNextTags, k.org, k.priority, w.now, n).Scan(&last, &step); err != nil {
+	var in queue.TagInputs
+	var head sql.NullFloat64
+	if err := w.queryRow(qTagInputs, k.org, k.priority, w.now).Scan(&in.Last, &head, &in.MaxLast, &in.Weight); err != nil {
+		return fmt.Errorf("start tags: %w", err)
+	}
+	in.Head, in.HasHead = head.Float64, head.Valid
+	tags, last := queue.Tags(in, n)
+	if _, err := w.exec(qSaveTag, k.priority, k.org, last); err != nil {
 		return fmt.Errorf("start tags: %w", err)
 	}
 	if w.tags == nil {
 		w.tags = map[tagKey][]float64{}
 	}
-	for i := n - 1; i >= 0; i-- {
-		w.tags[k] = append(w.tags[k], last-step*float64(i))
-	}
+	w.tags[k] = append(w.tags[k], tags...)
 	return nil
 }
 

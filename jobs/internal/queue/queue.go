@@ -3,6 +3,8 @@
 //
 //   - Room: how many more of an org's jobs may start (a paused or full
 //     organisation gets no room), and which orgs are capped at all.
+//   - Tags: the fair-share start tags of the jobs an org queues at a
+//     priority, and the org's last tag there.
 //
 // A store applies a rule one of two ways, and never decides it in SQL of
 // its own:
@@ -13,14 +15,15 @@
 //   - PostgreSQL claims and enqueues in one round trip inside a serialized
 //     section (the event lock), where another round trip would cost
 //     throughput: its statements decide in place, built from the SQL
-//     fragments here (RoomSQL, CappedSQL), which say what the Go function
-//     says. Its driver test (pgstore's TestQueueRulesMatchGo) evaluates
-//     the fragments over a table of cases and checks that they agree with
-//     the Go functions.
+//     fragments here (RoomSQL, CappedSQL, FairTagsPG), which say what the
+//     Go functions say. Its driver test (pgstore's TestQueueRulesMatchGo)
+//     evaluates the fragments over the tables of cases in cases.go and
+//     checks that they agree with the Go functions.
 //
-// A fragment that is the same text in both dialects is shared; a
-// newcomer changing a rule changes the function, its fragment and the
-// table of cases in queue_test.go together.
+// A fragment that is the same text in both dialects is shared (RoomSQL,
+// CappedSQL); one that is not is PostgreSQL's alone (FairTagsPG), since
+// SQLite decides in Go. Changing a rule means changing its function, its
+// fragment and its table of cases together.
 package queue
 
 // Limit is what an org's concurrency limit (the limits row of scope org)
