@@ -61,7 +61,9 @@ func (c TagCase) Inputs() TagInputs {
 }
 
 // TagCases are the table of cases of Tags: TestTags checks the function
-// against it, and pgstore's TestQueueRulesMatchGo checks FairTagsPG.
+// against it, pgstore's TestQueueRulesMatchGo checks FairTagsPG, and
+// sqlitestore's TestTagsMatchGo checks what SQLite reads (qTagInputs)
+// and records.
 var TagCases = []TagCase{
 	{Name: "empty queue, no history", NoLimits: true, N: 3, Tags: []float64{1, 2, 3}, WantLast: 3},
 	{Name: "empty queue, weight 4", Weight: 4, N: 2, Tags: []float64{0.25, 0.5}, WantLast: 0.5},
