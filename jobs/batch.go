@@ -30,6 +30,14 @@ const (
 	BatchCancelled  BatchStatus = "cancelled"
 )
 
+// BatchStatuses are the eight batch states, in the order declared above.
+// What is derived from the states (batchdb.ActiveStatuses, the batch
+// processor's work list) is derived from this list.
+func BatchStatuses() []BatchStatus {
+	return []BatchStatus{BatchValidating, BatchFailed, BatchInProgress, BatchFinalizing, BatchCompleted, BatchExpired,
+		BatchCancelling, BatchCancelled}
+}
+
 // Terminal reports whether the batch never changes again.
 func (s BatchStatus) Terminal() bool {
 	return s == BatchFailed || s == BatchCompleted || s == BatchExpired || s == BatchCancelled

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
@@ -12,6 +15,19 @@ import (
 
 var batchStatuses = []jobs.BatchStatus{jobs.BatchValidating, jobs.BatchInProgress, jobs.BatchFinalizing,
 	jobs.BatchCompleted, jobs.BatchFailed, jobs.BatchExpired, jobs.BatchCancelling, jobs.BatchCancelled}
+
+// BatchStatuses lists each valid state once.
+func TestBatchStatuses(t *testing.T) {
+	got, want := slices.Sorted(slices.Values(jobs.BatchStatuses())), slices.Sorted(slices.Values(batchStatuses))
+	if !slices.Equal(got, want) {
+		t.Errorf("BatchStatuses() = %v, want %v", got, want)
+	}
+	for _, s := range jobs.BatchStatuses() {
+		if !s.Valid() {
+			t.Errorf("%s is not Valid", s)
+		}
+	}
+}
 
 // CancelTo: validating and in_progress move to cancelling, cancelling and
 // cancelled stay, the others are past cancelling.
@@ -87,6 +103,30 @@ func TestRetryPriorityOf(t *testing.T) {
 		if got := (jobs.RetryParams{Priority: c.p}).PriorityOf(old); got != c.want {
 			t.Errorf("PriorityOf with %v = %d, want %d", c.p, got, c.want)
 		}
+	}
+}
+
+// Replacement copies the prompt, budget, options, dependency and owners,
+// and resets the rest: queued at attempt 1, superseding the old job, at
+// now, with no claim, times or error.
+func TestRetryReplacement(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	now := at.Add(time.Hour)
+	depth, ten := 2, 10
+	old := jobs.Job{ID: "old", PromptID: "p", State: jobs.Failed, Priority: 30, Attempt: 3, MaxAttempts: 4,
+		ExecutionOptions: jobs.ExecutionOptions{Depth: &depth}, WorkerClaim: "w", ClaimedAt: at, StartedAt: at,
+		HeartbeatAt: at, FinishedAt: at, ResponseID: "r", ErrorKind: jobs.KindAuth, ErrorMessage: "no",
+		Supersedes: "older", DependsOn: "parent", OrgID: "o", CreatedBy: "u", TokenID: "t",
+		CreatedAt: at, UpdatedAt: at, AvailableAt: at.Add(time.Minute)}
+	want := jobs.Job{ID: "new", PromptID: "p", State: jobs.Queued, Priority: 30, Attempt: 1, MaxAttempts: 4,
+		ExecutionOptions: jobs.ExecutionOptions{Depth: &depth}, Supersedes: "old", DependsOn: "parent",
+		OrgID: "o", CreatedBy: "u", TokenID: "t", CreatedAt: now, UpdatedAt: now, AvailableAt: now}
+	if got := (jobs.RetryParams{JobID: "old"}).Replacement(old, "new", now); !reflect.DeepEqual(got, want) {
+		t.Errorf("Replacement =\n%+v\nwant\n%+v", got, want)
+	}
+	want.Priority = 10
+	if got := (jobs.RetryParams{JobID: "old", Priority: &ten}).Replacement(old, "new", now); !reflect.DeepEqual(got, want) {
+		t.Errorf("Replacement with priority 10 =\n%+v\nwant\n%+v", got, want)
 	}
 }
 

@@ -428,6 +428,33 @@ func (p RetryParams) PriorityOf(old Job) int {
 	return old.Priority
 }
 
+// Replacement is the job, id, that retries old at now: the one home of
+// what a retry copies and what it resets. It keeps old's prompt, attempt
+// budget, execution options, dependency, org, creator and token; it is
+// queued at attempt 1 with PriorityOf(old), supersedes old, and is
+// created, updated and available at now, with no claim, times, response
+// or error. The stores insert it as it is; only its start tag (the
+// queue's fair share) is theirs to add.
+func (p RetryParams) Replacement(old Job, id string, now time.Time) Job {
+	return Job{
+		ID:               id,
+		PromptID:         old.PromptID,
+		State:            Queued,
+		Priority:         p.PriorityOf(old),
+		Attempt:          1,
+		MaxAttempts:      old.MaxAttempts,
+		ExecutionOptions: old.ExecutionOptions,
+		Supersedes:       old.ID,
+		DependsOn:        old.DependsOn,
+		OrgID:            old.OrgID,
+		CreatedBy:        old.CreatedBy,
+		TokenID:          old.TokenID,
+		CreatedAt:        now,
+		UpdatedAt:        now,
+		AvailableAt:      now,
+	}
+}
+
 // Normalize fills the default thresholds for zero values (4 and 15
 // minutes) and refuses negative ones, or a ReclaimAfter that is not below
 // StuckAfter.

@@ -62,10 +62,6 @@ const (
 		WHERE ($1 = '' OR org_id = $1)
 			AND ($2 = '' OR (created_at, id) < (SELECT created_at, id FROM batches WHERE id = $2))
 		ORDER BY created_at DESC, id DESC LIMIT $3`
-	// The partial index batches_active_idx.
-	activeBatchesSQL = `
-		SELECT ` + batchCols + ` FROM batches
-		WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling') ORDER BY created_at, id`
 	batchOutputsSQL = `UPDATE batches SET output_file_id = $1, error_file_id = $2 WHERE id = $3
 		RETURNING ` + batchCols
 	batchPromptsSQL = `SELECT ` + promptCols + ` FROM prompts WHERE batch_id = $1 AND id > $2 ORDER BY id LIMIT $3`
@@ -75,6 +71,12 @@ const (
 )
 
 var batchProgressSQL = batchdb.ProgressSQL("$1")
+
+// activeBatchesSQL reads the active batches through the partial index
+// batches_active_idx (batchdb.ActiveWhere).
+var activeBatchesSQL = `
+		SELECT ` + batchCols + ` FROM batches
+		WHERE ` + batchdb.ActiveWhere + ` ORDER BY created_at, id`
 
 // moveBatchSQL moves batch $id from status $from to $to, and notifies,
 // so a batch waiter (GET /v1/batches/{id}?wait=) in another process looks

@@ -10,6 +10,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 // notified is a CTE that calls pg_notify once when the CTE named changed
@@ -53,10 +54,10 @@ func notified(changed string) string {
 // correlated lookup rather than a NOT EXISTS the planner could turn into a
 // hash of every queued job.
 //
-// Orgs with a concurrency limit (limits.max_running, the CTE capped) are
-// left out of that scan (free) and claimed apart (held): for each, at
-// most its room (the limit less its running jobs, counted in job_running
-// under the event lock, so across processes), in claim order; the two
+// Orgs with a concurrency limit (limits.max_running, the CTE capped:
+// queue.CappedSQL) are left out of that scan (free) and claimed apart
+// (held): for each, at most its room (queue.RoomSQL: the limit less its
+// running jobs, orgRunningSQL), in claim order; the two
 // lists merge in claim order. A held scan stops at the last entry free
 // took (bound) when free took $limit, since no entry past it could be
 // claimed: so it costs at most what free's scan did, even for an org
@@ -68,9 +69,8 @@ func notified(changed string) string {
 func claimPickSQL(skip string) string {
 	return `
 		WITH capped AS (
-			SELECT l.subject AS org, CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject) END AS room
-			FROM limits l WHERE l.scope = 'org' AND (l.max_running > 0 OR l.paused)
+			SELECT l.subject AS org, ` + queue.RoomSQL("l", orgRunningSQL) + ` AS room
+			FROM limits l WHERE l.scope = 'org' AND ` + queue.CappedSQL("l") + `
 		), free AS (
 			SELECT q.job_id, q.priority, q.tag FROM job_queue q JOIN jobs j ON j.id = q.job_id
 			WHERE ` + gateOpen + ` AND ` + claimableSQL + skip + `
@@ -116,19 +116,25 @@ const claimableSQL = `q.available_at <= $now AND q.priority <= $ceiling
 				AND (q.depends_on IS NULL OR coalesce(
 					(SELECT d.state NOT IN ('queued', 'running') FROM jobs d WHERE d.id = q.depends_on), true))`
 
+// orgRunningSQL counts the running jobs of the org of the limits row l,
+// through job_running under the event lock (so across processes): the
+// running count of queue.RoomSQL.
+const orgRunningSQL = `SELECT count(*)
+				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject`
+
 // claimIDsSQL claims the queued jobs $ids, which the transaction has just
 // inserted under the event lock (jobs.EnqueueParams.ClaimAs), for one
 // call, as claimSQL would: of an org with a concurrency limit, only as
-// many as it has room for (none when paused); the others stay queued.
+// many as it has room for (queue.RoomSQL: none when paused); the others
+// stay queued.
 var claimIDsSQL = named(claimFrom(`
 		SELECT c.job_id FROM (
 			SELECT q.job_id, q.priority, q.tag, j.org_id,
 				row_number() OVER (PARTITION BY j.org_id ORDER BY q.priority, q.tag, q.job_id) AS n
 			FROM job_queue q JOIN jobs j ON j.id = q.job_id WHERE q.job_id = ANY($ids::text[])
 		) c
-		WHERE c.n <= coalesce((SELECT CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-				FROM job_running r JOIN jobs rj ON rj.id = r.job_id WHERE rj.org_id = l.subject) END
-			FROM limits l WHERE l.scope = 'org' AND l.subject = c.org_id AND (l.max_running > 0 OR l.paused)), c.n)
+		WHERE c.n <= coalesce((SELECT `+queue.RoomSQL("l", orgRunningSQL)+`
+			FROM limits l WHERE l.scope = 'org' AND l.subject = c.org_id AND `+queue.CappedSQL("l")+`), c.n)
 		ORDER BY c.priority, c.tag, c.job_id`),
 	"now", "ids", "worker", "data", "slot", "schema")
 
@@ -163,38 +169,6 @@ func claimFrom(picked string) string {
 func queueRows(rows string) string {
 	return `INSERT INTO job_queue (job_id, priority, available_at, created_at, depends_on, tag)
 		SELECT id, priority, available_at, created_at, depends_on, fair_tag FROM ` + rows + ` WHERE state = 'queued'`
-}
-
-// fairTags is the CTEs that give the jobs of the CTE named src (columns
-// ord, unique, org and prio) their start tags (see jobs.Store.Claim),
-// under the event lock: fair (ord, tag), and fair_saved, which records
-// each org's last tag per priority. The tags of one org and priority
-// count up from its base in ord order by 1/weight. The smallest tag of
-// the available queue is the first entry of job_queue_claim_idx at the
-// priority (past any entries not yet available).
-func fairTags(src, now string) string {
-	return `fair_groups AS (
-		SELECT g.org, g.prio,
-			greatest(
-				coalesce((SELECT f.last FROM fair_tags f WHERE f.priority = g.prio AND f.org_id = g.org), 0),
-				coalesce(
-					(SELECT q.tag FROM job_queue q WHERE q.priority = g.prio AND q.available_at <= ` + now + `
-						ORDER BY q.tag LIMIT 1),
-					(SELECT max(f.last) FROM fair_tags f WHERE f.priority = g.prio),
-					0)) AS base,
-			1::float8 / greatest(coalesce(
-				(SELECT l.weight FROM limits l WHERE l.scope = 'org' AND l.subject = g.org), 1), 1) AS step
-		FROM (SELECT DISTINCT org, prio FROM ` + src + `) g
-	), fair AS (
-		SELECT s.ord, fg.base + fg.step * row_number() OVER (PARTITION BY s.org, s.prio ORDER BY s.ord) AS tag
-		FROM ` + src + ` s JOIN fair_groups fg ON fg.org = s.org AND fg.prio = s.prio
-	), fair_saved AS (
-		INSERT INTO fair_tags (priority, org_id, last)
-		SELECT fg.prio, fg.org, fg.base + fg.step * count(*)
-		FROM ` + src + ` s JOIN fair_groups fg ON fg.org = s.org AND fg.prio = s.prio
-		GROUP BY fg.prio, fg.org, fg.base, fg.step
-		ON CONFLICT (priority, org_id) DO UPDATE SET last = EXCLUDED.last
-	)`
 }
 
 // claimCall is the index into $worker of the call that picked position

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 // Enqueue inserts a prompt and its queued job in one transaction.
@@ -468,7 +469,7 @@ func (b *enqueueBatch) lookupFirstJobs(p *phase) {
 }
 
 // insertJobs inserts the fresh items' jobs (into jobs and job_queue),
-// with their start tags (fairTags), and their first events under the event
+// with their start tags (queue.FairTagsPG), and their first events under the event
 // lock: created_at is the pre-lock time the prompts got, updated_at the
 // stamp taken under the lock.
 func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time, schema string) {
@@ -487,7 +488,7 @@ func insertJobs(p *phase, r *enqueueRows, fresh []int, created, stamp time.Time,
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[],
 				$13::text[])
 				WITH ORDINALITY AS u(id, pid, prio, maxa, opts, dep, org, by, avail, token, ord)
-		), `+fairTags("u", "$11::timestamptz")+`, j AS (
+		), `+queue.FairTagsPG("u", "$11::timestamptz")+`, j AS (
 			INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options, depends_on,
 				org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
 			SELECT u.id, u.pid, 'queued', u.prio, 1, u.maxa, u.opts::json, NULLIF(u.dep, ''), u.org, u.by, $10, $11, u.avail,

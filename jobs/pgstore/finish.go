@@ -11,6 +11,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 // finishReq is one finishing write (a Succeed, Fail, Requeue or
@@ -31,7 +32,8 @@ type finishReq struct {
 // effect, by ord, and every other call gets jobs.ErrNotClaimed. A call
 // with no target state is an attempt: only its event is written. It
 // writes the transitions (HOT updates, see migration 00002; a job going
-// back to the queue leaves its worker, and each job leaves job_running, a
+// back to the queue leaves its worker as finish.Write.ClearClaim says, and
+// each job leaves job_running, a
 // requeued one going back into job_queue), the responses of succeeded jobs
 // (with the ID the call brings, or one response_id derives, see
 // promptCache), one event per call in call order, and a notification when
@@ -41,9 +43,9 @@ var finishSQL = named(`
 		SELECT * FROM unnest($id::text[], $worker::text[], $state::text[], $inc::int[], $available::timestamptz[],
 			$kind::text[], $message::text[], $data::text[], $output::text[], $parsed::text[], $model::text[],
 			$usage::text[], $response::text[], $finish_reason::text[], $tool_calls::text[], $attempts::text[],
-			$backend::text[], $body::text[])
+			$backend::text[], $body::text[], $clear::bool[])
 			WITH ORDINALITY AS u(id, worker, state, inc, available, kind, message, data, output, parsed, model,
-				usage, response, finish_reason, tool_calls, attempts, backend, body, ord)
+				usage, response, finish_reason, tool_calls, attempts, backend, body, clear, ord)
 	), done AS (
 		UPDATE jobs SET
 			state = u.state,
@@ -53,11 +55,11 @@ var finishSQL = named(`
 			error_message = NULLIF(u.message, ''),
 			response_id = CASE WHEN u.state = 'succeeded'
 				THEN coalesce(u.response, response_id(jobs.prompt_id, jobs.id)) ELSE jobs.response_id END,
-			finished_at = CASE WHEN u.state = 'queued' THEN NULL ELSE $now::timestamptz END,
-			worker_claim = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.worker_claim END,
-			claimed_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.claimed_at END,
-			started_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.started_at END,
-			running_heartbeat_at = CASE WHEN u.state = 'queued' THEN NULL ELSE jobs.running_heartbeat_at END,
+			finished_at = CASE WHEN u.clear THEN NULL ELSE $now::timestamptz END,
+			worker_claim = CASE WHEN u.clear THEN NULL ELSE jobs.worker_claim END,
+			claimed_at = CASE WHEN u.clear THEN NULL ELSE jobs.claimed_at END,
+			started_at = CASE WHEN u.clear THEN NULL ELSE jobs.started_at END,
+			running_heartbeat_at = CASE WHEN u.clear THEN NULL ELSE jobs.running_heartbeat_at END,
 			updated_at = $now::timestamptz
 		FROM u WHERE jobs.id = u.id AND u.state <> '' AND jobs.state = 'running' AND jobs.worker_claim = u.worker
 		-- The call's own columns come along, so no later CTE joins u again
@@ -112,7 +114,7 @@ var finishSQL = named(`
 	UNION ALL
 	SELECT `+jobCols+`, ord FROM att`,
 	"id", "worker", "state", "inc", "available", "kind", "message", "data", "output", "parsed", "model",
-	"usage", "response", "finish_reason", "tool_calls", "attempts", "backend", "body", "now", "schema",
+	"usage", "response", "finish_reason", "tool_calls", "attempts", "backend", "body", "clear", "now", "schema",
 	"call_ord", "call_model", "call_backend", "call_in", "call_out", "call_cached", "call_reasoning", "call_cost",
 	"call_status", "call_outcome", "call_failure")
 
@@ -165,6 +167,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		data, parsed, usage     = make([]*string, n), make([]*string, n), make([]*string, n)
 		toolCalls, attempts     = make([]*string, n), make([]*string, n)
 		body                    = make([]*string, n)
+		clear                   = make([]bool, n)
 		response                = make([]*string, n)
 		inc                     = make([]int, n)
 		avail                   = make([]*time.Time, n)
@@ -179,6 +182,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
 		inc[i], response[i], finishReason[i], toolCalls[i] = w.Attempts, r.response, w.FinishReason, rawPtr(w.ToolCalls)
 		attempts[i], backend[i], body[i] = attemptsArray(w.AttemptEvents), w.Backend, rawPtr(w.Body)
+		clear[i] = w.ClearClaim
 		if w.To == jobs.Queued {
 			avail[i] = &now
 			if !w.AvailableAt.IsZero() {
@@ -187,7 +191,7 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		}
 	}
 	p.query(finishSQL.q, finishSQL.args(id, worker, state, inc, avail, kind, message, data, output, parsed, model,
-		usage, response, finishReason, toolCalls, attempts, backend, body, now, b.schema,
+		usage, response, finishReason, toolCalls, attempts, backend, body, clear, now, b.schema,
 		c.ord, c.model, c.backend, c.in, c.out, c.cached, c.reasoning, c.cost, c.status, c.outcome, c.failure), func(rows pgx.Rows) error {
 		for rows.Next() {
 			var ord int
@@ -412,19 +416,22 @@ func (s *Store) Cancel(ctx context.Context, p jobs.CancelParams) (jobs.Job, erro
 	return out[0], nil
 }
 
-// retrySQL supersedes the old job and inserts its replacement (queued,
-// so into job_queue too, with a new start tag: fairTags), with both events (old first, each naming the
-// other), in one statement under the event lock.
+// retrySQL supersedes the old job and inserts its replacement, the job
+// jobs.RetryParams.Replacement decided (queued, so into job_queue too,
+// with a new start tag: queue.FairTagsPG), with both events (old first, each
+// naming the other), in one statement under the event lock.
 var retrySQL = named(`
 	WITH old AS (
 		UPDATE jobs SET state = 'superseded', updated_at = $now WHERE id = $old_id RETURNING jobs.*
 	), src AS (
-		SELECT 1 AS ord, org_id AS org, $priority::int AS prio FROM old
-	), `+fairTags("src", "$now::timestamptz")+`, fresh AS (
+		SELECT 1 AS ord, $org::text AS org, $priority::int AS prio FROM old
+	), `+queue.FairTagsPG("src", "$now::timestamptz")+`, fresh AS (
 		INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts, execution_options,
 			supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
-		SELECT $new_id, prompt_id, 'queued', $priority::int, 1, max_attempts, execution_options,
-			id, depends_on, org_id, created_by, $now, $now, $now, token_id, (SELECT tag FROM fair)
+		SELECT $new_id, $prompt_id, $state, $priority::int, $attempt::int, $max_attempts::int, $options::json,
+			NULLIF($supersedes::text, ''), NULLIF($depends_on::text, ''), $org, $created_by,
+			$created_at::timestamptz, $updated_at::timestamptz, $available_at::timestamptz, $token_id,
+			(SELECT tag FROM fair)
 		FROM old
 		RETURNING jobs.*
 	), queued AS (
@@ -436,12 +443,13 @@ var retrySQL = named(`
 		SELECT id, prompt_id, org_id, 'transition', NULL, 'queued', $new_data::json, $now FROM fresh
 	), `+notified("fresh")+`
 	SELECT `+jobCols+` FROM fresh, notified`,
-	"now", "old_id", "new_id", "priority", "from", "old_data", "new_data", "schema")
+	"now", "old_id", "from", "old_data", "new_data", "schema",
+	"new_id", "prompt_id", "state", "priority", "attempt", "max_attempts", "options", "supersedes", "depends_on",
+	"org", "created_by", "created_at", "updated_at", "available_at", "token_id")
 
 // Retry supersedes a succeeded, failed or cancelled job with a new queued
-// one (same prompt, options and dependency; its priority is
-// jobs.RetryParams.PriorityOf the old job, read in the first trip); any
-// other state is a *jobs.TransitionError. See jobs.Store.
+// one, jobs.RetryParams.Replacement of the old job read in the first
+// trip; any other state is a *jobs.TransitionError. See jobs.Store.
 func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error) {
 	p, err := p.Normalize()
 	if err != nil {
@@ -453,8 +461,11 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 	err = s.writeTwoTrips(ctx, func(ph *phase) {
 		lockJob(ph, p.OrgID, p.JobID, jobs.Superseded, &old)
 	}, func(ph *phase, now time.Time) {
-		ph.queryRow(retrySQL.q, retrySQL.args(now, p.JobID, newID, p.PriorityOf(old), string(old.State),
-			string(oldData), string(newData), s.schema), scanInto(&out))
+		j := p.Replacement(old, newID, now)
+		ph.queryRow(retrySQL.q, retrySQL.args(now, old.ID, string(old.State), string(oldData), string(newData), s.schema,
+			j.ID, j.PromptID, string(j.State), j.Priority, j.Attempt, j.MaxAttempts, string(j.ExecutionOptions.JSON()),
+			j.Supersedes, j.DependsOn, j.OrgID, j.CreatedBy, j.CreatedAt, j.UpdatedAt, j.AvailableAt, j.TokenID),
+			scanInto(&out))
 	})
 	s.wrote(ctx, "retry", err, err == nil)
 	if err != nil {

@@ -205,3 +205,27 @@ func explain(t *testing.T, s *Store, q string, args ...any) string {
 	}
 	return strings.Join(plan, "\n")
 }
+
+// The active batches are read through the partial index
+// batches_active_idx, which PostgreSQL may use only because the query's
+// predicate (batchdb.ActiveWhere) implies the index's: with most batches
+// finished, the plan reads the index, not the table or batches_created_idx.
+func TestActiveBatchesPlan(t *testing.T) {
+	s := openInternal(t)
+	ctx := t.Context()
+	if _, err := s.pool.Exec(ctx, `
+		INSERT INTO batches (id, org_id, created_by, input_file_id, endpoint, completion_window, priority, status,
+			created_at, expires_at)
+		SELECT 'b' || i, 'o', 'u', 'f', '/v1/chat/completions', '24h', 0,
+			CASE WHEN i % 500 = 0 THEN 'in_progress' ELSE 'completed' END,
+			timestamptz '2030-01-01' + i * interval '1 second', timestamptz '2030-02-01'
+		FROM generate_series(1, 20000) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `ANALYZE batches`); err != nil {
+		t.Fatal(err)
+	}
+	if got := explain(t, s, activeBatchesSQL); !strings.Contains(got, "batches_active_idx") {
+		t.Errorf("plan of %s:\n%s", activeBatchesSQL, got)
+	}
+}

@@ -66,8 +66,6 @@ const (
 		WHERE (?1 = '' OR org_id = ?1)
 			AND (?2 = '' OR (created_at, id) < (SELECT created_at, id FROM batches WHERE id = ?2))
 		ORDER BY created_at DESC, id DESC LIMIT ?3`
-	qActiveBatches = `SELECT ` + batchCols + ` FROM batches
-		WHERE status IN ('validating', 'in_progress', 'finalizing', 'cancelling') ORDER BY created_at, id`
 	qBatchPrompts = `SELECT ` + promptCols + ` FROM prompts WHERE batch_id = ?1 AND id > ?2 ORDER BY id LIMIT ?3`
 	// Every job of the prompts, oldest first: the last one of each prompt
 	// is its newest.
@@ -76,6 +74,11 @@ const (
 )
 
 var qBatchProgress = batchdb.ProgressSQL("?1")
+
+// qActiveBatches reads the active batches through the partial index
+// batches_active (batchdb.ActiveWhere).
+var qActiveBatches = `SELECT ` + batchCols + ` FROM batches
+		WHERE ` + batchdb.ActiveWhere + ` ORDER BY created_at, id`
 
 func scanFile(r scanner) (jobs.File, error) {
 	var f jobs.File

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 var (
@@ -30,29 +31,25 @@ var (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qInsertJob = wq(`INSERT INTO jobs (id, prompt_id, state, priority, attempt, max_attempts,
 		execution_options, supersedes, depends_on, org_id, created_by, created_at, updated_at, available_at, token_id, fair_tag)
-		VALUES (?, ?, 'queued', ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	// qNextTags takes the start tags of org ?1's next ?4 jobs at priority
-	// ?2 (see jobs.Store.Claim) and returns the last, which it records as
-	// the org's, and the org's step, 1/weight: the last is the larger of
-	// the org's last tag and V, plus ?4 steps, where V is the smallest tag
-	// of the queue available at ?3 at that priority (the first entry of
-	// jobs_claim there, past any not yet available) or, with none queued,
-	// the largest tag given at that priority. One statement, as the
-	// statements of an enqueue are most of its cost.
-	qNextTags = wq(`INSERT INTO fair_tags (priority, org_id, last)
-		VALUES (?2, ?1, coalesce(
-				(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
-					ORDER BY fair_tag LIMIT 1),
-				(SELECT max(last) FROM fair_tags WHERE priority = ?2),
-				0) + ?4 * ` + tagStep + `)
-		ON CONFLICT (priority, org_id) DO UPDATE SET last = max(excluded.last, last + ?4 * ` + tagStep + `)
-		RETURNING last, ` + tagStep)
-	// qOrgRoom is how many more jobs of org ?1 may run, when it has a
-	// concurrency limit or a pause (none; no row otherwise). Its running jobs are counted
-	// through jobs_reclaim, which holds only running jobs.
-	qOrgRoom = wq(`SELECT CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-			FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject) END
-		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND (l.max_running > 0 OR l.paused)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	// qTagInputs reads the queue.TagInputs of org ?1 at priority ?2 at
+	// time ?3: its last tag, the head of the queue available at ?3 at that
+	// priority (the first entry of jobs_claim there, past any not yet
+	// available), the largest last tag there, and its weight.
+	qTagInputs = wq(`SELECT
+		coalesce((SELECT last FROM fair_tags WHERE priority = ?2 AND org_id = ?1), 0),
+		(SELECT fair_tag FROM jobs WHERE state = 'queued' AND priority = ?2 AND available_at <= ?3
+			ORDER BY fair_tag LIMIT 1),
+		coalesce((SELECT max(last) FROM fair_tags WHERE priority = ?2), 0),
+		coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 0)`)
+	// qSaveTag records org ?2's last tag ?3 at priority ?1.
+	qSaveTag = wq(`INSERT INTO fair_tags (priority, org_id, last) VALUES (?1, ?2, ?3)
+		ON CONFLICT (priority, org_id) DO UPDATE SET last = excluded.last`)
+	// qOrgRoom reads what decides the room (queue.Limit.Room) of org ?1
+	// when it is capped: its limit, pause and running jobs (no row when it
+	// is not capped).
+	qOrgRoom = wq(`SELECT l.max_running, l.paused, (` + orgRunningSQL + `)
+		FROM limits l WHERE l.scope = 'org' AND l.subject = ?1 AND ` + queue.CappedSQL("l"))
 	qInsertEvent = wq(`INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, data, at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 )
@@ -120,21 +117,24 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 		nullBytes(chat), nullString(p.BatchID), nullString(p.CustomID), nullBytes(embedding)); err != nil {
 		return jobs.Enqueued{}, fmt.Errorf("insert prompt: %w", err)
 	}
-	availableAt := w.now
+	now := fromMicros(w.now)
+	availableAt := now
 	if !p.AvailableAt.IsZero() {
-		availableAt = p.AvailableAt.UnixMicro()
+		availableAt = p.AvailableAt
 	}
 	jobID := jobs.NewID()
-	if err := w.insertJob(jobID, promptID, *p.Priority, p.MaxAttempts, p.ExecutionOptions.JSON(), "", p.DependsOn,
-		p.OrgID, p.CreatedBy, p.TokenID, availableAt, nil); err != nil {
+	if err := w.insertJob(jobs.Job{ID: jobID, PromptID: promptID, State: jobs.Queued, Priority: *p.Priority, Attempt: 1,
+		MaxAttempts: p.MaxAttempts, ExecutionOptions: p.ExecutionOptions, DependsOn: p.DependsOn, OrgID: p.OrgID,
+		CreatedBy: p.CreatedBy, TokenID: p.TokenID, CreatedAt: now, UpdatedAt: now, AvailableAt: availableAt}, nil); err != nil {
 		return jobs.Enqueued{}, err
 	}
 	e := jobs.Enqueued{PromptID: promptID, JobID: jobID, State: jobs.Queued}
 	if p.ClaimAs != "" {
 		// An org at its concurrency limit gets its job queued instead.
-		var room int
-		switch err := w.queryRow(qOrgRoom, p.OrgID).Scan(&room); {
-		case err == nil && room <= 0:
+		var l queue.Limit
+		var running int
+		switch err := w.queryRow(qOrgRoom, p.OrgID).Scan(&l.MaxRunning, &l.Paused, &running); {
+		case err == nil && l.Room(running) <= 0:
 			return e, nil
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return jobs.Enqueued{}, fmt.Errorf("org room: %w", err)
@@ -153,25 +153,23 @@ func (w *wtx) enqueueOne(p jobs.EnqueueParams) (jobs.Enqueued, error) {
 // one: both are set and they differ.
 func conflict(stored, hash string) bool { return stored != "" && hash != "" && stored != hash }
 
-// insertJob inserts a queued job, with its start tag (qNextTag), and
+// insertJob inserts j, a queued job its caller decided (an enqueue's, or
+// jobs.RetryParams.Replacement), with its start tag (qNextTag), and
 // records its first event (→ queued) with data (a retry's names the job
 // it supersedes: jobs.RetryParams.Data).
-func (w *wtx) insertJob(id, promptID string, priority, maxAttempts int, opts []byte, supersedes, dependsOn,
-	orgID, createdBy, tokenID string, availableAt int64, data []byte) error {
-	tag, err := w.nextTag(orgID, priority)
+func (w *wtx) insertJob(j jobs.Job, data []byte) error {
+	tag, err := w.nextTag(j.OrgID, j.Priority)
 	if err != nil {
 		return err
 	}
-	if _, err := w.exec(qInsertJob, id, promptID, priority, maxAttempts, string(opts),
-		nullString(supersedes), nullString(dependsOn), orgID, createdBy, w.now, w.now, availableAt, tokenID, tag); err != nil {
+	if _, err := w.exec(qInsertJob, j.ID, j.PromptID, string(j.State), j.Priority, j.Attempt, j.MaxAttempts,
+		string(j.ExecutionOptions.JSON()), nullString(j.Supersedes), nullString(j.DependsOn), j.OrgID, j.CreatedBy,
+		j.CreatedAt.UnixMicro(), j.UpdatedAt.UnixMicro(), j.AvailableAt.UnixMicro(), j.TokenID, tag); err != nil {
 		return fmt.Errorf("insert job: %w", err)
 	}
-	w.transition(jobs.Job{ID: id, PromptID: promptID, OrgID: orgID}, "", jobs.Queued, data)
+	w.transition(j, "", jobs.Queued, data)
 	return nil
 }
-
-// tagStep is org ?1's tag step: 1/weight.
-const tagStep = `(1.0 / max(coalesce((SELECT weight FROM limits WHERE scope = 'org' AND subject = ?1), 1), 1))`
 
 // tagKey names an org's tags at a priority.
 type tagKey struct {
@@ -180,21 +178,26 @@ type tagKey struct {
 }
 
 // takeTags allocates the start tags of n jobs of an org at a priority,
-// which the transaction's next n insertJob calls for them then take in
-// order (an EnqueueBatch takes an org's tags in one statement, not one per
+// as queue.Tags decides from what qTagInputs reads, and records the org's
+// last; the transaction's next n insertJob calls for them then take the
+// tags in order (an EnqueueBatch takes an org's tags at once, not one per
 // job). Tags an idempotent repeat leaves untaken are a gap, as if the org
 // had queued that many more jobs.
 func (w *wtx) takeTags(k tagKey, n int) error {
-	var last, step float64
-	if err := w.queryRow(qNextTags, k.org, k.priority, w.now, n).Scan(&last, &step); err != nil {
+	var in queue.TagInputs
+	var head sql.NullFloat64
+	if err := w.queryRow(qTagInputs, k.org, k.priority, w.now).Scan(&in.Last, &head, &in.MaxLast, &in.Weight); err != nil {
+		return fmt.Errorf("start tags: %w", err)
+	}
+	in.Head, in.HasHead = head.Float64, head.Valid
+	tags, last := queue.Tags(in, n)
+	if _, err := w.exec(qSaveTag, k.priority, k.org, last); err != nil {
 		return fmt.Errorf("start tags: %w", err)
 	}
 	if w.tags == nil {
 		w.tags = map[tagKey][]float64{}
 	}
-	for i := n - 1; i >= 0; i-- {
-		w.tags[k] = append(w.tags[k], last-step*float64(i))
-	}
+	w.tags[k] = append(w.tags[k], tags...)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
+	"github.com/promptkit/promptkit/jobs/internal/queue"
 )
 
 var (
@@ -29,14 +30,12 @@ var (
 			ORDER BY j.priority, j.fair_tag, j.id
 			LIMIT ?4)
 		RETURNING ` + jobCols + `, fair_tag`)
-	// qCaps lists the orgs with a concurrency limit and how many more of
-	// their jobs may run (pickCapped); it is empty without such limits,
-	// and the claim is then qClaim alone. Running jobs are counted through
-	// jobs_reclaim, which holds only them.
-	// A paused org (limits.paused) has no room at all.
-	qCaps = wq(`SELECT l.subject, CASE WHEN l.paused THEN 0 ELSE l.max_running - (SELECT count(*)
-			FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject) END
-		FROM limits l WHERE l.scope = 'org' AND (l.max_running > 0 OR l.paused)`)
+	// qCaps lists the capped orgs (queue.Limit.Capped: a concurrency
+	// limit or a pause) with their limit, pause and running jobs, from
+	// which caps decides their room (pickCapped); it is empty without such
+	// limits, and the claim is then qClaim alone.
+	qCaps = wq(`SELECT l.subject, l.max_running, l.paused, (` + orgRunningSQL + `)
+		FROM limits l WHERE l.scope = 'org' AND ` + queue.CappedSQL("l"))
 	// qPickFree picks, in claim order, the claimable jobs of the orgs
 	// without a concurrency limit (?4: the others, a JSON array); the
 	// unary + keeps SQLite on jobs_claim rather than an org index.
@@ -72,7 +71,7 @@ var (
 	// nothing, never the reverse), and whether some org has a concurrency
 	// limit or a pause (see Claim).
 	qClaimable = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND available_at <= ?1 AND priority <= ?2),
-		EXISTS (SELECT 1 FROM limits WHERE max_running > 0 OR paused)`
+		EXISTS (SELECT 1 FROM limits l WHERE ` + queue.CappedSQL("l") + `)`
 	// qClaimID claims one job by ID, as qClaim would (see
 	// jobs.EnqueueParams.ClaimAs).
 	qClaimID = wq(`UPDATE jobs SET state = 'running', worker_claim = ?1, claimed_at = ?2, started_at = ?2,
@@ -86,15 +85,16 @@ var (
 		input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost_usd, status_code, outcome, failure)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	// The finishing write: the job moves to the state ?1 Go decided, only
-	// while it runs under the caller's claim. A job going back to the
-	// queue leaves its worker: no claim, no run times, no finish time.
+	// while it runs under the caller's claim. A job Go sends back to the
+	// queue (?10, finish.Write.ClearClaim) leaves its worker: no claim, no
+	// run times, no finish time.
 	qFinish = wq(`UPDATE jobs SET state = ?1, attempt = attempt + ?2, available_at = coalesce(?3, available_at),
 			error_kind = ?4, error_message = ?5, response_id = coalesce(?6, response_id),
-			finished_at = CASE ?1 WHEN 'queued' THEN NULL ELSE ?7 END,
-			worker_claim = CASE ?1 WHEN 'queued' THEN NULL ELSE worker_claim END,
-			claimed_at = CASE ?1 WHEN 'queued' THEN NULL ELSE claimed_at END,
-			started_at = CASE ?1 WHEN 'queued' THEN NULL ELSE started_at END,
-			running_heartbeat_at = CASE ?1 WHEN 'queued' THEN NULL ELSE running_heartbeat_at END,
+			finished_at = CASE WHEN ?10 THEN NULL ELSE ?7 END,
+			worker_claim = CASE WHEN ?10 THEN NULL ELSE worker_claim END,
+			claimed_at = CASE WHEN ?10 THEN NULL ELSE claimed_at END,
+			started_at = CASE WHEN ?10 THEN NULL ELSE started_at END,
+			running_heartbeat_at = CASE WHEN ?10 THEN NULL ELSE running_heartbeat_at END,
 			updated_at = ?7
 		WHERE id = ?8 AND state = 'running' AND worker_claim = ?9 RETURNING ` + jobCols)
 	qInsertResponse = wq(`INSERT INTO responses (id, prompt_id, job_id, output, parsed, model, usage, created_at,
@@ -110,6 +110,10 @@ var (
 	qExpired = wq(`SELECT ` + jobCols + ` FROM jobs WHERE state = 'running' AND running_heartbeat_at < ?1
 		ORDER BY running_heartbeat_at, id`)
 )
+
+// orgRunningSQL counts the running jobs of the org of the limits row l,
+// through jobs_reclaim, which holds only them.
+const orgRunningSQL = `SELECT count(*) FROM jobs INDEXED BY jobs_reclaim WHERE state = 'running' AND org_id = l.subject`
 
 // claimableSQL says whether the job j is claimable at ?2 under priority
 // ceiling ?3.
@@ -200,7 +204,7 @@ func (w *wtx) claim(worker string, ceiling, limit int, capped bool, skip string)
 	return scanClaimed(rows)
 }
 
-// caps returns the room of each org with a concurrency limit (qCaps).
+// caps returns the room (queue.Limit.Room) of each capped org (qCaps).
 func (w *wtx) caps() (map[string]int, error) {
 	rows, err := w.query(qCaps)
 	if err != nil {
@@ -210,14 +214,15 @@ func (w *wtx) caps() (map[string]int, error) {
 	var caps map[string]int
 	for rows.Next() {
 		var org string
-		var room int
-		if err := rows.Scan(&org, &room); err != nil {
+		var l queue.Limit
+		var running int
+		if err := rows.Scan(&org, &l.MaxRunning, &l.Paused, &running); err != nil {
 			return nil, err
 		}
 		if caps == nil {
 			caps = map[string]int{}
 		}
-		caps[org] = room
+		caps[org] = l.Room(running)
 	}
 	return caps, rows.Err()
 }
@@ -454,14 +459,13 @@ func (s *Store) Retry(ctx context.Context, p jobs.RetryParams) (jobs.Job, error)
 		if _, err := w.exec(qSupersede, w.now, old.ID); err != nil {
 			return err
 		}
-		id := jobs.NewID()
-		oldData, newData := p.Data(id)
+		fresh := p.Replacement(old, jobs.NewID(), fromMicros(w.now))
+		oldData, newData := p.Data(fresh.ID)
 		w.transition(old, old.State, jobs.Superseded, oldData)
-		if err := w.insertJob(id, old.PromptID, p.PriorityOf(old), old.MaxAttempts, old.ExecutionOptions.JSON(), old.ID, old.DependsOn,
-			old.OrgID, old.CreatedBy, old.TokenID, w.now, newData); err != nil {
+		if err := w.insertJob(fresh, newData); err != nil {
 			return err
 		}
-		j, err = scanJob(w.queryRow(qJobForUpdate, id, ""))
+		j, err = scanJob(w.queryRow(qJobForUpdate, fresh.ID, ""))
 		return err
 	})
 	s.wrote(ctx, "retry", err, err == nil)
@@ -541,7 +545,7 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 		}
 	}
 	j, err := scanJob(w.queryRow(qFinish, string(f.To), f.Attempts, available, string(f.Kind), f.Message,
-		responseID, w.now, f.JobID, f.Worker))
+		responseID, w.now, f.JobID, f.Worker, f.ClearClaim))
 	if errors.Is(err, sql.ErrNoRows) {
 		return jobs.Job{}, jobs.ErrNotClaimed
 	}

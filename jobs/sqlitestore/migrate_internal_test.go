@@ -230,22 +230,7 @@ func TestMigrationFairTagsBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	b, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "b", CreatedBy: "u", Text: "x"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var order []string
-	for _, j := range got {
-		order = append(order, j.ID)
-	}
-	// b's job and a2 share a tag: the IDs decide (a UUIDv7 sorts first).
-	if want := []string{"u1", "a1", b.JobID, "a2", "a3"}; strings.Join(order, " ") != strings.Join(want, " ") {
-		t.Errorf("claim order after the upgrade %v, want %v", order, want)
-	}
+	storetest.TagsBackfilled(t, s)
 }
 
 // Backend activity reads a recent range of the ledger through its (at)
@@ -303,4 +288,17 @@ func migratedTo(t *testing.T, path string, version int64) (*sql.DB, *goose.Provi
 		t.Fatal(err)
 	}
 	return db, p
+}
+
+// The active batches are read through the partial index batches_active:
+// the query's predicate (batchdb.ActiveWhere) is the index's.
+func TestActiveBatchesPlan(t *testing.T) {
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "jobs.db"), jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := queryPlan(t, s, qActiveBatches); !strings.Contains(got, "SCAN batches USING INDEX batches_active") {
+		t.Errorf("plan of %s:\n%s", qActiveBatches, got)
+	}
 }

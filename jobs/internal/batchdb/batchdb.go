@@ -1,6 +1,7 @@
 // Package batchdb is what both job stores' SQL and scanning share for
-// batches: which column stamps each batch status, the SQL that counts a
-// batch's jobs, and the stored form of a batch's errors. The operations
+// batches: which column stamps each batch status, which statuses are
+// active (ActiveWhere), the SQL that counts a batch's jobs, and the stored
+// form of a batch's errors. The operations
 // that run over that SQL are jobs/internal/storeops'.
 package batchdb
 
@@ -25,6 +26,37 @@ var timeColumns = []struct {
 	{jobs.BatchExpired, "expired_at"},
 	{jobs.BatchCancelling, "cancelling_at"},
 	{jobs.BatchCancelled, "cancelled_at"},
+}
+
+// ActiveStatuses are the statuses of the batches still to be driven (the
+// batch processor's work list): those that are not terminal
+// (jobs.BatchStatus.Terminal), in jobs.BatchStatuses' order.
+func ActiveStatuses() []jobs.BatchStatus {
+	var out []jobs.BatchStatus
+	for _, s := range jobs.BatchStatuses() {
+		if !s.Terminal() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ActiveWhere is the predicate, the same in both dialects, that holds for
+// a batch in one of ActiveStatuses: "status IN ('validating', ...)". Each
+// store's partial index of active batches (PostgreSQL's
+// batches_active_idx, SQLite's batches_active) is declared by a migration
+// with this very predicate, which the active batches' query must imply
+// for the index to serve it; TestActiveWhereMatchesIndexes holds the
+// migrations to it. A change to which statuses are terminal therefore
+// needs a migration that rebuilds both indexes.
+var ActiveWhere = activeWhere()
+
+func activeWhere() string {
+	quoted := make([]string, 0, 4)
+	for _, s := range ActiveStatuses() {
+		quoted = append(quoted, "'"+string(s)+"'")
+	}
+	return "status IN (" + strings.Join(quoted, ", ") + ")"
 }
 
 // StampSet is the SET list that stamps the time column of the status to

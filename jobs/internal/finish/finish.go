@@ -20,6 +20,12 @@ type Write struct {
 	// To is the state the job moves to: succeeded, queued or failed.
 	// Empty for an attempt, which only appends an event.
 	To jobs.State
+	// ClearClaim says the job leaves its worker (it goes back to the
+	// queue): its worker_claim, claimed_at, started_at,
+	// running_heartbeat_at and finished_at become NULL. Otherwise they
+	// stay, and a transition's finished_at is the transaction's time.
+	// The stores apply it as it is; they do not re-decide it from To.
+	ClearClaim bool
 	// Attempts is added to the job's attempt count.
 	Attempts int
 	// AvailableAt is a requeued job's not-before time; zero means the
@@ -78,7 +84,7 @@ func Succeed(p jobs.SucceedParams) (Write, error) {
 // Requeue is the write of a normalized RequeueParams: a hand-back spends
 // no attempt.
 func Requeue(p jobs.RequeueParams) Write {
-	w := Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Queued, Attempts: 1, AvailableAt: p.AvailableAt,
+	w := Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Queued, ClearClaim: true, Attempts: 1, AvailableAt: p.AvailableAt,
 		Kind: p.Kind, Message: p.Message, AttemptEvents: p.AttemptEvents, Calls: jobs.UsageCalls(p.AttemptEvents...),
 		Data: jobs.TransitionData{Worker: p.Worker, ErrorKind: p.Kind, ErrorMessage: p.Message, Handback: p.Handback}.JSON()}
 	if p.Handback {
@@ -108,7 +114,7 @@ func Reclaim(j jobs.Job, d jobs.ReclaimDecision) Write {
 	w := Write{JobID: j.ID, Worker: j.WorkerClaim, To: d.To, Kind: d.Kind, Message: d.Message, Calls: []jobs.UsageCall{jobs.LostCall},
 		Data: jobs.TransitionData{Worker: j.WorkerClaim, ErrorKind: d.Kind, ErrorMessage: d.Message}.JSON()}
 	if d.To == jobs.Queued {
-		w.Attempts = 1
+		w.Attempts, w.ClearClaim = 1, true
 	}
 	return w
 }

@@ -35,15 +35,19 @@ func TestWrites(t *testing.T) {
 		if c.w.To != c.to || c.w.Attempts != c.attempts || string(c.w.Data) != string(c.data.JSON()) || !c.w.Transition() {
 			t.Errorf("%s: to %s, attempts %d, data %s; want %s, %d, %s", c.name, c.w.To, c.w.Attempts, c.w.Data, c.to, c.attempts, c.data.JSON())
 		}
+		// Only a job going back to the queue leaves its worker.
+		if c.w.ClearClaim != (c.to == jobs.Queued) {
+			t.Errorf("%s: ClearClaim %v for a move to %s", c.name, c.w.ClearClaim, c.to)
+		}
 	}
 	if back.Worker != "dead" || back.Message == "" || stuck.Message == back.Message {
 		t.Errorf("reclaim writes: %+v, %+v", back, stuck)
 	}
-	if a := Attempt(jobs.AttemptParams{JobID: "j", Worker: "w", Data: []byte(`{}`)}); a.Transition() || string(a.Data) != `{}` {
+	if a := Attempt(jobs.AttemptParams{JobID: "j", Worker: "w", Data: []byte(`{}`)}); a.Transition() || a.ClearClaim || string(a.Data) != `{}` {
 		t.Errorf("attempt write: %+v", a)
 	}
 	s, err := Succeed(jobs.SucceedParams{JobID: "j", Worker: "w", Output: "ok"})
-	if err != nil || s.To != jobs.Succeeded || s.Data != nil || len(s.Usage) == 0 {
+	if err != nil || s.To != jobs.Succeeded || s.ClearClaim || s.Data != nil || len(s.Usage) == 0 {
 		t.Errorf("succeed write: %+v, %v", s, err)
 	}
 }

@@ -143,3 +143,29 @@ func KeyStoredBefore(t *testing.T, s jobs.Store, migration string) {
 		t.Errorf("repeat of a key stored before %s = %+v, %v; want job j", migration, e, err)
 	}
 }
+
+// TagsBackfilled checks, on a store opened on a database where the
+// migration that gave queued jobs start tags backfilled those of org "a"
+// (a1, a2, a3 at priority 50, and u1 at priority 10, in that claim
+// order), that the store claims them in that order and that a new org's
+// job comes in turn, not behind them all: it shares a2's tag, and its ID
+// (a UUIDv7) sorts first.
+func TagsBackfilled(t *testing.T, s jobs.Store) {
+	t.Helper()
+	ctx := t.Context()
+	b, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "b", CreatedBy: "u", Text: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, j := range got {
+		order = append(order, j.ID)
+	}
+	if want := []string{"u1", "a1", b.JobID, "a2", "a3"}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("claim order after the upgrade %v, want %v", order, want)
+	}
+}
