@@ -214,7 +214,7 @@ func fieldInvalid(err error) error {
 }
 
 // AnswerBody is the form of a backend's answer object (a
-// chat.completion) that a store keeps (Response.Body): the object as the
+// chat.completion) that a store keeps (Answer.Body): the object as the
 // backend sent it, made storable as SanitizeText makes text (no NUL,
 // valid UTF-8). Nil for none; an answer that is not a JSON object is
 // ErrInvalid.

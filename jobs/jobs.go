@@ -280,32 +280,42 @@ type Job struct {
 	AvailableAt time.Time `json:"available_at"`
 }
 
-// Response is a job's answer. Its ID is ResponseID(PromptID, JobID), so a
-// second write for the same job collides on the primary key.
-type Response struct {
-	ID       string          `json:"id"`
-	PromptID string          `json:"prompt_id"`
-	JobID    string          `json:"job_id"`
-	Output   string          `json:"output"`
-	Parsed   json.RawMessage `json:"parsed,omitempty"`
-	Model    string          `json:"model,omitempty"`
-	// FinishReason is the final generation's finish_reason.
+// Answer is a finished job's answer, as the worker hands it to the store
+// (SucceedParams.Answer) and the store gives it back (Response.Answer):
+// the service's one form of it. The engine's is promptkit.RunResult,
+// which the worker turns into an Answer. Its JSON is Response's fields.
+type Answer struct {
+	Output string          `json:"output"`
+	Parsed json.RawMessage `json:"parsed,omitempty"`
+	Model  string          `json:"model,omitempty"`
+	// FinishReason is the final generation's finish_reason, "" when the
+	// provider sent none.
 	FinishReason string `json:"finish_reason,omitempty"`
-	// Backend is the backend that answered: with a model group
-	// (docs/routing.md), one of the profile's backends.
+	// Backend is the backend that answered (promptkit.RunResult.BackendID):
+	// with a model group (docs/routing.md), one of the profile's backends.
 	Backend string `json:"backend,omitempty"`
 	// ToolCalls are the tools the model called instead of (or beside)
 	// answering, when the request offered tools.
 	ToolCalls []pktype.ToolCall `json:"tool_calls,omitempty"`
 	// Usage is the run's token usage; an unknown count is null in JSON.
-	Usage     pktype.Usage `json:"usage"`
-	CreatedAt time.Time    `json:"created_at"`
-	// Body is the final generation's answer as the backend sent it (see
-	// AnswerBody): every choice and field, those promptkit does not model
-	// too (reasoning, logprobs, system_fingerprint, usage details, ...).
-	// Nil for an answer stored before it was kept, from an injected
-	// client, or an embedding.
+	Usage pktype.Usage `json:"usage"`
+	// Body is the final generation's answer as the backend sent it
+	// (promptkit.RunResult.Raw; stored as AnswerBody makes it): every
+	// choice and field, those promptkit does not model too (reasoning,
+	// logprobs, system_fingerprint, usage details, ...). Nil for an
+	// answer stored before it was kept, from an injected client, or an
+	// embedding.
 	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// Response is a job's stored answer. Its ID is ResponseID(PromptID,
+// JobID), so a second write for the same job collides on the primary key.
+type Response struct {
+	ID       string `json:"id"`
+	PromptID string `json:"prompt_id"`
+	JobID    string `json:"job_id"`
+	Answer
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // responseNamespace scopes deterministic response IDs.

@@ -1,13 +1,17 @@
 package jobs_test
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // designTransitions is the job design's transition table, line by line; the
@@ -203,5 +207,34 @@ func TestVocabularyImmutable(t *testing.T) {
 	}
 	if jobs.CanTransition(jobs.Succeeded, jobs.Running) {
 		t.Error("changing a returned slice changed the state machine")
+	}
+}
+
+// A Response's JSON is its answer's fields beside its IDs and time, under
+// the names the API has always used: embedding Answer adds no key. (Only
+// "body" moved: it is an answer field, so it now comes before
+// "created_at".)
+func TestResponseJSON(t *testing.T) {
+	a := jobs.Answer{Output: "o", Parsed: json.RawMessage(`{"x":1}`), Model: "m", FinishReason: "stop", Backend: "b",
+		ToolCalls: []pktype.ToolCall{{ID: "c", Type: "function", Function: pktype.FunctionCall{Name: "f", Arguments: "{}"}}},
+		Body:      json.RawMessage(`{"a":1}`)}
+	a.Usage.PromptTokens, a.Usage.Known.PromptTokens = 3, true
+	r := jobs.Response{ID: "i", PromptID: "p", JobID: "j", Answer: a, CreatedAt: time.Unix(5, 0).UTC()}
+	b, err := json.Marshal(r)
+	want := `{"id":"i","prompt_id":"p","job_id":"j","output":"o","parsed":{"x":1},"model":"m","finish_reason":"stop","backend":"b",` +
+		`"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}],` +
+		`"usage":{"prompt_tokens":3,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null},` +
+		`"body":{"a":1},"created_at":"1970-01-01T00:00:05Z"}`
+	if err != nil || string(b) != want {
+		t.Fatalf("Response JSON =\n%s, %v\nwant\n%s", b, err, want)
+	}
+	var back jobs.Response
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, r) {
+		t.Errorf("decoded = %+v, %v", back, err)
+	}
+	if b, _ := json.Marshal(jobs.Response{}); string(b) != `{"id":"","prompt_id":"","job_id":"","output":"",`+
+		`"usage":{"prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null},`+
+		`"created_at":"0001-01-01T00:00:00Z"}` {
+		t.Errorf("empty Response JSON = %s", b)
 	}
 }

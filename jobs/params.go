@@ -322,29 +322,37 @@ func (p ClaimParams) Normalize() (ClaimParams, error) {
 // MaxSkipProfiles bounds ClaimParams.SkipProfiles.
 const MaxSkipProfiles = 1000
 
-// Normalize checks p: a succeeded job's parsed output must be JSON. The
-// provider's text is made storable (SanitizeText).
+// Normalize checks p's answer and attempt events (see Answer.Normalize).
 func (p SucceedParams) Normalize() (SucceedParams, error) {
 	var err error
-	if len(p.Parsed) > 0 && !json.Valid(p.Parsed) {
-		return p, invalid("parsed output is not JSON")
-	}
-	p.Output, p.Model, p.FinishReason = SanitizeText(p.Output), SanitizeText(p.Model), SanitizeText(p.FinishReason)
-	p.Backend = SanitizeText(p.Backend)
-	if len(p.ToolCalls) > 0 {
-		calls := make([]pktype.ToolCall, len(p.ToolCalls))
-		for i, c := range p.ToolCalls {
-			calls[i] = pktype.ToolCall{ID: SanitizeText(c.ID), Type: SanitizeText(c.Type), Function: pktype.FunctionCall{
-				Name: SanitizeText(c.Function.Name), Arguments: SanitizeText(c.Function.Arguments)}}
-		}
-		p.ToolCalls = calls
-	}
-	p.Parsed = sanitizeJSON(p.Parsed)
-	if p.Body, err = AnswerBody(p.Body); err != nil {
+	if p.Answer, err = p.Answer.Normalize(); err != nil {
 		return p, err
 	}
 	p.AttemptEvents, err = normalizeAttempts(p.AttemptEvents)
 	return p, err
+}
+
+// Normalize returns a as a store keeps it: its parsed output must be JSON
+// and its body a JSON object (AnswerBody); the provider's text is made
+// storable (SanitizeText).
+func (a Answer) Normalize() (Answer, error) {
+	if len(a.Parsed) > 0 && !json.Valid(a.Parsed) {
+		return a, invalid("parsed output is not JSON")
+	}
+	a.Output, a.Model, a.FinishReason = SanitizeText(a.Output), SanitizeText(a.Model), SanitizeText(a.FinishReason)
+	a.Backend = SanitizeText(a.Backend)
+	if len(a.ToolCalls) > 0 {
+		calls := make([]pktype.ToolCall, len(a.ToolCalls))
+		for i, c := range a.ToolCalls {
+			calls[i] = pktype.ToolCall{ID: SanitizeText(c.ID), Type: SanitizeText(c.Type), Function: pktype.FunctionCall{
+				Name: SanitizeText(c.Function.Name), Arguments: SanitizeText(c.Function.Arguments)}}
+		}
+		a.ToolCalls = calls
+	}
+	a.Parsed = sanitizeJSON(a.Parsed)
+	var err error
+	a.Body, err = AnswerBody(a.Body)
+	return a, err
 }
 
 // Normalize redacts and bounds the message (see ErrorMessage).

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"time"
-
-	"github.com/promptkit/promptkit/pktype"
 )
 
 // Store persists prompts, jobs, responses and events. Implementations:
@@ -479,24 +477,13 @@ type HeartbeatParams struct {
 	JobIDs []string
 }
 
-// SucceedParams finalizes a job with its response.
+// SucceedParams finalizes a job with its answer.
 type SucceedParams struct {
 	JobID  string
 	Worker string
-	Output string
-	Parsed json.RawMessage
-	Model  string
-	Usage  pktype.Usage
-	// Backend is the backend that answered (promptkit.RunResult.BackendID).
-	Backend string
-	// FinishReason is the final generation's finish_reason, "" when the
-	// provider sent none.
-	FinishReason string
-	// ToolCalls are the final generation's tool calls.
-	ToolCalls []pktype.ToolCall
-	// Body is the final generation's answer as the backend sent it
-	// (promptkit.RunResult.Raw); Normalize stores it as AnswerBody does.
-	Body json.RawMessage
+	// Answer is the job's answer; Normalize makes it storable (see
+	// Answer.Normalize).
+	Answer Answer
 	// AttemptEvents are attempt events (each as AttemptParams.Data) recorded
 	// in the same transaction, before the transition's event, and only if
 	// the write takes effect: a worker writes a run's last attempt with

@@ -215,7 +215,7 @@ func TestAdminJobTimeline(t *testing.T) {
 	clk.Advance(900 * time.Millisecond)
 	answered := jobs.AttemptEvent{JobAttempt: 1, Generation: 1, Attempt: 2, Dispatched: true, StatusCode: 200,
 		Outcome: "success", GenerationMS: 120, Backend: "b2", Model: "m", CostUSD: &cost}
-	if _, err := e.st.Succeed(ctx, jobs.SucceedParams{JobID: sub.JobID, Worker: "w1", Output: "done", Model: "m", Backend: "b2",
+	if _, err := e.st.Succeed(ctx, jobs.SucceedParams{JobID: sub.JobID, Worker: "w1", Answer: jobs.Answer{Output: "done", Model: "m", Backend: "b2"},
 		AttemptEvents: []json.RawMessage{answered.JSON()}}); err != nil {
 		t.Fatal(err)
 	}

@@ -227,7 +227,8 @@ func (e *env) finish(jobID, output string) {
 	if err != nil || len(js) != 1 || js[0].ID != jobID {
 		e.t.Fatalf("claim %s: %v %v", jobID, js, err)
 	}
-	if _, err := e.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "test-worker", Output: output, Model: "m"}); err != nil {
+	if _, err := e.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "test-worker", Answer: jobs.Answer{Output: output,
+		Model: "m"}}); err != nil {
 		e.t.Fatal(err)
 	}
 }

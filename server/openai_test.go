@@ -149,7 +149,7 @@ func TestChatCompletion(t *testing.T) {
 		p.Chat.Messages[1].Content != "Say hi" || *p.Chat.MaxTokens != 20 || p.OrgID != LocalOrg || p.CreatedBy != LocalUser {
 		t.Fatalf("stored job %+v prompt %+v", j, p)
 	}
-	e.succeed(j, jobs.SucceedParams{Output: "Hi!", Model: "promptkit-simulated", FinishReason: "stop", Usage: usage(12, 3, 15)})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "Hi!", Model: "promptkit-simulated", FinishReason: "stop", Usage: usage(12, 3, 15)}})
 	r := wait()
 	var c openaiapi.ChatCompletion
 	r.decode(t, &c)
@@ -199,7 +199,7 @@ func TestChatCompletionWithoutUsage(t *testing.T) {
 	// The provider reported only the prompt count: no usage at all,
 	// rather than invented numbers; no finish_reason: "stop".
 	u := pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 4}, Known: pktype.TokenUsagePresence{PromptTokens: true}}
-	e.succeed(j, jobs.SucceedParams{Output: "Hi", Model: "m", Usage: u})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "Hi", Model: "m", Usage: u}})
 	r := wait()
 	var raw map[string]json.RawMessage
 	r.decode(t, &raw)
@@ -308,7 +308,7 @@ func TestChatCompletionStream(t *testing.T) {
 			break
 		}
 	}
-	e.succeed(j, jobs.SucceedParams{Output: "Hello there", Model: "m", FinishReason: "length", Usage: usage(5, 2, 7)})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "Hello there", Model: "m", FinishReason: "length", Usage: usage(5, 2, 7)}})
 	data := s.rest()
 	if len(data) != 5 || data[4] != "[DONE]" {
 		t.Fatalf("events: %q", data)
@@ -542,7 +542,7 @@ func TestChatTextNeverLogged(t *testing.T) {
 	body := `{"model":"default","messages":[{"role":"user","content":"say ` + marker + `"}]}`
 	wait := e.callAsync("POST", "/v1/chat/completions", "", body, "Idempotency-Key", marker)
 	j := e.claimNext()
-	e.succeed(j, jobs.SucceedParams{Output: "you said " + marker, Model: "m"})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "you said " + marker, Model: "m"}})
 	if r := wait(); r.code != 200 || !strings.Contains(string(r.body), marker) {
 		t.Fatalf("completion: %d %s", r.code, r.body)
 	}
@@ -574,7 +574,7 @@ func TestOpenAISchemasFitTheGoTypes(t *testing.T) {
 		FinalizingAt: at(2 * time.Second), CompletedAt: at(3 * time.Second), ExpiredAt: at(4 * time.Second),
 		CancellingAt: at(5 * time.Second), CancelledAt: at(6 * time.Second), OutputFileID: "file-2", ErrorFileID: "file-3",
 		Metadata: json.RawMessage(`{"k":"v"}`), Counts: jobs.BatchCounts{Total: 3, Completed: 1, Failed: 2}}
-	noUsage := openaiapi.Completion(jobs.Job{ID: "j"}, jobs.Response{Output: "x", CreatedAt: oasT0})
+	noUsage := openaiapi.Completion(jobs.Job{ID: "j"}, jobs.Response{Answer: jobs.Answer{Output: "x"}, CreatedAt: oasT0})
 	_, jobErr := openaiapi.JobError(jobs.Job{State: jobs.Failed, ErrorKind: jobs.KindProvider5xx})
 	for _, c := range []struct {
 		name, schema string
@@ -633,7 +633,7 @@ func TestOpenAIFallbackProfile(t *testing.T) {
 	if p.Profile != "default" {
 		t.Fatalf("profile %q, want the fallback", p.Profile)
 	}
-	e.succeed(j, jobs.SucceedParams{Output: "Hi!", Model: "promptkit-simulated", FinishReason: "stop"})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "Hi!", Model: "promptkit-simulated", FinishReason: "stop"}})
 	if r := wait(); r.code != 200 {
 		t.Fatalf("chat: %d %s", r.code, r.body)
 	}

@@ -793,8 +793,8 @@ func oasSampleAnswer() *answerView {
 	u := pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 12, CompletionTokens: 3, TotalTokens: 15}}
 	u.Known.PromptTokens, u.Known.CompletionTokens, u.Known.TotalTokens = true, true, true
 	r := jobs.Response{
-		ID: jobs.ResponseID(oasPromptA, oasJob2), PromptID: oasPromptA, JobID: oasJob2, Output: `{"answer": 42}`,
-		Parsed: json.RawMessage(`{"answer":42}`), Model: "gpt-x", Usage: u, CreatedAt: oasT0.Add(6 * time.Second),
+		ID: jobs.ResponseID(oasPromptA, oasJob2), PromptID: oasPromptA, JobID: oasJob2, Answer: jobs.Answer{Output: `{"answer": 42}`,
+			Parsed: json.RawMessage(`{"answer":42}`), Model: "gpt-x", Usage: u}, CreatedAt: oasT0.Add(6 * time.Second),
 	}
 	return &answerView{Response: r, HTML: page.Render(r)}
 }

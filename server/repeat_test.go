@@ -169,14 +169,14 @@ func TestChatRepeatsAreOneJob(t *testing.T) {
 
 		// One answer for the first attempt and its retries.
 		clock.Advance(time.Second)
-		e.succeed(jobs.Job{ID: jid}, jobs.SucceedParams{Output: "Hi!", Model: "m"})
+		e.succeed(jobs.Job{ID: jid}, jobs.SucceedParams{Answer: jobs.Answer{Output: "Hi!", Model: "m"}})
 		completionOf(t, "the first request", first.answer(), pid, jid)
 		completionOf(t, "its retry", retry.answer(), pid, jid)
 		if data := s.rest(); len(data) == 0 || !strings.Contains(data[0], `"chatcmpl-`+jid+`"`) {
 			t.Errorf("the streamed retry: %q", data)
 		}
 		for range others {
-			e.succeed(e.claimNext(), jobs.SucceedParams{Output: "other", Model: "m"})
+			e.succeed(e.claimNext(), jobs.SucceedParams{Answer: jobs.Answer{Output: "other", Model: "m"}})
 		}
 		for what, p := range others {
 			if r := p.answer(); r.code != 200 || r.header.Get(headerJobID) == jid {
@@ -189,7 +189,7 @@ func TestChatRepeatsAreOneJob(t *testing.T) {
 		hey := strings.Replace(chatBody, "Say hi", "Say hey", 1)
 		call := e.start(path, ann, hey, with(headerRetryCount, "0")...)
 		hp, hj := call.ids()
-		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hey!", Model: "m"})
+		e.succeed(e.claimNext(), jobs.SucceedParams{Answer: jobs.Answer{Output: "Hey!", Model: "m"}})
 		completionOf(t, "a call", call.answer(), hp, hj)
 		clock.Advance(DefaultRepeatWindow - time.Microsecond)
 		completionOf(t, "its retry within the window", e.call("POST", path, ann, hey, headerRetryCount, "2"), hp, hj)
@@ -200,7 +200,7 @@ func TestChatRepeatsAreOneJob(t *testing.T) {
 		if lp == hp || lj == hj {
 			t.Fatalf("a retry after the window found the old job %s", lj)
 		}
-		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hey again!", Model: "m"})
+		e.succeed(e.claimNext(), jobs.SucceedParams{Answer: jobs.Answer{Output: "Hey again!", Model: "m"}})
 		completionOf(t, "a retry after the window", later.answer(), lp, lj)
 		// A retry after a failure runs again: the job released the key.
 		failing := e.start(path, ann, hey, with(headerRetryCount, "0")...)
@@ -211,7 +211,7 @@ func TestChatRepeatsAreOneJob(t *testing.T) {
 		if ap, aj := again.ids(); ap == fp || aj == fj {
 			t.Errorf("a retry after a failure found the failed job %s", aj)
 		}
-		e.succeed(e.claimNext(), jobs.SucceedParams{Output: "Hi after all!", Model: "m"})
+		e.succeed(e.claimNext(), jobs.SucceedParams{Answer: jobs.Answer{Output: "Hi after all!", Model: "m"}})
 		again.answer()
 		if n := e.jobCount(); n != 12 {
 			t.Errorf("%d jobs, want 12", n)
@@ -231,8 +231,8 @@ func TestChatRepeatsOff(t *testing.T) {
 	} else if _, jb := b.ids(); jb == ja {
 		t.Errorf("the same job %s with repeats off", ja)
 	}
-	e.succeed(e.claimNext(), jobs.SucceedParams{Output: "1", Model: "m"})
-	e.succeed(e.claimNext(), jobs.SucceedParams{Output: "2", Model: "m"})
+	e.succeed(e.claimNext(), jobs.SucceedParams{Answer: jobs.Answer{Output: "1", Model: "m"}})
+	e.succeed(e.claimNext(), jobs.SucceedParams{Answer: jobs.Answer{Output: "2", Model: "m"}})
 	for _, p := range []*pending{a, b} {
 		if r := p.answer(); r.code != 200 {
 			t.Errorf("%d %s", r.code, r.body)
@@ -248,7 +248,7 @@ func TestEarlyHintsOnRequestOnly(t *testing.T) {
 	e := setup(t)
 	p := e.start("/v1/chat/completions", "", chatBody, headerEarly, "0")
 	j := e.claimNext()
-	e.succeed(j, jobs.SucceedParams{Output: "Hi!", Model: "m"})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "Hi!", Model: "m"}})
 	completionOf(t, "the answer", p.answer(), j.PromptID, j.ID)
 	if len(p.hints) != 0 {
 		t.Errorf("a 103 without being asked: %v", <-p.hints)
@@ -268,7 +268,7 @@ func TestSubmitIDsBeforeTheWait(t *testing.T) {
 	if j.ID != jid || j.PromptID != pid {
 		t.Fatalf("claimed %s of %s; the 103 named %s of %s", j.ID, j.PromptID, jid, pid)
 	}
-	e.succeed(j, jobs.SucceedParams{Output: "hello", Model: "m"})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "hello", Model: "m"}})
 	r := p.answer()
 	var v promptView
 	r.decode(t, &v)

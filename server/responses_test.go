@@ -293,7 +293,7 @@ func TestResponsesPrevious(t *testing.T) {
 	if er := r.oaErr(t); r.code != 400 || deref(er.Param) != "previous_response_id" {
 		t.Errorf("unanswered previous: %d %s", r.code, r.body)
 	}
-	e.succeed(j, jobs.SucceedParams{Output: "Noted: 42.", Model: "m", FinishReason: "stop"})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "Noted: 42.", Model: "m", FinishReason: "stop"}})
 	if r := wait(); r.code != 200 {
 		t.Fatalf("first: %d %s", r.code, r.body)
 	}
@@ -309,7 +309,7 @@ func TestResponsesPrevious(t *testing.T) {
 		p.Chat.Responses.InputStart != 3 {
 		t.Errorf("stored conversation %+v", p.Chat.Messages)
 	}
-	e.succeed(j2, jobs.SucceedParams{Output: "42.", Model: "m"})
+	e.succeed(j2, jobs.SucceedParams{Answer: jobs.Answer{Output: "42.", Model: "m"}})
 	r = wait()
 	var o openaiapi.Response
 	r.decode(t, &o)
@@ -442,7 +442,7 @@ func TestResponsesBackground(t *testing.T) {
 		t.Fatalf("second event %+v", ev)
 	}
 	story := strings.Repeat("Once upon a time, a queue met a worker. ", 6)
-	e.succeed(j, jobs.SucceedParams{Output: story, Model: "m", FinishReason: "length", Usage: usage(5, 60, 65)})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: story, Model: "m", FinishReason: "length", Usage: usage(5, 60, 65)}})
 	rest := s.restEvents()
 	all := append([]respEvent{{ev: openaiapi.ResponseEvent{Type: "response.created"}}, ev}, rest...)
 	numbered(t, all[1:], 1)
@@ -477,7 +477,7 @@ func TestResponsesBackground(t *testing.T) {
 	// With stream: true too, the POST is the same stream, followed.
 	s = e.openResponseStream("POST", "/v1/responses", `{"model":"default","background":true,"stream":true,"input":"Another."}`)
 	j = e.claimNext()
-	e.succeed(j, jobs.SucceedParams{Output: "Short.", Model: "m"})
+	e.succeed(j, jobs.SucceedParams{Answer: jobs.Answer{Output: "Short.", Model: "m"}})
 	evs := s.restEvents()
 	numbered(t, evs, 0)
 	if evs[len(evs)-1].ev.Type != "response.completed" || text(evs) != "Short." {
@@ -696,7 +696,7 @@ func TestResponsesSchemasFitTheGoTypes(t *testing.T) {
 	prompt := jobs.Prompt{ID: oasPromptA, CreatedAt: oasT0, Chat: &c}
 	details := pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 5, CompletionTokens: 4, CachedTokens: 2, ReasoningTokens: 1},
 		Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: true, ReasoningTokens: true}}
-	filtered := jobs.Response{Output: "x", FinishReason: "content_filter", Usage: details}
+	filtered := jobs.Response{Answer: jobs.Answer{Output: "x", FinishReason: "content_filter", Usage: details}}
 	for name, o := range map[string]openaiapi.Response{
 		"usage details, filtered": openaiapi.ResponseObject(prompt, jobs.Job{State: jobs.Succeeded}, &filtered),
 		"answer archived":         openaiapi.ResponseObject(prompt, jobs.Job{State: jobs.Succeeded}, nil),

@@ -32,7 +32,7 @@ func (e *env) settle(jobID, model string, in, out int, cost float64, details ...
 	if cost >= 0 {
 		ev.CostUSD = &cost
 	}
-	if _, err := e.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "test-worker", Output: "ok", Model: model,
+	if _, err := e.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "test-worker", Answer: jobs.Answer{Output: "ok", Model: model},
 		AttemptEvents: []json.RawMessage{ev.JSON()}}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -49,7 +49,8 @@ func BenchmarkCompletion(b *testing.B) {
 		b.Fatal(err)
 	}
 	j := jobs.Job{ID: "01a251df-31a0-71b3-84b4-b4488a5de24a"}
-	r := jobs.Response{Body: body, Output: "Fake provider reply: How far is the moon from the earth? (1)", Model: "fast-model", FinishReason: "stop", CreatedAt: time.Now()}
+	r := jobs.Response{Answer: jobs.Answer{Body: body, Output: "Fake provider reply: How far is the moon from the earth? (1)",
+		Model: "fast-model", FinishReason: "stop"}, CreatedAt: time.Now()}
 	for b.Loop() {
 		if _, err := json.Marshal(openaiapi.CompletionJSON(j, r)); err != nil {
 			b.Fatal(err)
@@ -61,7 +62,8 @@ func BenchmarkCompletion(b *testing.B) {
 // a kept body (an injected client's, or one stored before bodies were).
 func BenchmarkCompletionNoBody(b *testing.B) {
 	j := jobs.Job{ID: "01a251df-31a0-71b3-84b4-b4488a5de24a"}
-	r := jobs.Response{Output: "Fake provider reply: How far is the moon from the earth? (1)", Model: "fast-model", CreatedAt: time.Now()}
+	r := jobs.Response{Answer: jobs.Answer{Output: "Fake provider reply: How far is the moon from the earth? (1)", Model: "fast-model"},
+		CreatedAt: time.Now()}
 	for b.Loop() {
 		if _, err := json.Marshal(openaiapi.CompletionJSON(j, r)); err != nil {
 			b.Fatal(err)

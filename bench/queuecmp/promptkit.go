@@ -132,7 +132,7 @@ func (p *pkInstance) Work(ctx context.Context, n, workers int) error {
 					continue
 				}
 				for _, j := range js {
-					if _, err := p.store.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+					if _, err := p.store.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 						cancel(fmt.Errorf("succeed: %w", err))
 						return
 					}
@@ -215,7 +215,7 @@ func (p *pkInstance) Steady(ctx context.Context, sp steadyParams) (steadyResult,
 				}
 				for _, j := range js {
 					rec.started(j.AvailableAt.UnixNano())
-					if _, err := ws.Succeed(wctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+					if _, err := ws.Succeed(wctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 						if wctx.Err() == nil {
 							cancel(fmt.Errorf("succeed: %w", err))
 						}
@@ -289,7 +289,7 @@ func (p *pkInstance) dispatchLoop(ctx context.Context, st jobs.Store, cancel con
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				if _, err := st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+				if _, err := st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 					if ctx.Err() == nil {
 						cancel(fmt.Errorf("succeed: %w", err))
 					}

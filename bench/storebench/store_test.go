@@ -99,7 +99,7 @@ func Bench(b *testing.B, open func(b *testing.B) jobs.Store) {
 						}
 						claimed.Add(int64(len(js)))
 						for _, j := range js {
-							if _, err := st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: w, Output: "ok"}); err != nil {
+							if _, err := st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: w, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 								errs <- err
 								return
 							}

@@ -34,8 +34,8 @@ func known(prompt, completion, total *int) pktype.Usage {
 func TestCompletion(t *testing.T) {
 	t.Parallel()
 	j := jobs.Job{ID: "j1", State: jobs.Succeeded}
-	r := jobs.Response{Output: "Hello", Model: "gpt-x", FinishReason: "length", CreatedAt: t0,
-		Usage: known(new(12), new(3), new(15))}
+	r := jobs.Response{Answer: jobs.Answer{Output: "Hello", Model: "gpt-x", FinishReason: "length", Usage: known(new(12), new(3), new(15))},
+		CreatedAt: t0}
 	got := openaiapi.Completion(j, r)
 	want := openaiapi.ChatCompletion{
 		ID: "chatcmpl-j1", Object: "chat.completion", Created: t0.Unix(), Model: "gpt-x",
@@ -90,7 +90,8 @@ func TestCompletion(t *testing.T) {
 
 func TestChunks(t *testing.T) {
 	t.Parallel()
-	c := openaiapi.Completion(jobs.Job{ID: "j1"}, jobs.Response{Output: "Hi there", Model: "m", CreatedAt: t0, Usage: known(new(2), new(3), new(5))})
+	c := openaiapi.Completion(jobs.Job{ID: "j1"}, jobs.Response{
+		Answer: jobs.Answer{Output: "Hi there", Model: "m", Usage: known(new(2), new(3), new(5))}, CreatedAt: t0})
 	enc := func(chs []openaiapi.ChatCompletionChunk) []string {
 		var out []string
 		for _, ch := range chs {
@@ -164,7 +165,7 @@ func TestJobError(t *testing.T) {
 func TestOutputLine(t *testing.T) {
 	t.Parallel()
 	p := jobs.Prompt{ID: "p1", CustomID: "req-1"}
-	resp := &jobs.Response{Output: "ok", Model: "m", CreatedAt: t0}
+	resp := &jobs.Response{Answer: jobs.Answer{Output: "ok", Model: "m"}, CreatedAt: t0}
 	type line struct {
 		ID       string `json:"id"`
 		CustomID string `json:"custom_id"`
@@ -341,7 +342,7 @@ func TestCompletionToolCalls(t *testing.T) {
 		{ID: "c2", Type: "function", Function: pktype.FunctionCall{Name: "g", Arguments: `{}`}},
 	}
 	j := jobs.Job{ID: "j1", State: jobs.Succeeded}
-	r := jobs.Response{Model: "m", CreatedAt: t0, ToolCalls: calls}
+	r := jobs.Response{Answer: jobs.Answer{Model: "m", ToolCalls: calls}, CreatedAt: t0}
 	c := openaiapi.Completion(j, r)
 	msg := c.Choices[0].Message
 	if msg.Content != nil || !reflect.DeepEqual(msg.ToolCalls, calls) || c.Choices[0].FinishReason != "tool_calls" {

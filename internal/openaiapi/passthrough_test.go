@@ -102,7 +102,7 @@ func storedReasoning(t *testing.T) jobs.Response {
 	}
 	u := pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 18, CompletionTokens: 40, TotalTokens: 58, CachedTokens: 8, ReasoningTokens: 24},
 		Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true, ReasoningTokens: true}}
-	return jobs.Response{Output: "Paris", Model: "qwen3", FinishReason: "stop", Usage: u, Body: body, CreatedAt: time.Unix(5, 0)}
+	return jobs.Response{Answer: jobs.Answer{Output: "Paris", Model: "qwen3", FinishReason: "stop", Usage: u, Body: body}, CreatedAt: time.Unix(5, 0)}
 }
 
 // A stored answer comes back whole: every choice, reasoning, logprobs,
@@ -208,7 +208,7 @@ func TestCompletionNullContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(openaiapi.Completion(jobs.Job{ID: "j"}, jobs.Response{Body: body}))
+	b, err := json.Marshal(openaiapi.Completion(jobs.Job{ID: "j"}, jobs.Response{Answer: jobs.Answer{Body: body}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,8 @@ func TestResponsesContinued(t *testing.T) {
 	t.Parallel()
 	_, first := decodeResponses(t, `{"model":"m","input":"weather?","instructions":"old instructions"}`)
 	prev := jobs.Prompt{ID: "p1", Chat: &first}
-	answer := jobs.Response{ToolCalls: []pktype.ToolCall{{ID: "c1", Type: "function", Function: pktype.FunctionCall{Name: "weather", Arguments: "{}"}}}}
+	answer := jobs.Response{Answer: jobs.Answer{ToolCalls: []pktype.ToolCall{{ID: "c1", Type: "function",
+		Function: pktype.FunctionCall{Name: "weather", Arguments: "{}"}}}}}
 	turns := openaiapi.ContinuedMessages(prev, answer)
 	p, err := openaiapi.DecodeResponses([]byte(`{"model":"m","instructions":"new","previous_response_id":"resp_p1",
 		"input":[{"type":"function_call_output","call_id":"c1","output":"sunny"}],"tools":[{"type":"function","name":"weather"}]}`))
@@ -223,10 +224,10 @@ func TestResponseObject(t *testing.T) {
 	}
 
 	// Text and calls: the message first; counts only as reported.
-	r := jobs.Response{Output: "let me look", Model: "gpt-x-2", FinishReason: "tool_calls",
+	r := jobs.Response{Answer: jobs.Answer{Output: "let me look", Model: "gpt-x-2", FinishReason: "tool_calls",
 		ToolCalls: []pktype.ToolCall{{ID: "c1", Type: "function", Function: pktype.FunctionCall{Name: "weather", Arguments: "{}"}}},
 		Usage: pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 3, CompletionTokens: 4, CachedTokens: 1},
-			Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: true}}}
+			Known: pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, CachedTokens: true}}}}
 	o = openaiapi.ResponseObject(p, jobs.Job{State: jobs.Succeeded}, &r)
 	b, _ := json.Marshal(o.Output)
 	if o.Status != "completed" || o.Model != "gpt-x-2" || string(b) != `[{"id":"msg_0190-p","type":"message","status":"completed","role":"assistant",`+
@@ -239,7 +240,7 @@ func TestResponseObject(t *testing.T) {
 		t.Errorf("usage %s", u)
 	}
 	// Cut off: incomplete; no usage known: null.
-	r = jobs.Response{Output: "Once upon", FinishReason: "length"}
+	r = jobs.Response{Answer: jobs.Answer{Output: "Once upon", FinishReason: "length"}}
 	o = openaiapi.ResponseObject(p, jobs.Job{State: jobs.Succeeded}, &r)
 	if o.Status != "incomplete" || o.IncompleteDetails == nil || o.IncompleteDetails.Reason != "max_output_tokens" || o.Usage != nil ||
 		o.Output[0].Status != "incomplete" {
@@ -253,8 +254,8 @@ func TestResponseEvents(t *testing.T) {
 	t.Parallel()
 	p := storedResponse(t, `{"model":"gpt-x","input":"hi","background":true}`)
 	text := strings.Repeat("héllo wörld ", 20) + "€"
-	r := jobs.Response{Output: text, Model: "gpt-x", FinishReason: "stop",
-		ToolCalls: []pktype.ToolCall{{ID: "c1", Type: "function", Function: pktype.FunctionCall{Name: "f", Arguments: `{"a":1}`}}}}
+	r := jobs.Response{Answer: jobs.Answer{Output: text, Model: "gpt-x", FinishReason: "stop",
+		ToolCalls: []pktype.ToolCall{{ID: "c1", Type: "function", Function: pktype.FunctionCall{Name: "f", Arguments: `{"a":1}`}}}}}
 	queued := openaiapi.ResponseEvents(p, jobs.Job{State: jobs.Queued}, nil)
 	running := openaiapi.ResponseEvents(p, jobs.Job{State: jobs.Running}, nil)
 	done := openaiapi.ResponseEvents(p, jobs.Job{State: jobs.Succeeded}, &r)
@@ -328,7 +329,7 @@ func TestResponseIDs(t *testing.T) {
 		}
 	}
 	// A stored item comes back as the item it was.
-	o := openaiapi.ResponseObject(storedResponse(t, `{"model":"m","input":"x"}`), jobs.Job{State: jobs.Succeeded}, &jobs.Response{Output: "a"})
+	o := openaiapi.ResponseObject(storedResponse(t, `{"model":"m","input":"x"}`), jobs.Job{State: jobs.Succeeded}, &jobs.Response{Answer: jobs.Answer{Output: "a"}})
 	it := openaiapi.ItemOf(o.Output[0], "input[0]")
 	if it.Type != "message" || it.Role != "assistant" || it.Text != "a" || it.Param != "input[0]" {
 		t.Errorf("ItemOf %+v", it)

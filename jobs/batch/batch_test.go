@@ -187,7 +187,8 @@ func (e *env) settle(outcome map[string]string) {
 		}
 		switch outcome[p.CustomID] {
 		case "ok":
-			_, err = e.st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w1", Output: "answer to " + p.CustomID, Model: "fast", FinishReason: "stop"})
+			_, err = e.st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w1", Answer: jobs.Answer{Output: "answer to " + p.CustomID,
+				Model: "fast", FinishReason: "stop"}})
 		case "fail":
 			_, err = e.st.Fail(ctx, jobs.FailParams{JobID: j.ID, Worker: "w1", Kind: jobs.KindProvider4xx, Message: "the provider refused it"})
 		}
@@ -553,7 +554,7 @@ func TestCompletionWritesEachCustomIDOnce(t *testing.T) {
 		for _, j := range running.Jobs {
 			pr, _ := e.st.GetPrompt(ctx, "", j.PromptID)
 			if pr.CustomID == "req-3" {
-				_, err = e.st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w1", Output: "x", Model: "fast"})
+				_, err = e.st.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w1", Answer: jobs.Answer{Output: "x", Model: "fast"}})
 			} else {
 				_, err = e.st.Cancel(ctx, jobs.CancelParams{JobID: j.ID})
 			}

@@ -18,7 +18,8 @@ func testBatchReads(t *testing.T, h Harness) {
 	var rids []string
 	for _, e := range []jobs.Enqueued{a1, b1} {
 		f.claimID("w", e.JobID)
-		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "answer to " + e.PromptID, Model: "m"})
+		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "answer to " + e.PromptID,
+			Model: "m"}})
 		if err != nil {
 			t.Fatalf("Succeed: %v", err)
 		}

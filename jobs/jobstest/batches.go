@@ -403,7 +403,7 @@ func testBatchProgress(t *testing.T, h Harness) {
 	f.move(b.ID, jobs.BatchValidating, jobs.BatchInProgress)
 	other := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(0)}) // no line of the batch
 	f.claimID("w", other.JobID)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: other.JobID, Worker: "w", Output: "x"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: other.JobID, Worker: "w", Answer: jobs.Answer{Output: "x"}}); err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}
 	ls := f.lines(b, 5)
@@ -421,7 +421,7 @@ func testBatchProgress(t *testing.T, h Harness) {
 	for _, l := range ls[:3] {
 		f.claimID("w", l.JobID)
 	}
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}
 	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: ls[1].JobID, Worker: "w", Kind: jobs.KindProvider4xx, Message: "no"}); err != nil {
@@ -468,7 +468,7 @@ func testCancelBatchJobs(t *testing.T, h Harness) {
 	other := f.enqueue(jobs.EnqueueParams{OrgID: "org-a", Priority: ptr(100)})
 	f.claimID("w", ls[0].JobID)
 	f.claimID("w", ls[1].JobID)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[1].JobID, Worker: "w", Output: "done"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[1].JobID, Worker: "w", Answer: jobs.Answer{Output: "done"}}); err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
@@ -497,7 +497,7 @@ func testCancelBatchJobs(t *testing.T, h Harness) {
 	if j := f.job(other.JobID); j.State != jobs.Queued {
 		t.Errorf("a job of no batch is %s after CancelBatchJobs", j.State)
 	}
-	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Output: "late"})
+	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Answer: jobs.Answer{Output: "late"}})
 	wantErr(t, err, jobs.ErrNotClaimed, "Succeed of a running line after CancelBatchJobs")
 	if n, err := f.store.CancelBatchJobs(f.ctx, b.ID); err != nil || n != 0 {
 		t.Errorf("CancelBatchJobs again = %d, %v; want 0", n, err)
@@ -514,7 +514,8 @@ func testBatchResults(t *testing.T, h Harness) {
 	f.lines(f.newBatch("org-a"), 2) // another batch's lines
 	f.claimID("w", ls[0].JobID)
 	f.claimID("w", ls[1].JobID)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Output: "one", FinishReason: "stop"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Answer: jobs.Answer{Output: "one",
+		FinishReason: "stop"}}); err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}
 	if _, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: ls[1].JobID, Worker: "w", Kind: jobs.KindTimeout, Message: "slow"}); err != nil {
@@ -525,7 +526,7 @@ func testBatchResults(t *testing.T, h Harness) {
 		t.Fatalf("Retry: %v", err)
 	}
 	f.claimID("w", retry.ID)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: retry.ID, Worker: "w", Output: "two"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: retry.ID, Worker: "w", Answer: jobs.Answer{Output: "two"}}); err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}
 
@@ -589,7 +590,7 @@ func testArchiveKeepsBatches(t *testing.T, h Harness) {
 	ls := f.lines(b, 2)
 	for _, l := range ls {
 		f.claimID("w", l.JobID)
-		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: l.JobID, Worker: "w", Output: "ok"}); err != nil {
+		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: l.JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 			t.Fatalf("Succeed: %v", err)
 		}
 	}

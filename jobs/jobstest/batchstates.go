@@ -102,7 +102,7 @@ func testCancelBatchEachStatus(t *testing.T, h Harness) {
 	b := f.batchIn("org-a", jobs.BatchInProgress)
 	ls := f.lines(b, 3)
 	f.claimID("w", ls[0].JobID)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: ls[0].JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}
 	live := jobs.BatchCounts{Total: 3, Completed: 1}

@@ -31,7 +31,7 @@ func (f *fixture) bulkJob(org string, state jobs.State) string {
 		switch state {
 		case jobs.Running:
 		case jobs.Succeeded:
-			_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w-" + id, Output: "x"})
+			_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w-" + id, Answer: jobs.Answer{Output: "x"}})
 		case jobs.Failed:
 			_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: id, Worker: "w-" + id, Kind: jobs.KindProvider4xx, Message: "no"})
 		default:

@@ -131,8 +131,8 @@ func testFrontDoorFields(t *testing.T, h Harness) {
 		body                json.RawMessage
 	}{{plain.JobID, "", "", nil, nil}, {chat.JobID, "tool_calls", "backend-b", toolCalls(), answerBody}} {
 		f.claimID("w", c.id)
-		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Output: "out", FinishReason: c.reason,
-			ToolCalls: c.calls, Backend: c.backend, Body: c.body})
+		j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: c.id, Worker: "w", Answer: jobs.Answer{Output: "out", FinishReason: c.reason,
+			ToolCalls: c.calls, Backend: c.backend, Body: c.body}})
 		if err != nil {
 			t.Fatalf("Succeed: %v", err)
 		}

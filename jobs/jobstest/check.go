@@ -45,7 +45,7 @@ func testCheck(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	check("AppendAttempt")
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: claimed[0].ID, Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: claimed[0].ID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	check("Succeed")
@@ -96,7 +96,7 @@ func testCheckAfterRefusals(t *testing.T, h Harness) {
 		call func() error
 	}{
 		{"ErrNotClaimed (Succeed of a finished job)", func() error {
-			_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: succeeded.ID, Worker: worker, Output: "again"})
+			_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: succeeded.ID, Worker: worker, Answer: jobs.Answer{Output: "again"}})
 			return err
 		}},
 		{"ErrNotClaimed (Heartbeat of an unknown job)", func() error {
@@ -172,7 +172,7 @@ func testCheckConcurrentWrites(t *testing.T, h Harness) {
 					return
 				}
 				for _, j := range got {
-					if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"}); err != nil {
+					if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 						t.Errorf("Succeed: %v", err)
 						return
 					}

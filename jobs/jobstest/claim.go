@@ -282,7 +282,7 @@ func testNotBefore(t *testing.T, h Harness) {
 func testDependencies(t *testing.T, h Harness) {
 	finish := map[string]func(f *fixture, id, worker string){
 		"succeeded": func(f *fixture, id, w string) {
-			if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: w, Output: "x"}); err != nil {
+			if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: w, Answer: jobs.Answer{Output: "x"}}); err != nil {
 				f.t.Fatal(err)
 			}
 		},
@@ -370,8 +370,8 @@ func testSucceedResponse(t *testing.T, h Harness) {
 		TokenUsage: pktype.TokenUsage{PromptTokens: 12, CompletionTokens: 30, TotalTokens: 42},
 		Known:      pktype.TokenUsagePresence{PromptTokens: true, CompletionTokens: true, TotalTokens: true, CachedTokens: true},
 	}
-	j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "the answer",
-		Parsed: json.RawMessage(`{"answer": 42}`), Model: "model-x", Usage: usage})
+	j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "the answer",
+		Parsed: json.RawMessage(`{"answer": 42}`), Model: "model-x", Usage: usage}})
 	if err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}
@@ -496,7 +496,7 @@ func testEnqueueClaimAs(t *testing.T, h Harness) {
 	if err != nil || !again.Existing || again.Claimed != nil || again.JobID != e.JobID {
 		t.Errorf("repeat = %+v, %v", again, err)
 	}
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Errorf("Succeed by the claiming worker: %v", err)
 	}
 	batch, err := f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{{Text: "queued"}, {Text: "claimed", ClaimAs: "w"}})
@@ -566,7 +566,7 @@ func testFinishWithAttempts(t *testing.T, h Harness) {
 		to    jobs.State
 	}{
 		{"succeed", func(id, w string, a []json.RawMessage) error {
-			_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: w, Output: "ok", AttemptEvents: a})
+			_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: w, Answer: jobs.Answer{Output: "ok"}, AttemptEvents: a})
 			return err
 		}, jobs.Succeeded},
 		{"fail", func(id, w string, a []json.RawMessage) error {

@@ -47,7 +47,7 @@ func testPauseOrg(t *testing.T, h Harness) {
 		t.Errorf("ClaimAs with org-a paused = %+v, %v; want queued", e, err)
 	}
 	// Its running job finishes normally.
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a[0], Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a[0], Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Errorf("Succeed of a paused org's running job: %v", err)
 	}
 	// SetLimit replaces every other field and keeps the pause.

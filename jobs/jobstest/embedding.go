@@ -24,7 +24,7 @@ func testEmbeddingPrompts(t *testing.T, h Harness) {
 	// A response with vectors and no text, as a worker stores one.
 	f.claimID("w", single.JobID)
 	vectors := json.RawMessage(`[[0.25,-1,3.5e-7]]`)
-	j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: single.JobID, Worker: "w", Parsed: vectors, Model: "emb-1"})
+	j, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: single.JobID, Worker: "w", Answer: jobs.Answer{Parsed: vectors, Model: "emb-1"}})
 	if err != nil {
 		t.Fatalf("Succeed: %v", err)
 	}

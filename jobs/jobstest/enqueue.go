@@ -181,7 +181,7 @@ func testParamsInvalid(t *testing.T, h Harness) {
 	claim = jobs.ClaimParams{}
 	_, err = f.store.Claim(f.ctx, claim)
 	wantNormalizeErr(t, err, claim, "Claim without a worker")
-	succeed := jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "x", Parsed: json.RawMessage(`{"a":`)}
+	succeed := jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "x", Parsed: json.RawMessage(`{"a":`)}}
 	_, err = f.store.Succeed(f.ctx, succeed)
 	wantNormalizeErr(t, err, succeed, "Succeed with parsed output not JSON")
 	att := jobs.AttemptParams{JobID: e.JobID, Worker: "w", Data: json.RawMessage(`nope`)}

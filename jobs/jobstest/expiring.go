@@ -38,7 +38,7 @@ func testExpiringKey(t *testing.T, h Harness) {
 		t.Errorf("same key in another org = %+v", other)
 	}
 	f.finishAs(other.JobID, jobs.Succeeded) // out of the way of the claims below
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w", Output: "answer"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w", Answer: jobs.Answer{Output: "answer"}}); err != nil {
 		t.Fatal(err)
 	}
 	// Finished: held up to (not at) grace after finished_at.
@@ -191,7 +191,7 @@ func (f *fixture) finishAs(id string, state jobs.State) {
 	var err error
 	switch state {
 	case jobs.Succeeded:
-		_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Output: "answer"})
+		_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Answer: jobs.Answer{Output: "answer"}})
 	case jobs.Failed:
 		_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: id, Worker: "w", Kind: jobs.KindProvider5xx, Message: "HTTP 503"})
 	case jobs.Cancelled:

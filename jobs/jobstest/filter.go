@@ -27,7 +27,7 @@ func testJobFilter(t *testing.T, h Harness) {
 	// j1: org-a alice, profile fast, priority 10, called b1, succeeded.
 	j1 := add("j1", jobs.EnqueueParams{OrgID: "org-a", CreatedBy: "alice", Profile: "fast", Priority: ptr(10)})
 	f.claimID("w1", j1)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j1, Worker: "w1", Output: "x", Backend: "b1",
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j1, Worker: "w1", Answer: jobs.Answer{Output: "x", Backend: "b1"},
 		AttemptEvents: []json.RawMessage{attemptEvent("m", "b1", 1, 1, 0, 0, 0.1)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -453,7 +453,7 @@ func (f *fixture) jobIn(state jobs.State) (jobs.Job, string) {
 	switch state {
 	case jobs.Running:
 	case jobs.Succeeded:
-		_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: worker, Output: "first output"})
+		_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: worker, Answer: jobs.Answer{Output: "first output"}})
 	case jobs.Failed:
 		_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: worker, Kind: jobs.KindProvider4xx, Message: "bad request"})
 	case jobs.Superseded:

@@ -281,14 +281,14 @@ func testMaxRunning(t *testing.T, h Harness) {
 		t.Errorf("ClaimAs with org-a full = %+v, %v; want queued", e, err)
 	}
 	// One job finishes: there is room for one, across stores.
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a[0], Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a[0], Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = other.Claim(f.ctx, jobs.ClaimParams{Worker: "w2", Limit: 5})
 	if err != nil || len(got) != 1 || got[0].ID != a[3] {
 		t.Errorf("second store claimed %v, %v; want org-a's next, %s, alone", ids(got), err, a[3])
 	}
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a[1], Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a[1], Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	batch, err := f.store.EnqueueBatch(f.ctx, []jobs.EnqueueParams{

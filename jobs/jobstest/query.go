@@ -29,7 +29,7 @@ func testPromptJobsAndEvents(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	f.advance(time.Second)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.advance(time.Second)
@@ -434,7 +434,7 @@ func (f *fixture) runWriters(writers int) {
 					case i%7 == 0:
 						_, err = f.store.Cancel(f.ctx, jobs.CancelParams{JobID: j.ID})
 					default:
-						_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "ok"})
+						_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Answer: jobs.Answer{Output: "ok"}})
 					}
 					if err != nil {
 						f.t.Errorf("finishing %s: %v", j.ID, err)
@@ -615,7 +615,7 @@ func testMetrics(t *testing.T, h Harness) {
 		t.Fatalf("claimed %d", len(got))
 	}
 	succeed := func(id string) {
-		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Output: "ok"}); err != nil {
+		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -711,7 +711,7 @@ func testArchive(t *testing.T, h Harness) {
 	j7 := newJob()
 	j3 := f.enqueue(jobs.EnqueueParams{OrgID: "org-1", AvailableAt: t0.Add(time.Hour)})
 	succeed := func(id string) {
-		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Output: "ok"}); err != nil {
+		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -853,7 +853,7 @@ func testMetricsByOrg(t *testing.T, h Harness) {
 	}
 	succeed := func(id string) {
 		t.Helper()
-		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Output: "ok"}); err != nil {
+		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -911,7 +911,7 @@ func testThread(t *testing.T, h Harness) {
 		f.claimID("w", e.JobID)
 		var err error
 		if output != nil {
-			_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: *output})
+			_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: *output}})
 		} else {
 			_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: "w", Kind: jobs.KindParse})
 		}
@@ -1203,7 +1203,7 @@ func testMetricsOrgCounts(t *testing.T, h Harness) {
 		return e.JobID
 	}
 	succeed := func(id string) error {
-		_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Output: "ok"})
+		_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: id, Worker: "w", Answer: jobs.Answer{Output: "ok"}})
 		return err
 	}
 	fail := func(id string) error {

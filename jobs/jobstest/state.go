@@ -48,7 +48,7 @@ var edges = []edge{
 		return got
 	}, noData},
 	{"succeed", jobs.Running, jobs.Succeeded, func(f *fixture, j jobs.Job, w string) jobs.Job {
-		got, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: w, Output: "out"})
+		got, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: w, Answer: jobs.Answer{Output: "out"}})
 		if err != nil {
 			f.t.Fatalf("Succeed: %v", err)
 		}
@@ -186,7 +186,7 @@ func attempt(f *fixture, j jobs.Job, worker string, to jobs.State) {
 			t.Errorf("%s (Claim): claimed %v", what, ids(got))
 		}
 	case jobs.Succeeded:
-		_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "late"})
+		_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Answer: jobs.Answer{Output: "late"}})
 		wantErr(t, err, jobs.ErrNotClaimed, what+" (Succeed)")
 	case jobs.Failed:
 		_, err := f.store.Fail(f.ctx, jobs.FailParams{JobID: j.ID, Worker: worker, Kind: jobs.KindUnknown})
@@ -277,7 +277,7 @@ func testTerminalImmutable(t *testing.T, h Harness) {
 					return err
 				},
 				"Succeed": func() error {
-					_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Output: "again"})
+					_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: j.ID, Worker: worker, Answer: jobs.Answer{Output: "again"}})
 					return err
 				},
 				"Fail": func() error {
@@ -349,7 +349,7 @@ func testStaleClaim(t *testing.T, h Harness) {
 	}
 
 	before := f.snapshot(e.JobID)
-	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-a", Output: "from a"})
+	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-a", Answer: jobs.Answer{Output: "from a"}})
 	wantErr(t, err, jobs.ErrNotClaimed, "stale Succeed")
 	_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: e.JobID, Worker: "worker-a", Kind: jobs.KindTimeout})
 	wantErr(t, err, jobs.ErrNotClaimed, "stale Fail")
@@ -370,13 +370,13 @@ func testStaleClaim(t *testing.T, h Harness) {
 	if err := f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: e.JobID, Worker: "worker-b", Data: []byte(`{"by":"b"}`)}); err != nil {
 		t.Errorf("AppendAttempt by the owner: %v", err)
 	}
-	done, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-b", Output: "from b"})
+	done, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-b", Answer: jobs.Answer{Output: "from b"}})
 	if err != nil {
 		t.Fatalf("Succeed by the owner: %v", err)
 	}
-	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-a", Output: "from a"})
+	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-a", Answer: jobs.Answer{Output: "from a"}})
 	wantErr(t, err, jobs.ErrNotClaimed, "stale Succeed after the owner's")
-	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-b", Output: "twice"})
+	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "worker-b", Answer: jobs.Answer{Output: "twice"}})
 	wantErr(t, err, jobs.ErrNotClaimed, "second Succeed by the owner")
 
 	resp, err := f.store.GetResponse(f.ctx, "", done.ResponseID)
@@ -425,7 +425,7 @@ func testCancel(t *testing.T, h Harness) {
 	}
 	sameTime(t, "FinishedAt", c.FinishedAt, f.now())
 	before := f.snapshot(r.ID)
-	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: r.ID, Worker: worker, Output: "late"})
+	_, err = f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: r.ID, Worker: worker, Answer: jobs.Answer{Output: "late"}})
 	wantErr(t, err, jobs.ErrNotClaimed, "Succeed after cancel")
 	_, err = f.store.Fail(f.ctx, jobs.FailParams{JobID: r.ID, Worker: worker, Kind: jobs.KindTimeout})
 	wantErr(t, err, jobs.ErrNotClaimed, "Fail after cancel")
@@ -489,7 +489,7 @@ func testRetry(t *testing.T, h Harness) {
 	f.claimID("w2", n1.ID)
 	_, err = f.store.Retry(f.ctx, jobs.RetryParams{JobID: n1.ID})
 	wantTransitionError(t, err, jobs.Running, jobs.Superseded, "Retry running")
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: n1.ID, Worker: "w2", Output: "ok"}); err != nil {
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: n1.ID, Worker: "w2", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -74,7 +74,7 @@ func testUsageLedger(t *testing.T, h Harness) {
 	call := attemptEvent("m1", "b1", 100, 10, 20, 4, 0.5)
 	wantErr(t, f.store.AppendAttempt(f.ctx, jobs.AttemptParams{JobID: a.JobID, Worker: "other", Data: call}), jobs.ErrNotClaimed,
 		"AppendAttempt by another worker")
-	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "other", Output: "x",
+	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "other", Answer: jobs.Answer{Output: "x"},
 		AttemptEvents: []json.RawMessage{call}})
 	wantErr(t, err, jobs.ErrNotClaimed, "Succeed by another worker")
 	if got := f.usage(jobs.UsageParams{}); len(got) != 0 {
@@ -91,7 +91,7 @@ func testUsageLedger(t *testing.T, h Harness) {
 	expectUsage(t, "after one appended call", f.usage(jobs.UsageParams{}), []jobs.UsageBucket{
 		{Requests: 1, InputTokens: 100, OutputTokens: 10, CachedInputTokens: 20, ReasoningTokens: 4, CostUSD: 0.5}})
 	// The last call's usage went unreported: unknown usage and cost.
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "w", Output: "x",
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "w", Answer: jobs.Answer{Output: "x"},
 		AttemptEvents: []json.RawMessage{attemptEvent("m1", "b1", -1, 0, -1, -1, -1)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func testUsageCancel(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 	}
-	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: run.JobID, Worker: "w", Output: "x",
+	_, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: run.JobID, Worker: "w", Answer: jobs.Answer{Output: "x"},
 		AttemptEvents: []json.RawMessage{attemptEvent("m", "b", 1, 1, 0, 0, 1)}})
 	wantErr(t, err, jobs.ErrNotClaimed, "Succeed after Cancel")
 	expectUsage(t, "after cancels", f.usage(jobs.UsageParams{TokenID: "tok", GroupBy: []jobs.UsageGroup{jobs.UsageByOrg}}),
@@ -368,7 +368,7 @@ func testBackendActivity(t *testing.T, h Harness) {
 	// Not dispatched: no call.
 	appendCall((&jobs.AttemptEvent{Generation: 1, Attempt: 3, Outcome: "error", Failure: "canceled", Backend: "b2"}).JSON())
 	t4 := f.advance(time.Second)
-	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "w", Output: "x",
+	if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: a.JobID, Worker: "w", Answer: jobs.Answer{Output: "x"},
 		AttemptEvents: []json.RawMessage{resultEvent("b2", 200, pktype.ExecutionFailureNone)}}); err != nil {
 		t.Fatal(err)
 	}

@@ -67,10 +67,7 @@ func TestRunWritesMixedWithBadCall(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != a.JobID {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
-	ok, err := finish.Succeed(jobs.SucceedParams{JobID: a.JobID, Worker: "w", Output: "ok"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ok := finish.Succeed(jobs.SucceedParams{JobID: a.JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}})
 	reqs := []*writeReq{
 		{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "c"})},
 		{enqueue: enqueueCall(t, jobs.EnqueueParams{OrgID: "o", Text: "bad", DependsOn: "missing"})},

@@ -80,7 +80,7 @@ func benchClaimSucceed(b *testing.B, workers int) {
 					return
 				}
 				for _, j := range js {
-					if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: name, Output: "ok"}); err != nil {
+					if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: name, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 						b.Error(err)
 						return
 					}

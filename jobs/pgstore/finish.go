@@ -179,9 +179,11 @@ func (b *finishBatch) locked(p *phase, now time.Time) {
 		w := r.w
 		b.errs[i] = jobs.ErrNotClaimed // until the statement returns the call
 		id[i], worker[i], state[i], kind[i], message[i] = w.JobID, w.Worker, string(w.To), string(w.Kind), w.Message
-		output[i], model[i], data[i], parsed[i], usage[i] = w.Output, w.Model, rawPtr(w.Data), rawPtr(w.Parsed), rawPtr(w.Usage)
-		inc[i], response[i], finishReason[i], toolCalls[i] = w.Attempts, r.response, w.FinishReason, rawPtr(w.ToolCalls)
-		attempts[i], backend[i], body[i] = attemptsArray(w.AttemptEvents), w.Backend, rawPtr(w.Body)
+		a := w.Answer
+		u, calls := w.AnswerJSON()
+		output[i], model[i], data[i], parsed[i], usage[i] = a.Output, a.Model, rawPtr(w.Data), rawPtr(a.Parsed), rawPtr(u)
+		inc[i], response[i], finishReason[i], toolCalls[i] = w.Attempts, r.response, a.FinishReason, rawPtr(calls)
+		attempts[i], backend[i], body[i] = attemptsArray(w.AttemptEvents), a.Backend, rawPtr(a.Body)
 		clear[i] = w.ClearClaim
 		if w.To == jobs.Queued {
 			avail[i] = &now
@@ -264,11 +266,7 @@ func (s *Store) Succeed(ctx context.Context, p jobs.SucceedParams) (jobs.Job, er
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
 	}
-	w, err := finish.Succeed(p)
-	if err != nil {
-		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
-	}
-	j, err := s.finish(ctx, "succeed", w)
+	j, err := s.finish(ctx, "succeed", finish.Succeed(p))
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("pgstore: succeed %s: %w", p.JobID, err)
 	}

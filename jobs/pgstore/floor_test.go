@@ -71,7 +71,7 @@ func TestChangesSinceAcrossSkewedClocks(t *testing.T) {
 	seen("claim", follow("claim"), e.JobID, jobs.Running)
 
 	ahead.Advance(time.Minute)
-	if _, err := writer.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "ok"}); err != nil {
+	if _, err := writer.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
 	seen("succeed", follow("succeed"), e.JobID, jobs.Succeeded)
@@ -113,7 +113,7 @@ func TestSucceedThroughAnotherStore(t *testing.T) {
 	// One through the store that claimed it (which knows the prompt), two
 	// through the other.
 	for i, s := range []*pgstore.Store{a, b, b} {
-		j, err := s.Succeed(ctx, jobs.SucceedParams{JobID: es[i].JobID, Worker: "w", Output: "ok"})
+		j, err := s.Succeed(ctx, jobs.SucceedParams{JobID: es[i].JobID, Worker: "w", Answer: jobs.Answer{Output: "ok"}})
 		if err != nil {
 			t.Fatal(err)
 		}

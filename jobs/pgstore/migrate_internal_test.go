@@ -66,10 +66,10 @@ func TestMigrationSideTablesBackfill(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != "q1" {
 		t.Fatalf("Claim after the upgrade = %v, %v; want q1", got, err)
 	}
-	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: "r1", Worker: "w", Output: "ok"}); err != nil {
+	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: "r1", Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatalf("Succeed of the job running before the upgrade: %v", err)
 	}
-	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: "q1", Worker: "w2", Output: "ok"}); err != nil {
+	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: "q1", Worker: "w2", Answer: jobs.Answer{Output: "ok"}}); err != nil {
 		t.Fatalf("Succeed of the job claimed after the upgrade: %v", err)
 	}
 }

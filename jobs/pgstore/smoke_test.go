@@ -21,11 +21,12 @@ func TestSmokeLifecycle(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].ID != e.JobID || got[0].State != jobs.Running {
 		t.Fatalf("claim = %+v, %v", got, err)
 	}
-	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w2", Output: "x"}); !errors.Is(err, jobs.ErrNotClaimed) {
+	_, err = s.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w2", Answer: jobs.Answer{Output: "x"}})
+	if !errors.Is(err, jobs.ErrNotClaimed) {
 		t.Fatalf("stale succeed: %v", err)
 	}
-	j, err := s.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w1", Output: "out",
-		Usage: pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 3}, Known: pktype.TokenUsagePresence{PromptTokens: true}}})
+	j, err := s.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w1", Answer: jobs.Answer{Output: "out",
+		Usage: pktype.Usage{TokenUsage: pktype.TokenUsage{PromptTokens: 3}, Known: pktype.TokenUsagePresence{PromptTokens: true}}}})
 	if err != nil || j.State != jobs.Succeeded || j.ResponseID != jobs.ResponseID(e.PromptID, e.JobID) {
 		t.Fatalf("succeed = %+v, %v", j, err)
 	}

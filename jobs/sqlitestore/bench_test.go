@@ -86,7 +86,7 @@ func BenchmarkClaimSucceed(b *testing.B) {
 				b.Errorf("Claim = %d jobs, %v", len(got), err)
 				return
 			}
-			if _, err := s.Succeed(b.Context(), jobs.SucceedParams{JobID: got[0].ID, Worker: worker, Output: "ok"}); err != nil {
+			if _, err := s.Succeed(b.Context(), jobs.SucceedParams{JobID: got[0].ID, Worker: worker, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 				b.Error(err)
 				return
 			}

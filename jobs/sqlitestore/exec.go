@@ -390,11 +390,7 @@ func (s *Store) Succeed(ctx context.Context, p jobs.SucceedParams) (jobs.Job, er
 	if err != nil {
 		return jobs.Job{}, fmt.Errorf("sqlitestore: succeed: %w", err)
 	}
-	f, err := finish.Succeed(p)
-	if err != nil {
-		return jobs.Job{}, fmt.Errorf("sqlitestore: succeed: %w", err)
-	}
-	return s.finish(ctx, "succeed", f)
+	return s.finish(ctx, "succeed", finish.Succeed(p))
 }
 
 // Requeue implements jobs.Store.
@@ -553,8 +549,10 @@ func (w *wtx) finish(f finish.Write) (jobs.Job, error) {
 		return jobs.Job{}, err
 	}
 	if f.To == jobs.Succeeded {
-		if _, err := w.exec(qInsertResponse, responseID, promptID, f.JobID, f.Output, nullBytes(f.Parsed),
-			f.Model, string(f.Usage), w.now, f.FinishReason, nullBytes(f.ToolCalls), f.Backend, nullBytes(f.Body)); err != nil {
+		a := f.Answer
+		usage, calls := f.AnswerJSON()
+		if _, err := w.exec(qInsertResponse, responseID, promptID, f.JobID, a.Output, nullBytes(a.Parsed),
+			a.Model, string(usage), w.now, a.FinishReason, nullBytes(calls), a.Backend, nullBytes(a.Body)); err != nil {
 			return jobs.Job{}, fmt.Errorf("insert response: %w", err)
 		}
 	}

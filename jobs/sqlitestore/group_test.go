@@ -138,7 +138,7 @@ func TestGroupedClaimSucceed(t *testing.T) {
 				if len(got) == 0 {
 					return
 				}
-				if _, err := s.Succeed(t.Context(), jobs.SucceedParams{JobID: got[0].ID, Worker: worker, Output: "ok"}); err != nil {
+				if _, err := s.Succeed(t.Context(), jobs.SucceedParams{JobID: got[0].ID, Worker: worker, Answer: jobs.Answer{Output: "ok"}}); err != nil {
 					t.Error(err)
 				}
 				// A stale second write in the same stream of groups.

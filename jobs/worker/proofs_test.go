@@ -175,7 +175,7 @@ func TestProofHeartbeatLossReclaimed(t *testing.T) {
 			t.Fatalf("after the live worker: state=%s attempt=%d", j.State, j.Attempt)
 		}
 		// The dead worker coming back changes nothing.
-		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "dead-worker", Output: "zombie"}); !errors.Is(err, jobs.ErrNotClaimed) {
+		if _, err := f.store.Succeed(f.ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "dead-worker", Answer: jobs.Answer{Output: "zombie"}}); !errors.Is(err, jobs.ErrNotClaimed) {
 			t.Fatalf("dead worker's Succeed: %v, want ErrNotClaimed", err)
 		}
 		if r, err := f.store.GetResponse(f.ctx, "", j.ResponseID); err != nil || r.Output != "rescued" {

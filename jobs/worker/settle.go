@@ -39,6 +39,13 @@ func (wr write) attempts() int {
 	return len(wr.succeed.AttemptEvents) + len(wr.requeue.AttemptEvents) + len(wr.fail.AttemptEvents)
 }
 
+// answer is the service's form of the engine's result: the one place a
+// promptkit.RunResult becomes a jobs.Answer.
+func answer(res *promptkit.RunResult) jobs.Answer {
+	return jobs.Answer{Output: res.Text, Parsed: res.Output, Model: res.Model, FinishReason: res.FinishReason,
+		Backend: res.BackendID, ToolCalls: res.ToolCalls, Usage: res.Usage, Body: res.Raw}
+}
+
 // settle decides, from a job and what became of its attempt, the store
 // write that finishes the attempt: the jobs package's failure policy
 // applied by worker at now. It does no I/O.
@@ -49,8 +56,7 @@ const msgPastDeadline = "; not retried: the next attempt would start after the c
 func settle(j jobs.Job, o outcome, worker string, now time.Time, jitter func(time.Duration) time.Duration) write {
 	succeed := func(res *promptkit.RunResult) write {
 		return write{op: opSucceed, jobID: j.ID, succeed: jobs.SucceedParams{JobID: j.ID, Worker: worker,
-			Output: res.Text, Parsed: res.Output, Model: res.Model, Backend: res.BackendID, Usage: res.Usage, FinishReason: res.FinishReason, ToolCalls: res.ToolCalls,
-			Body: res.Raw, AttemptEvents: o.attempts}}
+			Answer: answer(res), AttemptEvents: o.attempts}}
 	}
 	requeue := func(at time.Time, kind jobs.ErrorKind, msg string, handback bool) write {
 		return write{op: opRequeue, jobID: j.ID, requeue: jobs.RequeueParams{JobID: j.ID, Worker: worker,

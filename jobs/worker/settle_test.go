@@ -73,7 +73,7 @@ func TestSettle(t *testing.T) {
 		{"tokens per minute past the client's deadline", waited(1, 3), outcome{err: errors.New("full"), waitUntil: now.Add(40 * time.Second), handback: true, reason: "the org's limit"},
 			fail(jobs.KindRateLimit)},
 		{"success", job(1, 3), ran(valid, nil), write{op: opSucceed, jobID: "j1", succeed: jobs.SucceedParams{JobID: "j1", Worker: "w",
-			Output: valid.Text, Parsed: valid.Output, Model: "m2", Usage: usage, Body: valid.Raw}}},
+			Answer: jobs.Answer{Output: valid.Text, Parsed: valid.Output, Model: "m2", Usage: usage, Body: valid.Raw}}}},
 		{"invalid after repair: parse", job(1, 3), ran(invalid, nil), fail(jobs.KindParse)},
 		{"503, attempts left: backoff", job(1, 3), ran(nil, status(503, time.Time{})), requeue(now.Add(7500*time.Millisecond), jobs.KindProvider5xx, false)},
 		{"503, second attempt: 25s", job(2, 3), ran(nil, status(503, time.Time{})), requeue(now.Add(32500*time.Millisecond), jobs.KindProvider5xx, false)},

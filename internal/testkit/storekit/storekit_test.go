@@ -49,7 +49,7 @@ func TestEachDatabase(t *testing.T) {
 		if n, err := db.Responses(ctx); err != nil || len(n) != 0 {
 			t.Fatalf("responses before Succeed: %v, %v", n, err)
 		}
-		if _, err := other.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "out", Model: "m"}); err != nil {
+		if _, err := other.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "out", Model: "m"}}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := db.Responses(ctx); err != nil || len(n) != 1 || n[e.JobID] != 1 {

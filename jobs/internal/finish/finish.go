@@ -38,22 +38,12 @@ type Write struct {
 	// Data is the event's data: jobs.TransitionData for a transition, the
 	// caller's for an attempt.
 	Data json.RawMessage
-	// The response of a job that succeeded.
-	Output string
-	Parsed json.RawMessage
-	Model  string
-	Usage  json.RawMessage
-	// FinishReason is the final generation's finish_reason.
-	FinishReason string
-	// Backend is the backend that answered.
-	Backend string
-	// ToolCalls is the JSON of the final generation's tool calls, nil
-	// when there are none.
-	ToolCalls json.RawMessage
-	// Body is the answer's body (jobs.Response.Body), nil when none.
-	Body json.RawMessage
+	// Answer is the answer of a job that succeeded (normalized, see
+	// jobs.Answer.Normalize); zero for any other write. A store writes it
+	// with AnswerJSON's encoding of its usage and tool calls.
+	Answer jobs.Answer
 	// AttemptEvents are attempt events recorded before a transition's event,
-	// in the same transaction (jobs.SucceedParams.Attempts).
+	// in the same transaction (jobs.SucceedParams.AttemptEvents).
 	AttemptEvents []json.RawMessage
 	// Calls are the usage ledger's rows the write adds with its events:
 	// the dispatched calls its attempt events report (jobs.UsageCalls),
@@ -65,20 +55,26 @@ type Write struct {
 func (w Write) Transition() bool { return w.To != "" }
 
 // Succeed is the write of a normalized SucceedParams.
-func Succeed(p jobs.SucceedParams) (Write, error) {
-	usage, err := json.Marshal(p.Usage)
-	if err != nil {
-		return Write{}, err
+func Succeed(p jobs.SucceedParams) Write {
+	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded, Answer: p.Answer, AttemptEvents: p.AttemptEvents,
+		Calls: jobs.UsageCalls(p.AttemptEvents...)}
+}
+
+// AnswerJSON is the stored JSON of w's answer's usage and tool calls, the
+// one encoding both stores write: toolCalls is nil when there are none,
+// and both are nil for a write that is not a success (it stores no
+// answer).
+func (w Write) AnswerJSON() (usage, toolCalls json.RawMessage) {
+	if w.To != jobs.Succeeded {
+		return nil, nil
 	}
-	var calls json.RawMessage
-	if len(p.ToolCalls) > 0 {
-		if calls, err = json.Marshal(p.ToolCalls); err != nil {
-			return Write{}, err
-		}
+	// Neither can fail: Usage's MarshalJSON writes counts and nulls, and
+	// tool calls are strings.
+	usage, _ = json.Marshal(w.Answer.Usage)
+	if len(w.Answer.ToolCalls) > 0 {
+		toolCalls, _ = json.Marshal(w.Answer.ToolCalls)
 	}
-	return Write{JobID: p.JobID, Worker: p.Worker, To: jobs.Succeeded, Output: p.Output, Parsed: p.Parsed,
-		Model: p.Model, Usage: usage, FinishReason: p.FinishReason, Backend: p.Backend, ToolCalls: calls, Body: p.Body, AttemptEvents: p.AttemptEvents,
-		Calls: jobs.UsageCalls(p.AttemptEvents...)}, nil
+	return usage, toolCalls
 }
 
 // Requeue is the write of a normalized RequeueParams: a hand-back spends

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/pktype"
 )
 
 // Attempts spent and event data, per write (the conformance suite checks
@@ -46,8 +47,21 @@ func TestWrites(t *testing.T) {
 	if a := Attempt(jobs.AttemptParams{JobID: "j", Worker: "w", Data: []byte(`{}`)}); a.Transition() || a.ClearClaim || string(a.Data) != `{}` {
 		t.Errorf("attempt write: %+v", a)
 	}
-	s, err := Succeed(jobs.SucceedParams{JobID: "j", Worker: "w", Output: "ok"})
-	if err != nil || s.To != jobs.Succeeded || s.ClearClaim || s.Data != nil || len(s.Usage) == 0 {
-		t.Errorf("succeed write: %+v, %v", s, err)
+	s := Succeed(jobs.SucceedParams{JobID: "j", Worker: "w", Answer: jobs.Answer{Output: "ok"}})
+	if s.To != jobs.Succeeded || s.ClearClaim || s.Data != nil || s.Answer.Output != "ok" {
+		t.Errorf("succeed write: %+v", s)
+	}
+	// The stored usage of an answer with no counts is all nulls; no tool
+	// calls store none.
+	if usage, calls := s.AnswerJSON(); string(usage) != `{"prompt_tokens":null,"completion_tokens":null,"total_tokens":null,"cached_tokens":null,"reasoning_tokens":null}` || calls != nil {
+		t.Errorf("succeed write's JSON: %s, %s", usage, calls)
+	}
+	s.Answer.ToolCalls = []pktype.ToolCall{{ID: "c1", Type: pktype.ToolTypeFunction, Function: pktype.FunctionCall{Name: "f", Arguments: "{}"}}}
+	if _, calls := s.AnswerJSON(); string(calls) != `[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]` {
+		t.Errorf("tool calls' JSON: %s", calls)
+	}
+	// A write that is not a success stores no answer.
+	if usage, calls := back.AnswerJSON(); usage != nil || calls != nil {
+		t.Errorf("reclaim write's answer JSON: %s, %s", usage, calls)
 	}
 }

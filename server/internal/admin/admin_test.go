@@ -183,7 +183,8 @@ func (f *fixture) succeed(jobID, output string) {
 	if err != nil || len(js) != 1 || js[0].ID != jobID {
 		f.t.Fatalf("claim: %v %v, want %s", js, err, jobID)
 	}
-	if _, err := f.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "w", Output: output, Model: "m", Backend: "b"}); err != nil {
+	if _, err := f.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "w", Answer: jobs.Answer{Output: output, Model: "m",
+		Backend: "b"}}); err != nil {
 		f.t.Fatalf("succeed: %v", err)
 	}
 }

@@ -128,13 +128,13 @@ func TestRenderMarkdownSafe(t *testing.T) {
 func TestRenderAnswer(t *testing.T) {
 	t.Parallel()
 	// Structured output: the JSON, indented, as code.
-	got := Render(jobs.Response{Output: `{"a":"<script>x</script>"}`, Parsed: json.RawMessage(`{"a":"<script>x</script>"}`)})
+	got := Render(jobs.Response{Answer: jobs.Answer{Output: `{"a":"<script>x</script>"}`, Parsed: json.RawMessage(`{"a":"<script>x</script>"}`)}})
 	want := "<pre><code class=\"language-json\">{\n  &#34;a&#34;: &#34;&lt;script&gt;x&lt;/script&gt;&#34;\n}</code></pre>\n"
 	if got != want {
 		t.Errorf("parsed: %q, want %q", got, want)
 	}
 	// Text: Markdown.
-	if got := Render(jobs.Response{Output: "**hi**"}); got != "<p><strong>hi</strong></p>\n" {
+	if got := Render(jobs.Response{Answer: jobs.Answer{Output: "**hi**"}}); got != "<p><strong>hi</strong></p>\n" {
 		t.Errorf("text: %q", got)
 	}
 }
@@ -159,7 +159,7 @@ func BenchmarkRenderAnswer(b *testing.B) {
 	for i := range 8 {
 		fmt.Fprintf(&md, "## Step %d\n\nRun the **worker** with `--once` and see [the docs](https://example.com/docs/%d).\n\n- one\n- two\n\n```sh\npromptkit jobs show ID\n```\n\n", i, i)
 	}
-	r := jobs.Response{Output: md.String()}
+	r := jobs.Response{Answer: jobs.Answer{Output: md.String()}}
 	b.SetBytes(int64(md.Len()))
 	for b.Loop() {
 		Render(r)

@@ -285,8 +285,8 @@ func (f *fixture) claim(jobID string) {
 func (f *fixture) succeed(jobID, output string, attempts ...json.RawMessage) {
 	f.t.Helper()
 	f.claim(jobID)
-	if _, err := f.st.Succeed(context.Background(), jobs.SucceedParams{JobID: jobID, Worker: "w", Output: output,
-		Model: "m", Backend: "b", AttemptEvents: attempts}); err != nil {
+	if _, err := f.st.Succeed(context.Background(), jobs.SucceedParams{JobID: jobID, Worker: "w", Answer: jobs.Answer{Output: output,
+		Model: "m", Backend: "b"}, AttemptEvents: attempts}); err != nil {
 		f.t.Fatalf("succeed: %v", err)
 	}
 }

@@ -126,7 +126,7 @@ func TestRetry(t *testing.T) {
 	if n := f.count(); n != 1 || f.job(s.JobID).State != jobs.Running {
 		t.Fatalf("after refused retries: %d jobs, the job %s", n, f.job(s.JobID).State)
 	}
-	if _, err := f.st.Succeed(t.Context(), jobs.SucceedParams{JobID: s.JobID, Worker: "w", Output: "first"}); err != nil {
+	if _, err := f.st.Succeed(t.Context(), jobs.SucceedParams{JobID: s.JobID, Worker: "w", Answer: jobs.Answer{Output: "first"}}); err != nil {
 		t.Fatal(err)
 	}
 

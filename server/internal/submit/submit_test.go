@@ -88,7 +88,8 @@ func (f *fixture) succeed(jobID string) {
 	if err != nil || len(js) != 1 || js[0].ID != jobID {
 		f.t.Fatalf("claim: %+v %v, want %s", js, err, jobID)
 	}
-	if _, err := f.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "w", Output: "done", Model: "m", Backend: "b"}); err != nil {
+	if _, err := f.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "w", Answer: jobs.Answer{Output: "done", Model: "m",
+		Backend: "b"}}); err != nil {
 		f.t.Fatalf("succeed: %v", err)
 	}
 }

@@ -46,7 +46,7 @@ func TestWaitRidesOutAnOutage(t *testing.T) {
 	if _, err := st.Claim(ctx, jobs.ClaimParams{Worker: "w"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Output: "the answer"}); err != nil {
+	if _, err := st.Succeed(ctx, jobs.SucceedParams{JobID: e.JobID, Worker: "w", Answer: jobs.Answer{Output: "the answer"}}); err != nil {
 		t.Fatal(err)
 	}
 	flaky := &outageStore{Store: st}
