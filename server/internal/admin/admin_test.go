@@ -16,23 +16,20 @@ import (
 	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/server/internal/admin"
+	"github.com/promptkit/promptkit/server/internal/apitest"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The identities the tests act as: an operator token (of its own org,
-// "ops"), acme's admin and acme's member, each with a token ID of its
-// own (Key), and the local identity, which is an operator too.
+// The identities the tests act as (apitest's): an operator, acme's admin
+// and acme's member.
 var (
-	operator = auth.Identity{Org: "ops", User: "olga", Role: jobs.RoleOperator, Key: "tok_olga"}
-	boss     = auth.Identity{Org: "acme", User: "boss", Role: jobs.RoleAdmin, Key: "tok_boss"}
-	member   = auth.Identity{Org: "acme", User: "ann", Role: jobs.RoleMember, Key: "tok_ann"}
+	operator = apitest.Operator
+	boss     = apitest.Boss
+	member   = apitest.Ann
 )
-
-// start is when every fixture's clock starts.
-var start = time.Date(2030, 3, 4, 9, 0, 0, 0, time.UTC)
 
 // fixture is the admin API on a SQLite store in t's directory, the store
 // and the API on one fake clock, served on the routes server/routes.go
@@ -50,7 +47,7 @@ const maxBody = 4 << 10
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	clk := testkit.NewClock(start)
+	clk := testkit.NewClock(apitest.Start)
 	st := storekit.SQLite.New(t).Open(t, jobs.Options{Now: clk.Now})
 	logs := &testkit.Logs{}
 	a := &admin.API{Store: st, MaxBody: maxBody, Log: logs.Logger(), Now: clk.Now}
@@ -79,31 +76,9 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, st: st, clk: clk, logs: logs, mux: mux}
 }
 
-// answer is a recorded response.
-type answer struct {
-	code int
-	body []byte
-}
-
-// decode decodes the body into v, failing the test when it is not JSON.
-func (r answer) decode(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decoding %d %s: %v", r.code, r.body, err)
-	}
-}
-
-// problem is a REST error body.
-type problem struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // call serves method target as id (nil: no identity at all) with body
 // (nil: none; a string as it is; anything else as JSON).
-func (f *fixture) call(id *auth.Identity, method, target string, body any) answer {
+func (f *fixture) call(id *auth.Identity, method, target string, body any) apitest.Answer {
 	f.t.Helper()
 	var rd *bytes.Reader
 	switch b := body.(type) {
@@ -122,12 +97,11 @@ func (f *fixture) call(id *auth.Identity, method, target string, body any) answe
 	if id != nil {
 		req = req.WithContext(auth.With(req.Context(), *id))
 	}
-	w := httptest.NewRecorder()
-	f.mux.ServeHTTP(w, req)
-	if ct := w.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+	r := apitest.Record(f.mux, req)
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		f.t.Errorf("%s %s: Content-Type %q, want JSON", method, target, ct)
 	}
-	return answer{code: w.Code, body: w.Body.Bytes()}
+	return r
 }
 
 // ok calls and fails the test unless the answer is want; it decodes the
@@ -135,11 +109,11 @@ func (f *fixture) call(id *auth.Identity, method, target string, body any) answe
 func (f *fixture) ok(id *auth.Identity, method, target string, body any, want int, v any) {
 	f.t.Helper()
 	r := f.call(id, method, target, body)
-	if r.code != want {
-		f.t.Fatalf("%s %s: %d %s, want %d", method, target, r.code, r.body, want)
+	if r.Code != want {
+		f.t.Fatalf("%s %s: %d %s, want %d", method, target, r.Code, r.Body, want)
 	}
 	if v != nil {
-		r.decode(f.t, v)
+		r.Decode(f.t, v)
 	}
 }
 
@@ -147,17 +121,7 @@ func (f *fixture) ok(id *auth.Identity, method, target string, body any, want in
 // status and code, its message holding each of words.
 func (f *fixture) refused(id *auth.Identity, method, target string, body any, status int, code string, words ...string) {
 	f.t.Helper()
-	r := f.call(id, method, target, body)
-	var p problem
-	if r.code != status || json.Unmarshal(r.body, &p) != nil || p.Error.Code != code {
-		f.t.Errorf("%s %s: %d %s, want %d with code %q", method, target, r.code, r.body, status, code)
-		return
-	}
-	for _, w := range words {
-		if !strings.Contains(p.Error.Message, w) {
-			f.t.Errorf("%s %s: message %q does not name %q", method, target, p.Error.Message, w)
-		}
-	}
+	apitest.CheckProblem(f.t, method+" "+target, f.call(id, method, target, body), status, code, words...)
 }
 
 // enqueue stores a prompt of org by user with p's other fields.
@@ -178,28 +142,12 @@ func (f *fixture) enqueue(org, user string, p jobs.EnqueueParams) jobs.Enqueued 
 // it with output.
 func (f *fixture) succeed(jobID, output string) {
 	f.t.Helper()
-	ctx := context.Background()
-	js, err := f.st.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 1})
-	if err != nil || len(js) != 1 || js[0].ID != jobID {
-		f.t.Fatalf("claim: %v %v, want %s", js, err, jobID)
-	}
-	if _, err := f.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "w", Answer: jobs.Answer{Output: output, Model: "m",
-		Backend: "b"}}); err != nil {
-		f.t.Fatalf("succeed: %v", err)
-	}
+	apitest.Succeed(f.t, f.st, jobID, output)
 }
 
 // job reads a job from the store.
-func (f *fixture) job(id string) jobs.Job {
-	f.t.Helper()
-	j, err := f.st.GetJob(context.Background(), "", id)
-	if err != nil {
-		f.t.Fatalf("GetJob %s: %v", id, err)
-	}
-	return j
-}
+func (f *fixture) job(id string) jobs.Job { f.t.Helper(); return apitest.Job(f.t, f.st, id) }
 
-// routes is every route of the API, with a body its handler accepts.
 var routes = []struct {
 	method, path string
 	body         any
@@ -258,7 +206,7 @@ func TestRefusedWithoutAdmin(t *testing.T) {
 	if err != nil || len(ts) != 0 {
 		t.Errorf("tokens after the refused creation: %+v %v, want none", ts, err)
 	}
-	ws, err := f.st.Workers(ctx, start.Add(-time.Hour))
+	ws, err := f.st.Workers(ctx, apitest.Start.Add(-time.Hour))
 	if err != nil || len(ws) != 1 || ws[0].Draining {
 		t.Errorf("workers after the refused drain: %+v %v, want w1 not draining", ws, err)
 	}
@@ -289,7 +237,7 @@ func TestSharedRoutesNeedOperator(t *testing.T) {
 			f.refused(&boss, r.method, r.path, r.body, http.StatusForbidden, "forbidden", "operator token")
 		}
 	}
-	ws, err := f.st.Workers(ctx, start.Add(-time.Hour))
+	ws, err := f.st.Workers(ctx, apitest.Start.Add(-time.Hour))
 	if err != nil || len(ws) != 1 || ws[0].Draining {
 		t.Fatalf("workers after the admin's drain: %+v %v, want w1 not draining", ws, err)
 	}

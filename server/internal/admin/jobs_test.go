@@ -141,11 +141,11 @@ func TestGetJob(t *testing.T) {
 	second := f.enqueue("acme", "ann", jobs.EnqueueParams{Text: "second question", ParentID: first.PromptID})
 
 	r := f.call(&boss, "GET", "/v1/admin/jobs/"+second.JobID, nil)
-	if r.code != http.StatusOK {
-		t.Fatalf("GET the second job: %d %s", r.code, r.body)
+	if r.Code != http.StatusOK {
+		t.Fatalf("GET the second job: %d %s", r.Code, r.Body)
 	}
 	var v admin.JobView
-	r.decode(t, &v)
+	r.Decode(t, &v)
 	if v.Job.ID != second.JobID || v.Prompt.Text != "second question" || v.Response != nil {
 		t.Errorf("second job's view: job %s, prompt %q, response %+v", v.Job.ID, v.Prompt.Text, v.Response)
 	}

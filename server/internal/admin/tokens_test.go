@@ -85,12 +85,12 @@ func TestTokensListing(t *testing.T) {
 	}
 	r := f.call(&boss, "GET", "/v1/admin/tokens", nil)
 	var l admin.TokenList
-	r.decode(t, &l)
-	if got := ids(l); r.code != http.StatusOK || !slices.Equal(got, sorted(mem, adm)) {
-		t.Errorf("acme's admin lists %v (%d), want acme's member and admin", got, r.code)
+	r.Decode(t, &l)
+	if got := ids(l); r.Code != http.StatusOK || !slices.Equal(got, sorted(mem, adm)) {
+		t.Errorf("acme's admin lists %v (%d), want acme's member and admin", got, r.Code)
 	}
-	if strings.Contains(string(r.body), "secret") || strings.Contains(string(r.body), "hash") {
-		t.Errorf("the listing %s shows a secret", r.body)
+	if strings.Contains(string(r.Body), "secret") || strings.Contains(string(r.Body), "hash") {
+		t.Errorf("the listing %s shows a secret", r.Body)
 	}
 	f.ok(&operator, "GET", "/v1/admin/tokens", nil, http.StatusOK, &l)
 	if got := ids(l); !slices.Equal(got, sorted(mem, adm, op, bea)) {

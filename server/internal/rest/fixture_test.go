@@ -14,6 +14,7 @@ import (
 	"github.com/promptkit/promptkit/internal/testkit"
 	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/apitest"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
@@ -22,18 +23,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// The identities the tests act as, each with a token ID of its own
-// (Key): acme's members ann and bob, acme's admin boss, and beta's
-// member bea.
+// The identities the tests act as (apitest's): acme's members ann and
+// bob, acme's admin boss, and beta's member bea.
 var (
-	ann  = auth.Identity{Org: "acme", User: "ann", Role: jobs.RoleMember, Key: "tok_ann"}
-	bob  = auth.Identity{Org: "acme", User: "bob", Role: jobs.RoleMember, Key: "tok_bob"}
-	boss = auth.Identity{Org: "acme", User: "boss", Role: jobs.RoleAdmin, Key: "tok_boss"}
-	bea  = auth.Identity{Org: "beta", User: "bea", Role: jobs.RoleMember, Key: "tok_bea"}
+	ann  = apitest.Ann
+	bob  = apitest.Bob
+	boss = apitest.Boss
+	bea  = apitest.Bea
 )
-
-// start is when every fixture's clock starts.
-var start = time.Date(2030, 3, 4, 9, 0, 0, 0, time.UTC)
 
 // maxBody is the fixture's body limit, small enough to pass in a test.
 const maxBody = 512
@@ -61,7 +58,7 @@ type fixture struct {
 // (its store, clock and address are the fixture's).
 func newFixture(t *testing.T, opts ...func(*auth.Config)) *fixture {
 	t.Helper()
-	clk := testkit.NewClock(start)
+	clk := testkit.NewClock(apitest.Start)
 	st := storekit.Count(storekit.SQLite.New(t).Open(t, jobs.Options{Now: clk.Now}))
 	logs := &testkit.Logs{}
 	ac := auth.Config{SubmitRate: -1, OrgSubmitRate: -1}
@@ -101,29 +98,6 @@ func newFixture(t *testing.T, opts ...func(*auth.Config)) *fixture {
 	return &fixture{t: t, st: st, clk: clk, logs: logs, auth: au, api: a, mux: mux, stopServing: stop}
 }
 
-// answer is a recorded response.
-type answer struct {
-	code   int
-	header http.Header
-	body   []byte
-}
-
-// decode decodes the body into v, failing the test when it is not JSON.
-func (r answer) decode(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decoding %d %s: %v", r.code, r.body, err)
-	}
-}
-
-// wireProblem is a REST error body as it is on the wire.
-type wireProblem struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 // request is method target as id with body (sent as JSON when not
 // empty) and headers, name and value pairs.
 func (f *fixture) request(id auth.Identity, method, target, body string, headers ...string) *http.Request {
@@ -139,10 +113,10 @@ func (f *fixture) request(id auth.Identity, method, target, body string, headers
 
 // serve answers req with h, recording the 1xx answers' headers on hints
 // (when not nil).
-func serve(h http.Handler, req *http.Request, hints chan<- http.Header) answer {
+func serve(h http.Handler, req *http.Request, hints chan<- http.Header) apitest.Answer {
 	w := &hintRecorder{ResponseRecorder: httptest.NewRecorder(), hints: hints}
 	h.ServeHTTP(w, req)
-	return answer{code: w.Code, header: w.Header(), body: w.Body.Bytes()}
+	return apitest.Answer{Code: w.Code, Header: w.Header(), Body: w.Body.Bytes()}
 }
 
 // hintRecorder is a recorder that sends the headers of an informational
@@ -165,10 +139,10 @@ func (w *hintRecorder) WriteHeader(code int) {
 
 // call serves method target as id with body and headers (see request).
 // Every answer, an error included, must be JSON.
-func (f *fixture) call(id auth.Identity, method, target, body string, headers ...string) answer {
+func (f *fixture) call(id auth.Identity, method, target, body string, headers ...string) apitest.Answer {
 	f.t.Helper()
 	r := serve(f.mux, f.request(id, method, target, body, headers...), nil)
-	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		f.t.Errorf("%s %s: Content-Type %q, want JSON", method, target, ct)
 	}
 	return r
@@ -177,13 +151,13 @@ func (f *fixture) call(id auth.Identity, method, target, body string, headers ..
 // pending is a request being answered in the background (start).
 type pending struct {
 	hints  chan http.Header
-	answer chan answer
+	answer chan apitest.Answer
 }
 
 // start serves method target as id in the background, as call does.
 func (f *fixture) start(id auth.Identity, method, target, body string, headers ...string) *pending {
 	f.t.Helper()
-	p := &pending{hints: make(chan http.Header, 1), answer: make(chan answer, 1)}
+	p := &pending{hints: make(chan http.Header, 1), answer: make(chan apitest.Answer, 1)}
 	req := f.request(id, method, target, body, headers...)
 	go func() { p.answer <- serve(f.mux, req, p.hints) }()
 	return p
@@ -203,25 +177,25 @@ func (p *pending) hint(t *testing.T) http.Header {
 			return h
 		default:
 		}
-		t.Fatalf("answered %d %s without a 103 first", r.code, r.body)
+		t.Fatalf("answered %d %s without a 103 first", r.Code, r.Body)
 		return nil
 	}
 }
 
 // wait is the pending request's answer. It does not time out: the
 // request ends when the test's context does, at the latest.
-func (p *pending) wait() answer { return <-p.answer }
+func (p *pending) wait() apitest.Answer { return <-p.answer }
 
 // ok calls and fails the test unless the answer is want; it decodes the
 // body into v when v is not nil.
-func (f *fixture) ok(id auth.Identity, method, target, body string, want int, v any) answer {
+func (f *fixture) ok(id auth.Identity, method, target, body string, want int, v any) apitest.Answer {
 	f.t.Helper()
 	r := f.call(id, method, target, body)
-	if r.code != want {
-		f.t.Fatalf("%s %s as %s: %d %s, want %d", method, target, id.User, r.code, r.body, want)
+	if r.Code != want {
+		f.t.Fatalf("%s %s as %s: %d %s, want %d", method, target, id.User, r.Code, r.Body, want)
 	}
 	if v != nil {
-		r.decode(f.t, v)
+		r.Decode(f.t, v)
 	}
 	return r
 }
@@ -231,23 +205,7 @@ func (f *fixture) ok(id auth.Identity, method, target, body string, want int, v 
 func (f *fixture) refused(id auth.Identity, method, target, body string, status int, code string, words ...string) {
 	f.t.Helper()
 	r := f.call(id, method, target, body)
-	checkProblem(f.t, method+" "+target, r, status, code, words...)
-}
-
-// checkProblem fails t unless r is the wireProblem of status and code, its
-// message holding each of words.
-func checkProblem(t *testing.T, what string, r answer, status int, code string, words ...string) {
-	t.Helper()
-	var p wireProblem
-	if r.code != status || json.Unmarshal(r.body, &p) != nil || p.Error.Code != code {
-		t.Errorf("%s: %d %s, want %d with code %q", what, r.code, r.body, status, code)
-		return
-	}
-	for _, w := range words {
-		if !strings.Contains(p.Error.Message, w) {
-			t.Errorf("%s: message %q does not name %q", what, p.Error.Message, w)
-		}
-	}
+	apitest.CheckProblem(f.t, method+" "+target, r, status, code, words...)
 }
 
 // submit posts body to /v1/prompts as id and returns the 202's ids.
@@ -271,35 +229,15 @@ func (f *fixture) enqueue(id auth.Identity, text string) jobs.Enqueued {
 	return e
 }
 
-// claim claims the oldest queued job, which must be jobID.
-func (f *fixture) claim(jobID string) {
-	f.t.Helper()
-	js, err := f.st.Claim(context.Background(), jobs.ClaimParams{Worker: "w", Limit: 1})
-	if err != nil || len(js) != 1 || js[0].ID != jobID {
-		f.t.Fatalf("claim: %+v %v, want %s", js, err, jobID)
-	}
-}
-
 // succeed claims jobID (the oldest queued job) and answers it with
 // output, with attempt events when given.
 func (f *fixture) succeed(jobID, output string, attempts ...json.RawMessage) {
 	f.t.Helper()
-	f.claim(jobID)
-	if _, err := f.st.Succeed(context.Background(), jobs.SucceedParams{JobID: jobID, Worker: "w", Answer: jobs.Answer{Output: output,
-		Model: "m", Backend: "b"}, AttemptEvents: attempts}); err != nil {
-		f.t.Fatalf("succeed: %v", err)
-	}
+	apitest.Succeed(f.t, f.st, jobID, output, attempts...)
 }
 
 // job reads a job from the store, of any org.
-func (f *fixture) job(id string) jobs.Job {
-	f.t.Helper()
-	j, err := f.st.GetJob(context.Background(), "", id)
-	if err != nil {
-		f.t.Fatalf("GetJob %s: %v", id, err)
-	}
-	return j
-}
+func (f *fixture) job(id string) jobs.Job { f.t.Helper(); return apitest.Job(f.t, f.st, id) }
 
 // count is how many jobs the store holds, of every org.
 func (f *fixture) count() int {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/apitest"
 	"github.com/promptkit/promptkit/server/internal/auth"
 )
 
@@ -26,11 +27,11 @@ func TestGetPromptAndJob(t *testing.T) {
 	if v.Prompt.ID != s.PromptID || v.Prompt.Text != "hello" || v.Prompt.OrgID != "acme" || v.Prompt.CreatedBy != "ann" ||
 		v.Job.ID != s.JobID || v.Job.State != jobs.Queued || v.Job.Priority != 10 || v.Job.MaxAttempts != 2 ||
 		v.Answer != nil || len(v.Jobs) != 1 || v.Jobs[0].ID != s.JobID {
-		t.Fatalf("prompt: %s", r.body)
+		t.Fatalf("prompt: %s", r.Body)
 	}
 	// The answer is null on the wire until there is one.
 	var raw map[string]json.RawMessage
-	r.decode(t, &raw)
+	r.Decode(t, &raw)
 	if string(raw["answer"]) != "null" {
 		t.Errorf("answer of a queued prompt: %s, want null", raw["answer"])
 	}
@@ -40,7 +41,7 @@ func TestGetPromptAndJob(t *testing.T) {
 	r = f.ok(ann, "GET", "/v1/prompts/"+s.PromptID, "", http.StatusOK, &v)
 	if v.Job.State != jobs.Succeeded || v.Answer == nil || v.Answer.Output != "# the answer" || v.Answer.JobID != s.JobID ||
 		!strings.Contains(v.Answer.HTML, "the answer</h") {
-		t.Fatalf("answered prompt: %s", r.body)
+		t.Fatalf("answered prompt: %s", r.Body)
 	}
 
 	var jv JobView
@@ -53,7 +54,7 @@ func TestGetPromptAndJob(t *testing.T) {
 		path = append(path, fmt.Sprintf("%s>%s", ev.From, ev.To))
 	}
 	if jv.Job.ID != s.JobID || jv.Job.State != jobs.Succeeded || strings.Join(path, " ") != ">queued queued>running running>succeeded" {
-		t.Fatalf("job: %s", r.body)
+		t.Fatalf("job: %s", r.Body)
 	}
 
 	f.ok(boss, "GET", "/v1/prompts/"+s.PromptID, "", http.StatusOK, nil)
@@ -68,9 +69,9 @@ func TestGetPromptAndJob(t *testing.T) {
 		{"ann", ann, "/v1/prompts/nope"}, {"ann", ann, "/v1/jobs/nope"},
 	} {
 		r := f.call(c.id, "GET", c.path, "")
-		checkProblem(t, c.who+" GET "+c.path, r, http.StatusNotFound, "not_found")
-		if strings.Contains(string(r.body), "hello") {
-			t.Errorf("%s GET %s tells the prompt: %s", c.who, c.path, r.body)
+		apitest.CheckProblem(t, c.who+" GET "+c.path, r, http.StatusNotFound, "not_found")
+		if strings.Contains(string(r.Body), "hello") {
+			t.Errorf("%s GET %s tells the prompt: %s", c.who, c.path, r.Body)
 		}
 	}
 }
@@ -98,7 +99,7 @@ func TestCancel(t *testing.T) {
 	f.refused(ann, "POST", "/v1/jobs/"+queued.JobID+"/cancel", "", http.StatusConflict, "conflict", "cancelled")
 
 	running := f.submit(ann, `{"text": "running"}`)
-	f.claim(running.JobID)
+	apitest.Claim(t, f.st, running.JobID)
 	f.ok(boss, "POST", "/v1/jobs/"+running.JobID+"/cancel", "", http.StatusOK, &c)
 	if c.Job.State != jobs.Cancelled || f.job(running.JobID).State != jobs.Cancelled {
 		t.Fatalf("cancel of a running job: %+v", c.Job)
@@ -121,7 +122,7 @@ func TestRetry(t *testing.T) {
 	retry := "/v1/prompts/" + s.PromptID + "/retry"
 
 	f.refused(ann, "POST", retry, "", http.StatusConflict, "conflict", "queued")
-	f.claim(s.JobID)
+	apitest.Claim(t, f.st, s.JobID)
 	f.refused(ann, "POST", retry, "", http.StatusConflict, "conflict", "running")
 	if n := f.count(); n != 1 || f.job(s.JobID).State != jobs.Running {
 		t.Fatalf("after refused retries: %d jobs, the job %s", n, f.job(s.JobID).State)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/apitest"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
@@ -21,16 +22,16 @@ func TestSubmitStoresAsTheCaller(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	later := start.Add(time.Hour)
+	later := apitest.Start.Add(time.Hour)
 	r := f.call(ann, "POST", "/v1/prompts", `{"text": "hello", "priority": 10, "max_attempts": 2,
 		"scheduled_for": "`+later.Format(time.RFC3339)+`", "execution_options": {"depth": 0}}`)
 	var s Submitted
-	r.decode(t, &s)
-	if r.code != http.StatusAccepted || s.PromptID == "" || s.JobID == "" || s.State != jobs.Queued {
-		t.Fatalf("submit: %d %s, want 202 with ids, queued", r.code, r.body)
+	r.Decode(t, &s)
+	if r.Code != http.StatusAccepted || s.PromptID == "" || s.JobID == "" || s.State != jobs.Queued {
+		t.Fatalf("submit: %d %s, want 202 with ids, queued", r.Code, r.Body)
 	}
-	if r.header.Get(httpapi.HeaderPromptID) != s.PromptID || r.header.Get(httpapi.HeaderJobID) != s.JobID {
-		t.Errorf("id headers %v, want %s and %s", r.header, s.PromptID, s.JobID)
+	if r.Header.Get(httpapi.HeaderPromptID) != s.PromptID || r.Header.Get(httpapi.HeaderJobID) != s.JobID {
+		t.Errorf("id headers %v, want %s and %s", r.Header, s.PromptID, s.JobID)
 	}
 	j, err := f.st.GetJob(ctx, "acme", s.JobID)
 	if err != nil {
@@ -98,9 +99,9 @@ func TestSubmitRefusesBadInput(t *testing.T) {
 		{"long key", "", `{"text": "x"}`, []string{"Idempotency-Key", strings.Repeat("k", 256)}, 400, "invalid_request", "Idempotency-Key"},
 	} {
 		r := f.call(ann, "POST", "/v1/prompts"+c.target, c.body, c.headers...)
-		checkProblem(t, c.name, r, c.status, c.code, c.names)
-		if r.header.Get(httpapi.HeaderJobID) != "" {
-			t.Errorf("%s: refused with a job id %q", c.name, r.header.Get(httpapi.HeaderJobID))
+		apitest.CheckProblem(t, c.name, r, c.status, c.code, c.names)
+		if r.Header.Get(httpapi.HeaderJobID) != "" {
+			t.Errorf("%s: refused with a job id %q", c.name, r.Header.Get(httpapi.HeaderJobID))
 		}
 	}
 	if n := f.count(); n != 1 {
@@ -122,15 +123,15 @@ func TestSubmitNeedsJSON(t *testing.T) {
 	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", ""} {
 		req := f.request(auth.Local, "POST", "/v1/prompts", `{"text": "x"}`, "Content-Type", ct)
 		req.Host = "127.0.0.1:8080"
-		checkProblem(t, "Content-Type "+ct, serve(h, req, nil), http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type")
+		apitest.CheckProblem(t, "Content-Type "+ct, serve(h, req, nil), http.StatusUnsupportedMediaType, "unsupported_media_type", "Content-Type")
 	}
 	if n := f.count(); n != 0 {
 		t.Fatalf("%d jobs stored by refused requests", n)
 	}
 	req := f.request(auth.Local, "POST", "/v1/prompts", `{"text": "x"}`, "Content-Type", "application/json; charset=utf-8")
 	req.Host = "127.0.0.1:8080"
-	if r := serve(h, req, nil); r.code != http.StatusAccepted || f.count() != 1 {
-		t.Fatalf("JSON: %d %s, %d jobs; want 202 and one job", r.code, r.body, f.count())
+	if r := serve(h, req, nil); r.Code != http.StatusAccepted || f.count() != 1 {
+		t.Fatalf("JSON: %d %s, %d jobs; want 202 and one job", r.Code, r.Body, f.count())
 	}
 }
 
@@ -143,16 +144,16 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	var first, again Submitted
-	f.call(ann, "POST", "/v1/prompts", `{"text": "once", "inputs": null, "priority": 5}`, "Idempotency-Key", "k1").decode(t, &first)
+	f.call(ann, "POST", "/v1/prompts", `{"text": "once", "inputs": null, "priority": 5}`, "Idempotency-Key", "k1").Decode(t, &first)
 	r := f.call(ann, "POST", "/v1/prompts", `{ "priority": 5,  "text": "once" }`, "Idempotency-Key", "k1")
-	r.decode(t, &again)
-	if r.code != http.StatusAccepted || first.JobID == "" || again != first {
-		t.Fatalf("repeat: %d %+v, want 202 %+v", r.code, again, first)
+	r.Decode(t, &again)
+	if r.Code != http.StatusAccepted || first.JobID == "" || again != first {
+		t.Fatalf("repeat: %d %+v, want 202 %+v", r.Code, again, first)
 	}
 	// Inputs in another key order are the same request.
 	var in1, in2 Submitted
-	f.call(ann, "POST", "/v1/prompts", `{"prompt": "p", "inputs": {"a": 1, "b": [2, 3]}}`, "Idempotency-Key", "k2").decode(t, &in1)
-	f.call(ann, "POST", "/v1/prompts", `{"inputs": {"b": [2, 3], "a": 1}, "prompt": "p"}`, "Idempotency-Key", "k2").decode(t, &in2)
+	f.call(ann, "POST", "/v1/prompts", `{"prompt": "p", "inputs": {"a": 1, "b": [2, 3]}}`, "Idempotency-Key", "k2").Decode(t, &in1)
+	f.call(ann, "POST", "/v1/prompts", `{"inputs": {"b": [2, 3], "a": 1}, "prompt": "p"}`, "Idempotency-Key", "k2").Decode(t, &in2)
 	if in1.JobID == "" || in1 != in2 {
 		t.Errorf("inputs reordered: %+v, want %+v", in2, in1)
 	}
@@ -165,13 +166,13 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 		body string
 	}{{"another request", ann, `{"text": "other"}`}, {"another member", bob, `{"text": "once", "priority": 5}`}} {
 		r := f.call(c.id, "POST", "/v1/prompts", c.body, "Idempotency-Key", "k1")
-		checkProblem(t, c.name, r, http.StatusUnprocessableEntity, "idempotency_conflict", "Idempotency-Key")
+		apitest.CheckProblem(t, c.name, r, http.StatusUnprocessableEntity, "idempotency_conflict", "Idempotency-Key")
 	}
 	if n := f.count(); n != 2 {
 		t.Fatalf("%d jobs stored after the conflicts, want 2", n)
 	}
 	var theirs Submitted
-	f.call(bea, "POST", "/v1/prompts", `{"text": "once", "priority": 5}`, "Idempotency-Key", "k1").decode(t, &theirs)
+	f.call(bea, "POST", "/v1/prompts", `{"text": "once", "priority": 5}`, "Idempotency-Key", "k1").Decode(t, &theirs)
 	if theirs.JobID == "" || theirs.JobID == first.JobID {
 		t.Errorf("beta's k1: %+v, want a job of its own", theirs)
 	}
@@ -180,10 +181,10 @@ func TestSubmitIdempotencyKey(t *testing.T) {
 	f.succeed(first.JobID, "the answer")
 	var v PromptView
 	r = f.call(ann, "POST", "/v1/prompts", `{"text": "once", "priority": 5}`, "Idempotency-Key", "k1")
-	r.decode(t, &v)
-	if r.code != http.StatusOK || v.Prompt.ID != first.PromptID || v.Job.ID != first.JobID || v.Job.State != jobs.Succeeded ||
-		v.Answer == nil || v.Answer.Output != "the answer" || r.header.Get(httpapi.HeaderJobID) != first.JobID {
-		t.Errorf("repeat of a done job: %d %s", r.code, r.body)
+	r.Decode(t, &v)
+	if r.Code != http.StatusOK || v.Prompt.ID != first.PromptID || v.Job.ID != first.JobID || v.Job.State != jobs.Succeeded ||
+		v.Answer == nil || v.Answer.Output != "the answer" || r.Header.Get(httpapi.HeaderJobID) != first.JobID {
+		t.Errorf("repeat of a done job: %d %s", r.Code, r.Body)
 	}
 	if n := f.count(); n != 3 {
 		t.Errorf("%d jobs stored, want 3", n)
@@ -200,8 +201,8 @@ func TestSubmitRate(t *testing.T) {
 		f.submit(ann, `{"text": "x"}`)
 	}
 	r := f.call(ann, "POST", "/v1/prompts", `{"text": "x"}`)
-	checkProblem(t, "over the rate", r, http.StatusTooManyRequests, "rate_limited")
-	if got := r.header.Get("Retry-After"); got != "1" {
+	apitest.CheckProblem(t, "over the rate", r, http.StatusTooManyRequests, "rate_limited")
+	if got := r.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1", got)
 	}
 	if n := f.count(); n != 2 {

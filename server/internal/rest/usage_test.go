@@ -10,6 +10,7 @@ import (
 
 	"github.com/promptkit/promptkit"
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/apitest"
 	"github.com/promptkit/promptkit/server/internal/auth"
 )
 
@@ -70,12 +71,12 @@ func TestUsage(t *testing.T) {
 	}
 	r := f.ok(bob, "GET", "/v1/jobs/"+b.JobID, "", http.StatusOK, &jv)
 	var raw map[string]json.RawMessage
-	r.decode(t, &raw)
+	r.Decode(t, &raw)
 	if string(raw["cost_usd"]) != "null" {
 		t.Errorf("bob's job cost %s, want null", raw["cost_usd"])
 	}
 
-	end := start.Add(time.Hour).Unix()
+	end := apitest.Start.Add(time.Hour).Unix()
 	grouped := fmt.Sprintf("/v1/usage?start_time=0&end_time=%d&group_by=user_id,api_key_id,model", end)
 	for _, c := range []struct {
 		name  string
@@ -98,7 +99,7 @@ func TestUsage(t *testing.T) {
 		var p UsagePage
 		r := f.ok(c.id, "GET", c.query, "", http.StatusOK, &p)
 		if p.Object != "page" || len(p.Data) != 1 || p.Data[0].Object != "bucket" || p.Data[0].StartTime != 0 || p.Data[0].EndTime != end {
-			t.Errorf("%s: %s", c.name, r.body)
+			t.Errorf("%s: %s", c.name, r.Body)
 			continue
 		}
 		if got := usageResults(p); !slices.Equal(got, c.want) {
@@ -109,13 +110,13 @@ func TestUsage(t *testing.T) {
 	// Daily: one bucket per UTC day of the range, empty days included;
 	// no end_time: up to the clock's current second.
 	f.clk.Advance(90 * time.Minute)
-	day := start.Truncate(24 * time.Hour)
+	day := apitest.Start.Truncate(24 * time.Hour)
 	var p UsagePage
 	r = f.ok(boss, "GET", fmt.Sprintf("/v1/usage?start_time=%d&bucket_width=1d", day.Add(-24*time.Hour).Unix()), "", http.StatusOK, &p)
 	now := f.clk.Now().Truncate(time.Second).Add(time.Second).Unix()
 	if len(p.Data) != 2 || len(p.Data[0].Results) != 0 || len(p.Data[1].Results) != 1 || p.Data[1].StartTime != day.Unix() ||
 		p.Data[1].EndTime != now || p.Data[1].Results[0].NumModelRequests != 2 {
-		t.Errorf("daily buckets up to now (%d): %s", now, r.body)
+		t.Errorf("daily buckets up to now (%d): %s", now, r.Body)
 	}
 }
 
@@ -146,7 +147,7 @@ func TestProfiles(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	r := f.ok(ann, "GET", "/v1/profiles", "", http.StatusOK, nil)
-	if got := string(r.body); got != `{"profiles":[],"default":"","labels":{}}`+"\n" {
+	if got := string(r.Body); got != `{"profiles":[],"default":"","labels":{}}`+"\n" {
 		t.Errorf("profiles: %s", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/jobs"
+	"github.com/promptkit/promptkit/server/internal/apitest"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
 )
 
@@ -28,14 +29,14 @@ func TestWaitAnswersWhenTheJobEnds(t *testing.T) {
 	f.succeed(jid, "**done**")
 	r := p.wait()
 	var v PromptView
-	r.decode(t, &v)
-	if r.code != http.StatusOK || v.Prompt.ID != pid || v.Prompt.Text != "run me" || v.Job.ID != jid ||
+	r.Decode(t, &v)
+	if r.Code != http.StatusOK || v.Prompt.ID != pid || v.Prompt.Text != "run me" || v.Job.ID != jid ||
 		v.Job.State != jobs.Succeeded || len(v.Jobs) != 1 || v.Answer == nil || v.Answer.Output != "**done**" ||
 		!strings.Contains(v.Answer.HTML, "<strong>done</strong>") {
-		t.Fatalf("answer: %d %s", r.code, r.body)
+		t.Fatalf("answer: %d %s", r.Code, r.Body)
 	}
-	if r.header.Get(httpapi.HeaderPromptID) != pid || r.header.Get(httpapi.HeaderJobID) != jid || r.header.Get("X-Should-Retry") != "" {
-		t.Errorf("answer headers %v", r.header)
+	if r.Header.Get(httpapi.HeaderPromptID) != pid || r.Header.Get(httpapi.HeaderJobID) != jid || r.Header.Get("X-Should-Retry") != "" {
+		t.Errorf("answer headers %v", r.Header)
 	}
 }
 
@@ -47,19 +48,19 @@ func TestWaitWithoutHints(t *testing.T) {
 	f := newFixture(t)
 	p := f.start(ann, "POST", "/v1/prompts?wait=1m", `{"text": "fail me"}`)
 	j := f.queuedJob("acme")
-	f.claim(j.ID)
+	apitest.Claim(t, f.st, j.ID)
 	if _, err := f.st.Fail(context.Background(), jobs.FailParams{JobID: j.ID, Worker: "w", Kind: jobs.KindInvalidRequest,
 		Message: "refused"}); err != nil {
 		t.Fatal(err)
 	}
 	r := p.wait()
 	var v PromptView
-	r.decode(t, &v)
-	if r.code != http.StatusOK || v.Job.ID != j.ID || v.Job.State != jobs.Failed || v.Answer != nil ||
+	r.Decode(t, &v)
+	if r.Code != http.StatusOK || v.Job.ID != j.ID || v.Job.State != jobs.Failed || v.Answer != nil ||
 		v.Job.ErrorKind != jobs.KindInvalidRequest || v.Job.ErrorTitle == "" || v.Job.ErrorTitle != jobs.KindInvalidRequest.Title() {
-		t.Fatalf("answer: %d %s", r.code, r.body)
+		t.Fatalf("answer: %d %s", r.Code, r.Body)
 	}
-	if got := r.header.Get("X-Should-Retry"); got != "false" {
+	if got := r.Header.Get("X-Should-Retry"); got != "false" {
 		t.Errorf("X-Should-Retry %q, want false", got)
 	}
 	if len(p.hints) != 0 {
@@ -75,17 +76,17 @@ func TestWaitEnds(t *testing.T) {
 	f := newFixture(t)
 	r := f.call(ann, "POST", "/v1/prompts?wait=1ms", `{"text": "nobody runs this"}`)
 	var s Submitted
-	r.decode(t, &s)
-	if r.code != http.StatusAccepted || s.State != jobs.Queued || s.JobID == "" || r.header.Get(httpapi.HeaderJobID) != s.JobID {
-		t.Fatalf("short wait: %d %s", r.code, r.body)
+	r.Decode(t, &s)
+	if r.Code != http.StatusAccepted || s.State != jobs.Queued || s.JobID == "" || r.Header.Get(httpapi.HeaderJobID) != s.JobID {
+		t.Fatalf("short wait: %d %s", r.Code, r.Body)
 	}
 	p := f.start(ann, "POST", "/v1/prompts?wait=1m", `{"text": "nor this"}`, httpapi.HeaderEarlyHints, "true")
 	jid := p.hint(t).Get(httpapi.HeaderJobID)
 	f.stopServing()
 	r = p.wait()
-	r.decode(t, &s)
-	if r.code != http.StatusAccepted || s.JobID != jid || s.State != jobs.Queued {
-		t.Fatalf("wait ended by closing: %d %s, want 202 for %s", r.code, r.body, jid)
+	r.Decode(t, &s)
+	if r.Code != http.StatusAccepted || s.JobID != jid || s.State != jobs.Queued {
+		t.Fatalf("wait ended by closing: %d %s, want 202 for %s", r.Code, r.Body, jid)
 	}
 }
 
@@ -99,9 +100,9 @@ func TestWaitForCancelledJob(t *testing.T) {
 	f.ok(ann, "POST", "/v1/jobs/"+jid+"/cancel", "", http.StatusOK, nil)
 	r := p.wait()
 	var v PromptView
-	r.decode(t, &v)
-	if r.code != http.StatusOK || v.Job.ID != jid || v.Job.State != jobs.Cancelled || v.Answer != nil ||
-		r.header.Get("X-Should-Retry") != "false" {
-		t.Fatalf("answer: %d %v %s", r.code, r.header, r.body)
+	r.Decode(t, &v)
+	if r.Code != http.StatusOK || v.Job.ID != jid || v.Job.State != jobs.Cancelled || v.Answer != nil ||
+		r.Header.Get("X-Should-Retry") != "false" {
+		t.Fatalf("answer: %d %v %s", r.Code, r.Header, r.Body)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/promptkit/promptkit/internal/testkit/storekit"
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/quota"
+	"github.com/promptkit/promptkit/server/internal/apitest"
 	"github.com/promptkit/promptkit/server/internal/auth"
 	"github.com/promptkit/promptkit/server/internal/events"
 	"github.com/promptkit/promptkit/server/internal/httpapi"
@@ -22,13 +23,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// The identities the tests act as (apitest's).
 var (
-	ann = auth.Identity{Org: "acme", User: "ann", Role: jobs.RoleMember, Key: "tok_ann"}
-	bob = auth.Identity{Org: "acme", User: "bob", Role: jobs.RoleMember, Key: "tok_bob"}
-	bea = auth.Identity{Org: "beta", User: "bea", Role: jobs.RoleMember, Key: "tok_bea"}
+	ann = apitest.Ann
+	bob = apitest.Bob
+	bea = apitest.Bea
 )
-
-var start = time.Date(2030, 3, 4, 9, 0, 0, 0, time.UTC)
 
 // fixture is a submit.Jobs on a SQLite store in t's directory, with a
 // started events hub that polls only hourly (a wait is woken by the
@@ -46,7 +46,7 @@ type fixture struct {
 // (its store and clock are the fixture's).
 func setup(t *testing.T, cfg *auth.Config) *fixture {
 	t.Helper()
-	clk := testkit.NewClock(start)
+	clk := testkit.NewClock(apitest.Start)
 	st := storekit.Count(storekit.SQLite.New(t).Open(t, jobs.Options{Now: clk.Now}))
 	ac := auth.Config{SubmitRate: -1, OrgSubmitRate: -1}
 	if cfg != nil {
@@ -81,18 +81,7 @@ func (f *fixture) admit(id auth.Identity, p jobs.EnqueueParams) submit.Admitted 
 
 // succeed claims the oldest queued job, which must be jobID, and answers
 // it.
-func (f *fixture) succeed(jobID string) {
-	f.t.Helper()
-	ctx := context.Background()
-	js, err := f.st.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 1})
-	if err != nil || len(js) != 1 || js[0].ID != jobID {
-		f.t.Fatalf("claim: %+v %v, want %s", js, err, jobID)
-	}
-	if _, err := f.st.Succeed(ctx, jobs.SucceedParams{JobID: jobID, Worker: "w", Answer: jobs.Answer{Output: "done", Model: "m",
-		Backend: "b"}}); err != nil {
-		f.t.Fatalf("succeed: %v", err)
-	}
-}
+func (f *fixture) succeed(jobID string) { f.t.Helper(); apitest.Succeed(f.t, f.st, jobID, "done") }
 
 // count is how many jobs of org the store holds.
 func (f *fixture) count(org string) int {
@@ -118,7 +107,7 @@ func TestAdmitEnqueuesAsTheIdentity(t *testing.T) {
 	f := setup(t, nil)
 	ctx := context.Background()
 	first := f.admit(ann, jobs.EnqueueParams{Text: "first"})
-	prio, later := 7, start.Add(time.Hour)
+	prio, later := 7, apitest.Start.Add(time.Hour)
 	a := f.admit(ann, jobs.EnqueueParams{OrgID: "beta", CreatedBy: "mallory", TokenID: "tok_other", Text: "second",
 		Priority: &prio, AvailableAt: later, DependsOn: first.JobID})
 	if a.PromptID == "" || a.JobID == "" || a.State != jobs.Queued || a.Existing {
