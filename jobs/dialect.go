@@ -23,3 +23,27 @@ type Target struct {
 	Profile string
 	Options ExecutionOptions
 }
+
+// ModelResolver says what a model name runs with (promptkit.Engine is
+// one).
+type ModelResolver interface {
+	ResolveModel(model string) (profile, backendModel string, ok bool)
+}
+
+// Resolve maps a request's model to a Target, whatever the dialect: a
+// model naming nothing runs on the fallback profile when one is given
+// (never for an empty model). ok is false for an unknown model, or
+// without a resolver.
+func Resolve(r ModelResolver, model, fallback string) (Target, bool) {
+	if r == nil || model == "" {
+		return Target{}, false
+	}
+	profile, m, ok := r.ResolveModel(model)
+	if !ok && fallback != "" {
+		profile, m, ok = r.ResolveModel(fallback)
+	}
+	if !ok {
+		return Target{}, false
+	}
+	return Target{Profile: profile, Options: ExecutionOptions{Model: m}}, true
+}

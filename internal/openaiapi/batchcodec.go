@@ -41,17 +41,17 @@ func (BatchCodec) DecodeLine(line []byte, endpoint string) (batch.Line, error) {
 	header := func() error {
 		switch {
 		case l.CustomID == "":
-			return &RequestError{Code: batch.CodeInvalid, Param: "custom_id", Message: "custom_id is missing or empty."}
+			return &jobs.RequestError{Code: batch.CodeInvalid, Param: "custom_id", Message: "custom_id is missing or empty."}
 		case l.Method != methodPost:
-			return &RequestError{Code: batch.CodeInvalid, Param: "method", Message: "method must be POST."}
+			return &jobs.RequestError{Code: batch.CodeInvalid, Param: "method", Message: "method must be POST."}
 		case l.URL != endpoint:
-			return &RequestError{Code: batch.CodeURLMismatch, Param: "url",
+			return &jobs.RequestError{Code: batch.CodeURLMismatch, Param: "url",
 				Message: fmt.Sprintf("url must be the batch's endpoint, %s.", endpoint)}
 		}
 		return nil
 	}
 	if err != nil {
-		if re, ok := errors.AsType[*RequestError](err); ok && (re.Param == "body" || strings.HasPrefix(re.Param, "body.")) {
+		if re, ok := errors.AsType[*jobs.RequestError](err); ok && (re.Param == "body" || strings.HasPrefix(re.Param, "body.")) {
 			if e := header(); e != nil {
 				return batch.Line{}, e
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/promptkit/promptkit/pktype"
 )
 
-// Error codes of a RequestError, OpenAI's where it has one.
+// Error codes of a jobs.RequestError, OpenAI's where it has one.
 const (
 	CodeInvalidJSON          = "invalid_json"
 	CodeInvalidType          = "invalid_type"
@@ -36,11 +36,11 @@ const (
 	maxMetadataValue = 512
 )
 
-func reqErr(param, code, format string, args ...any) *RequestError {
-	return &RequestError{Param: param, Code: code, Message: fmt.Sprintf(format, args...)}
+func reqErr(param, code, format string, args ...any) *jobs.RequestError {
+	return &jobs.RequestError{Param: param, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-func invalidType(param, want string) *RequestError {
+func invalidType(param, want string) *jobs.RequestError {
 	return reqErr(param, CodeInvalidType, "%s must be %s.", param, want)
 }
 
@@ -50,7 +50,7 @@ func invalidType(param, want string) *RequestError {
 var paramName = regexp.MustCompile(`^[A-Za-z0-9_.\-\[\]]{1,64}$`)
 
 // unknownKey is the error for a key promptkit does not know.
-func unknownKey(prefix, key string) *RequestError {
+func unknownKey(prefix, key string) *jobs.RequestError {
 	p := prefix + key
 	if !paramName.MatchString(key) {
 		return reqErr(prefix+"?", CodeUnknownParameter, "The request has an unrecognized parameter.")
@@ -76,7 +76,7 @@ func object(raw []byte, param string) (map[string]json.RawMessage, error) {
 }
 
 // bodyError says why a body is not a JSON object, without quoting it.
-func bodyError(raw []byte) *RequestError {
+func bodyError(raw []byte) *jobs.RequestError {
 	var v any
 	err := json.Unmarshal(raw, &v)
 	var syn *json.SyntaxError
@@ -146,7 +146,7 @@ func decodeInt(raw json.RawMessage, param string) (int64, error) {
 // self-hosted server's top_k, and any parameter promptkit does not know.
 // response_format is kept as written too (Chat.Format), beside what
 // promptkit reads of it to check the answer. A JSON null is an unset
-// parameter, not sent. Every error is a *RequestError naming the
+// parameter, not sent. Every error is a *jobs.RequestError naming the
 // parameter. The chat request comes normalized
 // (jobs.ChatRequest.Normalize).
 func DecodeChat(body []byte) (ChatParams, error) {
@@ -655,7 +655,7 @@ func decodeStreamOptions(raw json.RawMessage, p string) (bool, error) {
 // "url": "/v1/chat/completions", "body": {...}}): the line's keys, their
 // types, and its body as DecodeChat does (parameters named "body.…"), or
 // as DecodeEmbeddings does when the url is EndpointEmbeddings (into
-// Embedding). Errors are *RequestError; a body with stream: true is
+// Embedding). Errors are *jobs.RequestError; a body with stream: true is
 // refused. The
 // values of custom_id, method and url are the caller's to check against
 // its batch.
@@ -730,7 +730,7 @@ const (
 // DecodeBatchRequest decodes a POST /v1/batches body: input_file_id,
 // endpoint (/v1/chat/completions or /v1/embeddings), completion_window
 // (only 24h) and
-// metadata. Errors are *RequestError.
+// metadata. Errors are *jobs.RequestError.
 func DecodeBatchRequest(body []byte) (BatchRequest, error) {
 	var out BatchRequest
 	m, err := object(body, "")

@@ -216,7 +216,7 @@ func TestDecodeChatRefuses(t *testing.T) {
 		{``, "", openaiapi.CodeInvalidJSON},
 	} {
 		_, err := openaiapi.DecodeChat([]byte(c.body))
-		var re *openaiapi.RequestError
+		var re *jobs.RequestError
 		if !errors.As(err, &re) {
 			t.Errorf("%s: got %v, want a *RequestError", c.body, err)
 			continue
@@ -281,7 +281,7 @@ func TestParseBatchLine(t *testing.T) {
 		{`{"custom_id":`, "", openaiapi.CodeInvalidJSON},
 	} {
 		_, err := openaiapi.ParseBatchLine([]byte(c.line))
-		var re *openaiapi.RequestError
+		var re *jobs.RequestError
 		if !errors.As(err, &re) || re.Param != c.param || re.Code != c.code {
 			t.Errorf("%s: got %#v, want param %q code %q", c.line, err, c.param, c.code)
 		}
@@ -312,7 +312,7 @@ func TestDecodeBatchRequest(t *testing.T) {
 		{`{"input_file_id":"f","endpoint":"/v1/chat/completions","completion_window":"24h","output_expires_after":{}}`, "output_expires_after"},
 	} {
 		_, err := openaiapi.DecodeBatchRequest([]byte(c.body))
-		var re *openaiapi.RequestError
+		var re *jobs.RequestError
 		if !errors.As(err, &re) || re.Param != c.param {
 			t.Errorf("%s: got %v, want param %q", c.body, err, c.param)
 		}
@@ -330,7 +330,7 @@ func TestBatchLineTools(t *testing.T) {
 	}
 	_, err = openaiapi.ParseBatchLine([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m",
 		"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"g"}}}}`))
-	var re *openaiapi.RequestError
+	var re *jobs.RequestError
 	if !errors.As(err, &re) || re.Param != "body.tool_choice.function.name" {
 		t.Errorf("bad choice: %v", err)
 	}

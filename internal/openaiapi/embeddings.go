@@ -17,7 +17,7 @@ import (
 
 // EmbeddingParams is a decoded embeddings request.
 type EmbeddingParams struct {
-	// Model is the request's model, as sent (see Resolve).
+	// Model is the request's model, as sent (see jobs.Resolve).
 	Model string
 	// Input holds the texts, one vector each.
 	Input []string
@@ -36,7 +36,7 @@ type EmbeddingParams struct {
 // array (an input of integers) is refused naming "input": promptkit
 // embeds text and does not know the backend's tokenizer. An unknown
 // parameter is refused too; null is an unset parameter. Every error is a
-// *RequestError whose message never quotes the request.
+// *jobs.RequestError whose message never quotes the request.
 func DecodeEmbeddings(body []byte) (EmbeddingParams, error) {
 	return decodeEmbeddings(body, "")
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/pktype"
 )
 
@@ -52,7 +53,7 @@ func TestDecodeEmbeddingsRefusals(t *testing.T) {
 		{`{"model":"m","input":"x","` + secret + ` ":1}`, "?", openaiapi.CodeUnknownParameter},
 	} {
 		_, err := openaiapi.DecodeEmbeddings([]byte(c.body))
-		var re *openaiapi.RequestError
+		var re *jobs.RequestError
 		if !errors.As(err, &re) || re.Param != c.param || re.Code != c.code || strings.Contains(re.Message, secret) {
 			t.Errorf("%s: %#v", c.body, err)
 		}
@@ -100,7 +101,7 @@ func FuzzDecodeEmbeddings(f *testing.F) {
 			t.Fatalf("not deterministic: %v / %v", err, err2)
 		}
 		if err != nil {
-			var re, re2 *openaiapi.RequestError
+			var re, re2 *jobs.RequestError
 			if !errors.As(err, &re) || !errors.As(err2, &re2) || re.Message == "" || *re != *re2 {
 				t.Fatalf("error %#v / %#v", err, err2)
 			}
@@ -125,7 +126,7 @@ func FuzzDecodeEmbeddings(f *testing.F) {
 func TestDecodeEmbeddingsRefusesNUL(t *testing.T) {
 	t.Parallel()
 	_, err := openaiapi.DecodeEmbeddings([]byte(`{"model":"m","input":["fine","SECRET\u0000"]}`))
-	var re *openaiapi.RequestError
+	var re *jobs.RequestError
 	if !errors.As(err, &re) || !strings.HasPrefix(re.Param, "input") || strings.Contains(re.Message, "SECRET") {
 		t.Fatalf("got %v", err)
 	}

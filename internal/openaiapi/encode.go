@@ -37,31 +37,8 @@ func NewError(message, typ, param, code string) ErrorBody {
 }
 
 // RequestErrorBody is the 400 body of a refused request.
-func RequestErrorBody(e *RequestError) ErrorBody {
+func RequestErrorBody(e *jobs.RequestError) ErrorBody {
 	return NewError(e.Message, TypeInvalidRequest, e.Param, e.Code)
-}
-
-// Resolver says what a model name runs with (promptkit.Engine is one).
-type Resolver interface {
-	ResolveModel(model string) (profile, backendModel string, ok bool)
-}
-
-// Resolve maps a request's model to a Target (see Resolver). A model
-// naming nothing runs on the fallback profile when one is given (never
-// for an empty model). ok is false for an unknown model, or without a
-// resolver.
-func Resolve(r Resolver, model, fallback string) (Target, bool) {
-	if r == nil || model == "" {
-		return Target{}, false
-	}
-	profile, m, ok := r.ResolveModel(model)
-	if !ok && fallback != "" {
-		profile, m, ok = r.ResolveModel(fallback)
-	}
-	if !ok {
-		return Target{}, false
-	}
-	return Target{Profile: profile, Options: jobs.ExecutionOptions{Model: m}}, true
 }
 
 // Model is OpenAI's model object.

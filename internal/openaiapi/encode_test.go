@@ -302,29 +302,29 @@ func TestResolveAndModels(t *testing.T) {
 	}
 	for _, c := range []struct {
 		model string
-		want  openaiapi.Target
+		want  jobs.Target
 		ok    bool
 	}{
-		{"default", openaiapi.Target{Profile: "default"}, true},
-		{"b-fast", openaiapi.Target{Profile: "b-fast"}, true},
-		{"small", openaiapi.Target{Profile: "a-fast", Options: jobs.ExecutionOptions{Model: "small"}}, true},
-		{simulate.Model, openaiapi.Target{Profile: "default", Options: jobs.ExecutionOptions{Model: simulate.Model}}, true},
-		{"gpt-4o", openaiapi.Target{}, false},
-		{"", openaiapi.Target{}, false},
+		{"default", jobs.Target{Profile: "default"}, true},
+		{"b-fast", jobs.Target{Profile: "b-fast"}, true},
+		{"small", jobs.Target{Profile: "a-fast", Options: jobs.ExecutionOptions{Model: "small"}}, true},
+		{simulate.Model, jobs.Target{Profile: "default", Options: jobs.ExecutionOptions{Model: simulate.Model}}, true},
+		{"gpt-4o", jobs.Target{}, false},
+		{"", jobs.Target{}, false},
 	} {
-		got, ok := openaiapi.Resolve(eng, c.model, "")
+		got, ok := jobs.Resolve(eng, c.model, "")
 		if ok != c.ok || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%q: %+v %v, want %+v %v", c.model, got, ok, c.want, c.ok)
 		}
 	}
 	// A fallback profile runs what names nothing, but never an empty model.
-	if got, ok := openaiapi.Resolve(eng, "gpt-4o", "b-fast"); !ok || got != (openaiapi.Target{Profile: "b-fast"}) {
+	if got, ok := jobs.Resolve(eng, "gpt-4o", "b-fast"); !ok || got != (jobs.Target{Profile: "b-fast"}) {
 		t.Errorf("fallback: %+v %v", got, ok)
 	}
-	if _, ok := openaiapi.Resolve(eng, "", "b-fast"); ok {
+	if _, ok := jobs.Resolve(eng, "", "b-fast"); ok {
 		t.Error("an empty model ran on the fallback")
 	}
-	if _, ok := openaiapi.Resolve(nil, "default", ""); ok {
+	if _, ok := jobs.Resolve(nil, "default", ""); ok {
 		t.Error("Resolve without an engine")
 	}
 	if m := openaiapi.NewModel("x"); m.Object != "model" || m.OwnedBy != "promptkit" {

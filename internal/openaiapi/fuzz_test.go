@@ -28,7 +28,7 @@ func FuzzDecodeChat(f *testing.F) {
 			t.Fatalf("not deterministic: %v / %v", err, err2)
 		}
 		if err != nil {
-			var re, re2 *openaiapi.RequestError
+			var re, re2 *jobs.RequestError
 			if !errors.As(err, &re) || !errors.As(err2, &re2) || re.Message == "" || *re != *re2 {
 				t.Fatalf("error %#v / %#v", err, err2)
 			}
@@ -73,7 +73,7 @@ func FuzzParseBatchLine(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		l, err := openaiapi.ParseBatchLine(line)
 		if err != nil {
-			var re *openaiapi.RequestError
+			var re *jobs.RequestError
 			if !errors.As(err, &re) || re.Message == "" {
 				t.Fatalf("error %#v", err)
 			}
@@ -121,7 +121,7 @@ func FuzzDecodeResponses(f *testing.F) {
 			t.Fatalf("not deterministic: %v / %v", err, err2)
 		}
 		if err != nil {
-			var re, re2 *openaiapi.RequestError
+			var re, re2 *jobs.RequestError
 			if !errors.As(err, &re) || !errors.As(err2, &re2) || re.Message == "" || *re != *re2 {
 				t.Fatalf("error %#v / %#v", err, err2)
 			}

@@ -29,16 +29,9 @@ type Error struct {
 	Code    *string `json:"code"`
 }
 
-// RequestError is a request promptkit refuses: a 400
-// invalid_request_error naming the parameter (Param, e.g. "n",
-// "messages[2].content"). Message never quotes the request. It is
-// promptkit's own refusal (jobs.RequestError), so the server and the
-// batch processor classify it without knowing this dialect.
-type RequestError = jobs.RequestError
-
 // ChatParams is a decoded chat completion request.
 type ChatParams struct {
-	// Model is the request's model, as sent (see Resolve).
+	// Model is the request's model, as sent (see jobs.Resolve).
 	Model string
 	Chat  jobs.ChatRequest
 	// Stream and IncludeUsage: stream: true and
@@ -66,9 +59,6 @@ func (l BatchLine) Model() string {
 	}
 	return l.Body.Model
 }
-
-// Target is what a request's model names (jobs.Target).
-type Target = jobs.Target
 
 // ChatCompletion is OpenAI's chat.completion object. Extra are the
 // answer's other members as the backend sent them (system_fingerprint,

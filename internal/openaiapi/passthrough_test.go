@@ -235,7 +235,7 @@ func TestExtraParameterNamesAreNotQuoted(t *testing.T) {
 		} else {
 			_, err = openaiapi.DecodeChat([]byte(body))
 		}
-		re, ok := err.(*openaiapi.RequestError)
+		re, ok := err.(*jobs.RequestError)
 		if !ok || strings.Contains(re.Message, secret) || strings.Contains(re.Param, secret) {
 			t.Errorf("%s: %#v", body, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/jobs"
 )
 
 // TestDecodeResponsesReferenceLimits: a request's item references are
@@ -47,7 +48,7 @@ func TestDecodeResponsesReferenceLimits(t *testing.T) {
 			}
 			continue
 		}
-		re, ok := errors.AsType[*openaiapi.RequestError](err)
+		re, ok := errors.AsType[*jobs.RequestError](err)
 		if !ok || re.Param != "input" || re.Code != openaiapi.CodeInvalidValue || !strings.Contains(re.Message, c.words) || strings.Contains(re.Message, "zqx") {
 			t.Errorf("%s: %#v", c.name, err)
 		}

@@ -19,7 +19,7 @@ import (
 // Responses API). Its conversation is assembled by Conversation, once
 // the previous response and the item references it names are read.
 type ResponsesParams struct {
-	// Model is the request's model, as sent (see Resolve).
+	// Model is the request's model, as sent (see jobs.Resolve).
 	Model string
 	// Instructions, when set, is sent first as a system message.
 	Instructions *string
@@ -79,9 +79,9 @@ var refusedResponsesParams = map[string]string{
 
 // DecodeResponses decodes an OpenAI Responses API request body, strictly
 // as DecodeChat does: what promptkit cannot honour (built-in tools,
-// reasoning, include, images, ...) is a *RequestError naming the
+// reasoning, include, images, ...) is a *jobs.RequestError naming the
 // parameter, never silently dropped; so is a parameter it does not know;
-// a JSON null is an unset parameter. Every error is a *RequestError.
+// a JSON null is an unset parameter. Every error is a *jobs.RequestError.
 //
 // Accepted and honoured: model, input (a string, or items: messages of
 // role user, system, developer — sent as system — or assistant, with a
@@ -628,7 +628,7 @@ var messageField = regexp.MustCompile(`^messages\[(\d+)\](.*)$`)
 // references resolved (each item's Param still naming where it came
 // from). Function calls that follow an assistant message (or another
 // call) of the input join it, as one assistant turn. The request's
-// Responses fields are set. Errors are *RequestError naming the request's
+// Responses fields are set. Errors are *jobs.RequestError naming the request's
 // parameters.
 func (p ResponsesParams) Conversation(prev []pktype.Message, items []Item) (jobs.ChatRequest, error) {
 	c := p.Chat

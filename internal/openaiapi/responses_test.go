@@ -148,7 +148,7 @@ func TestDecodeResponsesRefusals(t *testing.T) {
 		if err == nil {
 			_, err = p.Conversation(nil, p.Input)
 		}
-		var re *openaiapi.RequestError
+		var re *jobs.RequestError
 		if !errors.As(err, &re) {
 			t.Errorf("%s: %v, want a RequestError", c.body, err)
 			continue

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/promptkit/promptkit/internal/openaiapi"
+	"github.com/promptkit/promptkit/jobs"
 )
 
 // TestSchemaOverLimitsNamesTheParameter: a chat request or a batch line
@@ -23,7 +24,7 @@ func TestSchemaOverLimitsNamesTheParameter(t *testing.T) {
 		{`{"description":"a\u0000b"}`, "contains a NUL character"},
 	} {
 		_, err := openaiapi.DecodeChat([]byte(chat(c.schema)))
-		var re *openaiapi.RequestError
+		var re *jobs.RequestError
 		if !errors.As(err, &re) || re.Param != "response_format.json_schema.schema" || !strings.Contains(re.Message, c.words) {
 			t.Errorf("DecodeChat: %#v", err)
 		}

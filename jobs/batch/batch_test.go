@@ -66,14 +66,14 @@ func newEnv(t *testing.T, db storekit.DB) *env {
 // process would.
 func (e *env) open() jobs.Store { return e.db.Open(e.t, jobs.Options{}) }
 
-func resolve(model string) (openaiapi.Target, bool) {
+func resolve(model string) (jobs.Target, bool) {
 	switch model {
 	case "fast":
-		return openaiapi.Target{Profile: "fast"}, true
+		return jobs.Target{Profile: "fast"}, true
 	case "big-model":
-		return openaiapi.Target{Profile: "fast", Options: jobs.ExecutionOptions{Model: "big-model"}}, true
+		return jobs.Target{Profile: "fast", Options: jobs.ExecutionOptions{Model: "big-model"}}, true
 	}
-	return openaiapi.Target{}, false
+	return jobs.Target{}, false
 }
 
 func (e *env) processor(st jobs.Store, mod ...func(*batch.Config)) *batch.Processor {
@@ -440,7 +440,7 @@ func TestCheckRefusesLinesTheEngineCannotRun(t *testing.T) {
 		p := e.processor(e.st, func(c *batch.Config) {
 			c.Check = func(_ context.Context, p jobs.EnqueueParams) error {
 				if p.CustomID == "b" {
-					return &openaiapi.RequestError{Param: "body.messages", Message: "the backend cannot take this"}
+					return &jobs.RequestError{Param: "body.messages", Message: "the backend cannot take this"}
 				}
 				return nil
 			}

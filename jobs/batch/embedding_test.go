@@ -34,8 +34,8 @@ func TestEmbeddingsBatch(t *testing.T) {
 {"custom_id":"b","method":"POST","url":"/v1/embeddings","body":{"model":"emb","input":"x","dimensions":3,"encoding_format":"base64"}}
 `
 		b := e.createEndpoint(openaiapi.EndpointEmbeddings, in)
-		resolveEmb := func(model string) (openaiapi.Target, bool) {
-			return openaiapi.Target{Profile: enginekit.ProfileID}, model == "emb"
+		resolveEmb := func(model string) (jobs.Target, bool) {
+			return jobs.Target{Profile: enginekit.ProfileID}, model == "emb"
 		}
 		p := e.processor(e.st, func(c *batch.Config) { c.Resolve = resolveEmb })
 		step(t, p)
@@ -134,7 +134,7 @@ func TestEmbeddingsBatch(t *testing.T) {
 // embeddings rules names its parameter.
 func TestEmbeddingsBatchValidation(t *testing.T) {
 	eachStore(t, func(t *testing.T, e *env) {
-		resolveAny := func(string) (openaiapi.Target, bool) { return openaiapi.Target{Profile: "fast"}, true }
+		resolveAny := func(string) (jobs.Target, bool) { return jobs.Target{Profile: "fast"}, true }
 		emb := `{"custom_id":"e","method":"POST","url":"/v1/embeddings","body":{"model":"m","input":"x"}}`
 		for _, c := range []struct {
 			endpoint, line, code, param string

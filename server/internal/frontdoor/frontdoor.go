@@ -135,12 +135,12 @@ func (a *API) wait(ctx context.Context, d time.Duration) {
 }
 
 // resolve is the target of a request's model, or a 404 problem.
-func (a *API) resolve(model string) (openaiapi.Target, error) {
-	var r openaiapi.Resolver
+func (a *API) resolve(model string) (jobs.Target, error) {
+	var r jobs.ModelResolver
 	if a.Engine != nil {
 		r = a.Engine
 	}
-	t, ok := openaiapi.Resolve(r, model, a.FallbackProfile)
+	t, ok := jobs.Resolve(r, model, a.FallbackProfile)
 	if !ok {
 		return t, &httpapi.Problem{Status: http.StatusNotFound, Code: "model_not_found", Param: "model",
 			Message: "The model does not exist: name a profile or a model of a configured backend (see GET /v1/models)."}

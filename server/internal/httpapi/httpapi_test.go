@@ -37,7 +37,7 @@ func TestClassify(t *testing.T) {
 			"the Idempotency-Key was used with a different request", "The Idempotency-Key was used with a different request.", ""},
 		{"invalid field", invalid, 400, "invalid_request", "invalid_request", jobs.InvalidMessage(invalid), jobs.InvalidMessage(invalid), "max_attempts"},
 		{"engine refusal", fmt.Errorf("%w: no such profile", promptkit.ErrProfileNotFound), 400, "invalid_request", "invalid_request", "", "", ""},
-		{"openai request", &openaiapi.RequestError{Param: "n", Code: "unsupported_value", Message: "n must be 1."}, 400, "unsupported_value", "unsupported_value", "n must be 1.", "n must be 1.", "n"},
+		{"openai request", &jobs.RequestError{Param: "n", Code: "unsupported_value", Message: "n must be 1."}, 400, "unsupported_value", "unsupported_value", "n must be 1.", "n must be 1.", "n"},
 		{"too large", TooLarge(10), 413, "too_large", "request_too_large", "the body is over 10 bytes", "The body is over 10 bytes.", ""},
 		{"rate limited", RateLimited(1500*time.Millisecond, "the token's submission rate of 1 a second"), 429, "rate_limited", "rate_limit_exceeded",
 			"the token's submission rate of 1 a second is reached; retry after the Retry-After delay",

@@ -330,7 +330,7 @@ func (rt *svc) batches() (*batch.Processor, error) {
 		// The batches API is OpenAI's: its lines are in OpenAI's format.
 		Codec: openaiapi.BatchCodec{},
 		Resolve: func(model string) (jobs.Target, bool) {
-			return openaiapi.Resolve(rt.engine, model, rt.fallbackProfile())
+			return jobs.Resolve(rt.engine, model, rt.fallbackProfile())
 		},
 		Check:        rt.check,
 		MaxBodyBytes: rt.sc.MaxBodyBytes,
