@@ -133,13 +133,25 @@ func (s *Serve) ResetPeak() {
 }
 
 // CPU is its user+system CPU seconds so far.
-func (s *Serve) CPU() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+func (s *Serve) CPU() float64 { return ProcCPU(s.cmd.Process.Pid) }
+
+// Pid is its process id.
+func (s *Serve) Pid() int { return s.cmd.Process.Pid }
+
+// ProcCPU is the user+system CPU seconds of process pid so far, all its
+// threads (those that ended too), from /proc/<pid>/stat; 0 when it cannot
+// be read (the process has exited).
+func ProcCPU(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
 	// Fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 > len(b) {
+		return 0
+	}
+	f := strings.Fields(string(b[i+2:]))
 	if len(f) < 13 {
 		return 0
 	}
