@@ -147,7 +147,15 @@
 // The writing statements run with generic plans (plan_cache_mode),
 // because re-planning the batched statements on every execution would
 // cost more than running them, with sequential scans off, because the side
-// tables are small or empty when a plan is made, and without JIT.
+// tables are small or empty when a plan is made, and without JIT. Reads
+// are planned on every execution (plan_cache_mode=force_custom_plan on the
+// store's connections, unless the URL names a mode; see readPlanMode):
+// under the default mode a connection's prepared read switched to a generic
+// plan costed on the tables as they were when it first ran, so a store
+// started on a fresh database kept sequential scans of job_events and
+// prompts as history grew. ChangesSince's read also runs with sequential
+// scans off (readSettings), so it uses the BRIN index on job_events.at
+// whatever the statistics. Nothing relies on ANALYZE having run.
 //
 // # Readiness
 //

@@ -90,6 +90,29 @@ func (p *phase) commit() {
 	})
 }
 
+// readPlanMode is the plan_cache_mode of the store's connections (a
+// startup parameter, unless the database URL names one), so of every read:
+// each execution is planned with its arguments and the tables' current
+// size (PostgreSQL reads a table's length on every planning, statistics or
+// not). Under the default mode (auto) a prepared statement, pgx's cache
+// keeps one per connection, switches after five executions to a generic
+// plan, costed once against the tables as they were then and kept until
+// something invalidates it: a store opened on a fresh database planned
+// EventsAfter and the response read as sequential scans while the tables
+// were empty and kept those plans, reading ever more rows per request as
+// history grew (issue 42: 184 req/s against 881 after a restart on the
+// same data). Re-planning a read costs tens of microseconds (see
+// BenchmarkHotReads); a wrong plan costs a scan of the history. A read
+// whose plan needs the right estimates too (ChangesSince) also turns
+// sequential scans off, as the writes do (readSettings).
+const readPlanMode = "force_custom_plan"
+
+// readSettings are the settings of ChangesSince's transaction: with
+// sequential scans off its read of job_events uses the BRIN index on at
+// whatever its estimates (without statistics, at > $1 is taken to match a
+// third of the log), and JIT is off as in writeSettings.
+const readSettings = `SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
+
 // writeSettings opens every writing transaction. The writing statements
 // are prepared once per connection (pgx's statement cache), and their
 // shapes are chosen to be right whatever the row estimates (primary-key
@@ -97,7 +120,9 @@ func (p *phase) commit() {
 // Left to itself PostgreSQL would re-plan the batched CTE statements on
 // every execution (their unnest arrays make a custom plan look cheaper),
 // which costs more than running them, inside the serialized section. Reads
-// keep the default mode. Sequential scans are off for the same reason: the
+// are planned on every execution instead (readPlanMode): their statements
+// are short, and only a custom plan sees how large the tables have grown
+// since the connection opened. Sequential scans are off for the same reason: the
 // side tables (job_queue, job_running) are small or empty when a plan is
 // made, so a generic plan would scan them whole, dead rows included, where
 // an index lookup by job ID is what every writing statement wants. JIT is

@@ -94,12 +94,27 @@ func (d *opsDB) store() *Store { return (*Store)(d) }
 // parameter selects the schema (created when missing); pgxpool parameters
 // such as pool_max_conns are honoured. Errors never contain the URL.
 func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
+	return open(ctx, url, opts, nil)
+}
+
+// open is Open; configure, when set, adjusts the pool's configuration
+// last (tests watch the store's own connections this way).
+func open(ctx context.Context, url string, opts jobs.Options, configure func(*pgxpool.Config)) (*Store, error) {
 	cfg, err := parseURL(url)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
+	}
+	// Reads plan with their arguments and the tables as they are now,
+	// never with a generic plan cached while the tables were small (see
+	// readPlanMode); the writing transactions set their own mode.
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = readPlanMode
+	}
+	if configure != nil {
+		configure(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
