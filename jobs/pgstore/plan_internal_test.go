@@ -409,21 +409,21 @@ func TestHotPlansOutliveStart(t *testing.T) {
 
 // BenchmarkHotReads measures the reads of a chat completion and its
 // follower (GetPrompt, GetJob, GetResponses, four EventsAfter) on 20000
-// jobs' history, under the default plan_cache_mode with the statements
-// first run on empty tables (fresh: the generic plans of a store started on
-// a fresh database), under the default mode first run on the full tables
-// (restarted: a store restarted on the same data), and as the store runs
-// them (custom: planned on every execution, readPlanMode), first run on
-// empty tables.
+// jobs' history: with sequential scans allowed (PostgreSQL's defaults,
+// before readParams), the statements first run on empty tables (fresh: the
+// generic plans of a store started on a fresh database) or on the full
+// tables (restarted: a store restarted on the same data); and as the store
+// runs them (readParams), first run on empty tables.
 func BenchmarkHotReads(b *testing.B) {
 	for _, c := range []struct {
-		name, mode string
-		early      bool
-	}{{"auto-fresh", "auto", true}, {"auto-restarted", "auto", false}, {"custom", "", true}} {
+		name     string
+		seqscans bool
+		early    bool
+	}{{"seqscan-fresh", true, true}, {"seqscan-restarted", true, false}, {"store", false, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			params := map[string]string{"pool_max_conns": "1"}
-			if c.mode != "" {
-				params["plan_cache_mode"] = c.mode
+			if c.seqscans {
+				params["enable_seqscan"], params["jit"] = "on", "on"
 			}
 			s := openInternalWith(b, params, nil)
 			if c.early {

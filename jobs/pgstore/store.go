@@ -107,11 +107,12 @@ func open(ctx context.Context, url string, opts jobs.Options, configure func(*pg
 	if _, err := migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
 	}
-	// Reads plan with their arguments and the tables as they are now,
-	// never with a generic plan cached while the tables were small (see
-	// readPlanMode); the writing transactions set their own mode.
-	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
-		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = readPlanMode
+	// A read's plan must not depend on the tables' size when it was
+	// first made (readParams).
+	for k, v := range readParams {
+		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
 	}
 	if configure != nil {
 		configure(cfg)
