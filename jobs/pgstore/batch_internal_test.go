@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/finish"
@@ -18,6 +19,13 @@ import (
 // openInternal opens a store on a fresh schema for tests that need the
 // package's internals.
 func openInternal(t *testing.T) *Store {
+	t.Helper()
+	return openInternalWith(t, nil, nil)
+}
+
+// openInternalWith is openInternal with more URL query parameters and a
+// hook that adjusts the pool's configuration (see open).
+func openInternalWith(t testing.TB, params map[string]string, configure func(*pgxpool.Config)) *Store {
 	t.Helper()
 	base := os.Getenv("PROMPTKIT_TEST_DATABASE_URL")
 	if base == "" {
@@ -32,9 +40,12 @@ func openInternal(t *testing.T) *Store {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	for k, v := range params {
+		q.Set(k, v)
+	}
 	u.RawQuery = q.Encode()
 	ctx := context.Background()
-	s, err := Open(ctx, u.String(), jobs.Options{})
+	s, err := open(ctx, u.String(), jobs.Options{}, configure)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,7 +147,14 @@
 // The writing statements run with generic plans (plan_cache_mode),
 // because re-planning the batched statements on every execution would
 // cost more than running them, with sequential scans off, because the side
-// tables are small or empty when a plan is made, and without JIT.
+// tables are small or empty when a plan is made, and without JIT. Reads
+// keep cached plans, made with sequential scans and JIT off too (readParams,
+// the store's connection settings unless the URL names them): under the
+// defaults a prepared read's generic plan was costed on the tables as they
+// were when it first ran, so a store started on a fresh database kept
+// sequential scans of job_events and prompts as history grew. The hot
+// reads are index lookups and ordered index scans, right at any size and
+// whatever the statistics. Nothing relies on ANALYZE having run.
 //
 // # Readiness
 //

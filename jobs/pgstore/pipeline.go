@@ -90,6 +90,30 @@ func (p *phase) commit() {
 	})
 }
 
+// readParams are settings of the store's connections (startup
+// parameters, unless the database URL names them), so of every read, as
+// writeSettings are of every write: sequential scans off, and JIT off
+// with them (a disabled scan's cost of 1e10, where one is the only path,
+// would make PostgreSQL compile the plan). pgx keeps each connection's
+// statements prepared, and after five executions PostgreSQL gives a
+// prepared read a generic plan costed once, against the tables as they
+// were then: a store opened on a fresh database planned EventsAfter and
+// the prompt and response reads as sequential scans while the tables were
+// empty and kept those plans as history grew (issue 42: 184 req/s against
+// 881 after a restart on the same data). The hot reads are key lookups and
+// ordered index scans, right at any size; with sequential scans off their
+// plans are those whenever they are made, and they stay cached (planning
+// every read instead measured slower). ChangesSince's read is the
+// exception (readSettings).
+var readParams = map[string]string{"enable_seqscan": "off", "jit": "off"}
+
+// readSettings are the settings of ChangesSince's read, in a transaction
+// of its own: planned on every execution. Its best path depends on how
+// much of the log lies after its time (the BRIN index on job_events.at
+// for a recent time), which a generic plan, costed once on the tables as
+// they were, cannot know: one made on empty tables walked every job.
+const readSettings = `SELECT set_config('plan_cache_mode', 'force_custom_plan', true)`
+
 // writeSettings opens every writing transaction. The writing statements
 // are prepared once per connection (pgx's statement cache), and their
 // shapes are chosen to be right whatever the row estimates (primary-key
@@ -97,7 +121,8 @@ func (p *phase) commit() {
 // Left to itself PostgreSQL would re-plan the batched CTE statements on
 // every execution (their unnest arrays make a custom plan look cheaper),
 // which costs more than running them, inside the serialized section. Reads
-// keep the default mode. Sequential scans are off for the same reason: the
+// keep the default mode, with sequential scans off too (readParams).
+// Sequential scans are off for the same reason: the
 // side tables (job_queue, job_running) are small or empty when a plan is
 // made, so a generic plan would scan them whole, dead rows included, where
 // an index lookup by job ID is what every writing statement wants. JIT is

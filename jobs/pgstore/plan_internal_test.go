@@ -1,10 +1,17 @@
 package pgstore
 
 import (
+	"context"
 	"fmt"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/promptkit/promptkit/jobs"
 	"github.com/promptkit/promptkit/jobs/internal/listing"
@@ -227,5 +234,237 @@ func TestActiveBatchesPlan(t *testing.T) {
 	}
 	if got := explain(t, s, activeBatchesSQL); !strings.Contains(got, "batches_active_idx") {
 		t.Errorf("plan of %s:\n%s", activeBatchesSQL, got)
+	}
+}
+
+// planLog collects the plans auto_explain reports on a store's own
+// connections: every statement the store runs, in the exec mode, plan
+// cache mode and settings it runs it with, and with the plan PostgreSQL
+// actually used (a cached generic one included).
+type planLog struct {
+	mu    sync.Mutex
+	plans []string
+}
+
+// configure makes every pooled connection report its plans to l.
+func (l *planLog) configure(cfg *pgxpool.Config) {
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.Contains(n.Message, "Query Text:") {
+			l.mu.Lock()
+			l.plans = append(l.plans, n.Message)
+			l.mu.Unlock()
+		}
+	}
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		for _, q := range []string{`LOAD 'auto_explain'`, `SET auto_explain.log_min_duration = 0`,
+			`SET client_min_messages = log`} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// take returns the plans reported since the last take.
+func (l *planLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.plans
+	l.plans = nil
+	return out
+}
+
+// hotRound runs the statements of a chat completion and of its followers
+// once: an enqueue, a claim, a success, the prompt, job and response reads,
+// the event log (whole, one org, one user) and the changes.
+func hotRound(t testing.TB, s *Store) {
+	t.Helper()
+	ctx := t.Context()
+	e, err := s.Enqueue(ctx, jobs.EnqueueParams{OrgID: "org1", CreatedBy: "u3", Text: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 1})
+	if err != nil || len(js) != 1 {
+		t.Fatal(len(js), err)
+	}
+	j := js[0]
+	if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	rid := jobs.ResponseID(j.PromptID, j.ID)
+	if _, err := s.GetPrompt(ctx, j.OrgID, j.PromptID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetPrompts(ctx, j.OrgID, []string{j.PromptID, e.PromptID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetJob(ctx, "org1", e.JobID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetResponse(ctx, j.OrgID, rid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetResponses(ctx, j.OrgID, []string{rid}); err != nil {
+		t.Fatal(err)
+	}
+	var head int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(seq) FROM job_events`).Scan(&head); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []jobs.EventsParams{{After: max(head-20, 0)}, {After: max(head-20, 0), OrgID: "org1"},
+		{After: max(head-20, 0), OrgID: "org1", CreatedBy: "u3"}} {
+		if _, err := s.EventsAfter(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.ChangesSince(ctx, jobs.ChangesParams{OrgID: "org1", Since: s.clock().Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fillHistory gives the store the history of a busy day: n jobs enqueued
+// through the store (their prompts, queue rows and events), then a
+// response and two more events for each, written directly. Nothing runs
+// ANALYZE (autovacuum may be off, as on the test server).
+func fillHistory(t testing.TB, s *Store, n int) {
+	t.Helper()
+	ctx := t.Context()
+	ps := make([]jobs.EnqueueParams, 5000)
+	for i := range ps {
+		ps[i] = jobs.EnqueueParams{OrgID: fmt.Sprint("org", i%3), CreatedBy: fmt.Sprint("u", i%13), Text: "x"}
+	}
+	for range n / len(ps) {
+		if _, err := s.EnqueueBatch(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{`
+		INSERT INTO responses (id, prompt_id, job_id, output, created_at)
+		SELECT 'r' || id, prompt_id, id, 'x', now() FROM jobs`, `
+		INSERT INTO job_events (job_id, prompt_id, org_id, type, from_state, to_state, at)
+		SELECT id, prompt_id, org_id, 'transition', s, s, now() FROM jobs, unnest(ARRAY['running', 'queued']) AS s`,
+	} {
+		if _, err := s.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// seqScanOfHistory is a sequential scan of a table that grows with
+// history.
+var seqScanOfHistory = regexp.MustCompile(`Seq Scan on (jobs|job_events|prompts|responses)\b`)
+
+// The hot statements' plans do not depend on when the process started:
+// after running every one of them on empty tables (where a cached generic
+// plan would be made), and then filling the tables, every plan the store's
+// own connection uses reads the tables through their indexes.
+func TestHotPlansOutliveStart(t *testing.T) {
+	var log planLog
+	s := openInternalWith(t, map[string]string{"pool_max_conns": "1"}, log.configure)
+	for range 8 {
+		hotRound(t, s)
+	}
+	log.take()
+	fillHistory(t, s, 20000)
+	log.take()
+	for range 2 {
+		hotRound(t, s)
+	}
+	plans := log.take()
+	// Each hot statement (by its text) was seen and read its index.
+	for _, want := range []struct{ text, index string }{
+		{"FROM job_events e LEFT JOIN LATERAL", "job_events_pkey"},                    // EventsAfter
+		{"FROM prompts WHERE id = $1", "prompts_pkey"},                                // GetPrompt
+		{"FROM prompts WHERE id = ANY($1)", "prompts_pkey"},                           // GetPrompts
+		{"FROM jobs WHERE id = $1", "jobs_pkey"},                                      // GetJob
+		{"FROM responses r JOIN prompts p", "responses_pkey"},                         // GetResponse(s)
+		{"SELECT job_id FROM job_events WHERE at > $1", "job_events_at_idx"},          // ChangesSince
+		{"FROM job_queue WHERE available_at", "job_queue_claim_idx"},                  // the claim's gate
+		{"WITH picked AS (", ""},                                                      // the claim
+		{"INSERT INTO prompts (", ""},                                                 // the enqueue
+		{"SELECT 1 FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE", "jobs_pkey"}, // the finish's lock
+		{"WITH u AS (", ""}, // the finish
+	} {
+		seen := false
+		for _, p := range plans {
+			if strings.Contains(p, want.text) {
+				seen = true
+				if !strings.Contains(p, want.index) {
+					t.Errorf("%s: not through %s:\n%s", want.text, want.index, p)
+				}
+			}
+		}
+		if !seen {
+			t.Errorf("%s: never ran", want.text)
+		}
+	}
+	for _, p := range plans {
+		if seqScanOfHistory.MatchString(p) {
+			t.Errorf("plan:\n%s", p)
+		}
+	}
+}
+
+// BenchmarkHotReads measures the reads of a chat completion and its
+// follower (GetPrompt, GetJob, GetResponses, four EventsAfter) on 20000
+// jobs' history: with sequential scans allowed (PostgreSQL's defaults,
+// before readParams), the statements first run on empty tables (fresh: the
+// generic plans of a store started on a fresh database) or on the full
+// tables (restarted: a store restarted on the same data); and as the store
+// runs them (readParams), first run on empty tables.
+func BenchmarkHotReads(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		seqscans bool
+		early    bool
+	}{{"seqscan-fresh", true, true}, {"seqscan-restarted", true, false}, {"store", false, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			params := map[string]string{"pool_max_conns": "1"}
+			if c.seqscans {
+				params["enable_seqscan"], params["jit"] = "on", "on"
+			}
+			s := openInternalWith(b, params, nil)
+			if c.early {
+				for range 8 {
+					hotRound(b, s)
+				}
+			}
+			fillHistory(b, s, 20000)
+			for range 8 {
+				hotRound(b, s)
+			}
+			ctx := b.Context()
+			js, err := s.Claim(ctx, jobs.ClaimParams{Worker: "w", Limit: 1})
+			if err != nil || len(js) != 1 {
+				b.Fatal(len(js), err)
+			}
+			j := js[0]
+			if _, err := s.Succeed(ctx, jobs.SucceedParams{JobID: j.ID, Worker: "w", Answer: jobs.Answer{Output: "ok"}}); err != nil {
+				b.Fatal(err)
+			}
+			var head int64
+			if err := s.pool.QueryRow(ctx, `SELECT max(seq) FROM job_events`).Scan(&head); err != nil {
+				b.Fatal(err)
+			}
+			rid := jobs.ResponseID(j.PromptID, j.ID)
+			for b.Loop() {
+				if _, err := s.GetPrompt(ctx, j.OrgID, j.PromptID); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.GetJob(ctx, j.OrgID, j.ID); err != nil {
+					b.Fatal(err)
+				}
+				if rs, err := s.GetResponses(ctx, j.OrgID, []string{rid}); err != nil || len(rs) != 1 {
+					b.Fatal(len(rs), err)
+				}
+				for range 4 {
+					if _, err := s.EventsAfter(ctx, jobs.EventsParams{After: head - 3, OrgID: j.OrgID}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

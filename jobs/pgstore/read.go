@@ -158,6 +158,11 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID, create
 			INSERT INTO change_floor (at) VALUES ($1)
 			ON CONFLICT (one) DO UPDATE SET at = EXCLUDED.at WHERE change_floor.at < EXCLUDED.at`, t)
 		read.commit()
+		// The read runs after the commit (it holds nobody up), in a
+		// transaction of its own, sent in the same round trip, that plans
+		// it with sequential scans off (readSettings).
+		read.exec("BEGIN")
+		read.exec(readSettings)
 		// jobs has no index on updated_at (it would keep transitions from
 		// being HOT updates, see migration 00002); every change of updated_at
 		// appends an event stamped with the same time, so the events find
@@ -171,6 +176,7 @@ func (s *Store) changesSince(ctx context.Context, since time.Time, orgID, create
 			out.Jobs, err = collectJobs(rows)
 			return err
 		})
+		read.commit()
 		if err := read.send(ctx, conn); err != nil || len(out.Jobs) < limit {
 			return err
 		}

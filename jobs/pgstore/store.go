@@ -94,12 +94,28 @@ func (d *opsDB) store() *Store { return (*Store)(d) }
 // parameter selects the schema (created when missing); pgxpool parameters
 // such as pool_max_conns are honoured. Errors never contain the URL.
 func Open(ctx context.Context, url string, opts jobs.Options) (*Store, error) {
+	return open(ctx, url, opts, nil)
+}
+
+// open is Open; configure, when set, adjusts the pool's configuration
+// last (tests watch the store's own connections this way).
+func open(ctx context.Context, url string, opts jobs.Options, configure func(*pgxpool.Config)) (*Store, error) {
 	cfg, err := parseURL(url)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := migrate(ctx, cfg.ConnConfig); err != nil {
 		return nil, err
+	}
+	// A read's plan must not depend on the tables' size when it was
+	// first made (readParams).
+	for k, v := range readParams {
+		if _, set := cfg.ConnConfig.RuntimeParams[k]; !set {
+			cfg.ConnConfig.RuntimeParams[k] = v
+		}
+	}
+	if configure != nil {
+		configure(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
