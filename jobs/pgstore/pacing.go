@@ -12,7 +12,7 @@ import (
 )
 
 // Shared pacing (migrations 00011 and 00012). The merge is Go's
-// (storeops.SyncPacing): a sync locks the rows it merges, first making
+// (storeops.Ops.SyncPacing): a sync locks the rows it merges, first making
 // sure they exist (a row lock needs a row), and writes plain values.
 const (
 	pacingEnsureSQL = `INSERT INTO pacing (backend, updated_at) SELECT unnest($1::text[]), $2
@@ -45,12 +45,7 @@ const (
 	peerRowsSQL = `SELECT ` + peerCols + ` FROM pacing_peers WHERE seen_at >= $1 ORDER BY backend, peer`
 )
 
-// SyncPacing implements jobs.Store (storeops.SyncPacing).
-func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs.BackendPacing, error) {
-	return storeops.SyncPacing(ctx, "pgstore", (*opsDB)(s), p)
-}
-
-// PacingSync implements storeops.PacingDB. A read is one round trip, a
+// PacingSync implements storeops.DB. A read is one round trip, a
 // batch that PostgreSQL runs as one implicit transaction. A sync that
 // writes takes two: BEGIN, the rows made sure of and locked (FOR UPDATE,
 // by backend, so that concurrent syncs of several backends lock them in

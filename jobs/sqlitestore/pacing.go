@@ -11,7 +11,7 @@ import (
 )
 
 // Shared pacing (migrations 8 and 9). The merge is Go's
-// (storeops.SyncPacing): a sync reads the rows it merges in its write
+// (storeops.Ops.SyncPacing): a sync reads the rows it merges in its write
 // transaction, which the single writer serializes, and writes plain
 // values.
 var (
@@ -48,12 +48,7 @@ const (
 	qPeerRows   = `SELECT ` + peerCols + ` FROM pacing_peers WHERE seen_at >= ?1 ORDER BY backend, peer`
 )
 
-// SyncPacing implements jobs.Store (storeops.SyncPacing).
-func (s *Store) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs.BackendPacing, error) {
-	return storeops.SyncPacing(ctx, "sqlitestore", (*opsDB)(s), p)
-}
-
-// PacingSync implements storeops.PacingDB: the locked reads (one
+// PacingSync implements storeops.DB: the locked reads (one
 // primary-key lookup per row), the writes and the expiry in one write
 // transaction (none without updates), then two reads.
 func (d *opsDB) PacingSync(ctx context.Context, ps storeops.PacingSync,

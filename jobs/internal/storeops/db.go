@@ -114,6 +114,20 @@ type DB interface {
 	// ReservedRead sums the reservations of an org or a token that have
 	// not expired at the store's time.
 	ReservedRead(ctx context.Context, p jobs.ReservedParams) (jobs.Reserved, error)
+
+	// PacingSync runs one sync of s; it decides nothing, the merge is
+	// Go's (jobs.BackendPacing.Merge, through MergePacing). With
+	// s.Backends empty it only reads, outside any transaction. Otherwise,
+	// in a write transaction of its own, it reads the pacing rows of
+	// s.News and s.Peer's pacing_peers rows on s.Backends, locked until
+	// the transaction ends so that concurrent syncs of a backend merge one
+	// after the other (a row not there yet is locked too, or the write
+	// lock is the store's); passes them, with the transaction's time, to
+	// merge; writes what merge returns as it is; deletes the pacing_peers
+	// rows seen before that time less s.TTL; and commits. Either way it
+	// returns every pacing row and the pacing_peers rows seen at or after
+	// that time less s.TTL, read after the writes.
+	PacingSync(ctx context.Context, s PacingSync, merge func(now time.Time, states []jobs.BackendPacing, peers []PeerRow) PacingWrite) ([]jobs.BackendPacing, []PeerRow, error)
 }
 
 // Tx is a store's write transaction, bound to the context WriteTx got.

@@ -1,15 +1,17 @@
 // Package storeops runs the methods of jobs.Store that move no job —
-// those of files, batches and tokens — once for both job stores, over a
+// those of files, batches, tokens, limits, reservations and shared
+// pacing — once for both job stores, over a
 // store's DB and Tx, whose methods only move rows (SQL text and
 // scanning). The rules are package jobs': the Normalize methods,
-// BatchStatus.CancelTo and CountsLive, BatchProgress.Counts. What storeops
+// BatchStatus.CancelTo and CountsLive, BatchProgress.Counts,
+// BackendPacing.Merge. What storeops
 // adds is the order of the writes, which transaction each belongs to, and
 // the store's books (DB.Wrote, Changed, StoredFiles).
 package storeops
 
 import "fmt"
 
-// Ops are the file, batch and token methods of jobs.Store, written once
+// Ops are the methods of jobs.Store that move no job, written once
 // over a store's DB: each store embeds one (through an unexported alias,
 // so the field stays unexported) and adds CancelBatchJobs, which moves
 // jobs. Errors read "<store>: <operation>: …".

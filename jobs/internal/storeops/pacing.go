@@ -3,7 +3,6 @@ package storeops
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -14,24 +13,6 @@ import (
 type PeerRow struct {
 	Backend string
 	jobs.PacingPeer
-}
-
-// PacingDB is a store's pacing rows as SyncPacing moves them: its one
-// method decides nothing, the merge is Go's (jobs.BackendPacing.Merge,
-// through MergePacing), so both stores merge alike.
-type PacingDB interface {
-	// PacingSync runs one sync of s. With s.Backends empty it only reads,
-	// outside any transaction. Otherwise, in a write transaction of its
-	// own, it reads the pacing rows of s.News and s.Peer's pacing_peers
-	// rows on s.Backends, locked until the transaction ends so that
-	// concurrent syncs of a backend merge one after the other (a row not
-	// there yet is locked too, or the write lock is the store's); passes
-	// them, with the transaction's time, to merge; writes what merge
-	// returns as it is; deletes the pacing_peers rows seen before that
-	// time less s.TTL; and commits. Either way it returns every pacing row
-	// and the pacing_peers rows seen at or after that time less s.TTL,
-	// read after the writes.
-	PacingSync(ctx context.Context, s PacingSync, merge func(now time.Time, states []jobs.BackendPacing, peers []PeerRow) PacingWrite) ([]jobs.BackendPacing, []PeerRow, error)
 }
 
 // PacingSync says which rows a sync locks and merges.
@@ -57,13 +38,13 @@ type PacingWrite struct {
 	Peers []PeerRow
 }
 
-// SyncPacing is jobs.Store.SyncPacing over db, for the store named store
-// ("pgstore"): the parameters checked, the rows merged by MergePacing,
-// the answer grouped by GroupPacing.
-func SyncPacing(ctx context.Context, store string, db PacingDB, p jobs.PacingSyncParams) ([]jobs.BackendPacing, error) {
+// SyncPacing records one process's pacing news: the parameters checked,
+// the rows merged by MergePacing (DB.PacingSync locks them), the answer
+// grouped by GroupPacing. See jobs.Store.
+func (o Ops) SyncPacing(ctx context.Context, p jobs.PacingSyncParams) ([]jobs.BackendPacing, error) {
 	p, err := p.Normalize()
 	if err != nil {
-		return nil, fmt.Errorf("%s: sync pacing: %w", store, err)
+		return nil, o.fail("sync pacing", err)
 	}
 	s := PacingSync{Peer: p.Peer, TTL: p.PeerTTL}
 	for _, u := range p.Updates { // sorted by backend (Normalize)
@@ -73,11 +54,11 @@ func SyncPacing(ctx context.Context, store string, db PacingDB, p jobs.PacingSyn
 		}
 	}
 	s.Backends, s.News = slices.Compact(s.Backends), slices.Compact(s.News)
-	states, peers, err := db.PacingSync(ctx, s, func(now time.Time, states []jobs.BackendPacing, peers []PeerRow) PacingWrite {
+	states, peers, err := o.db.PacingSync(ctx, s, func(now time.Time, states []jobs.BackendPacing, peers []PeerRow) PacingWrite {
 		return MergePacing(p, now, states, peers)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: sync pacing: %w", store, err)
+		return nil, o.fail("sync pacing", err)
 	}
 	return GroupPacing(states, peers), nil
 }

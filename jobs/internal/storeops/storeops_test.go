@@ -332,3 +332,7 @@ func TestMoveBatchErrors(t *testing.T) {
 		d.wantCalls(t, fmt.Sprintf("MoveBatch with errors %#v", c.errs), c.want)
 	}
 }
+
+func (fakeDB) PacingSync(context.Context, PacingSync, func(time.Time, []jobs.BackendPacing, []PeerRow) PacingWrite) ([]jobs.BackendPacing, []PeerRow, error) {
+	return nil, nil, errUnused
+}
